@@ -1,0 +1,293 @@
+// Random-weight GLM-5.3 checkpoints: config from a preset, tensors from the table, seeded values.
+#include "models/glm53/synth/Synth.h"
+
+#include "models/glm53/Config.h"
+#include "models/glm53/Weights.h"
+#include "models/glm53/synth/SynthTokenizer.h"
+#include "runtime/common/Progress.h"
+#include "runtime/common/Random.h"
+#include "runtime/weights/SafeTensorsWriter.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+
+namespace glm::glm53 {
+
+using OrderedJson = nlohmann::ordered_json;
+
+namespace {
+
+/// Dimensions a preset fixes; everything else follows the release's config.
+struct Preset {
+  int64_t vocabSize, firstSpecialId, hiddenSize, numHiddenLayers, intermediateSize,
+      moeIntermediateSize, numAttentionHeads, qLoraRank, kvLoraRank, qkNopeHeadDim, vHeadDim,
+      indexNHeads, indexHeadDim, indexTopk, indexKpool, linearNumHeads, linearHeadDim,
+      nRoutedExperts, numExpertsPerTok, numNextnPredictLayers, maxMerges;
+  // Vision tower.
+  int64_t visionDepth, visionHidden, visionHeads, visionIntermediate, visionOut,
+      visionProjectionIntermediate;
+};
+
+std::optional<Preset> findPreset(std::string_view name) {
+  if (name == "tiny") {
+    // Every block type at toy widths. v_head_dim differs from qk_nope_head_dim on purpose, so
+    // code that confuses the two fails on the demo model.
+    return Preset{1024, 988, 128, 8,  256, 64, 4,   64, 32, 32, 48,  4,   32, 16,
+                  4,    4,   32,  16, 4,   1,  732, 2,  64, 2,  128, 128, 256};
+  }
+  if (name == "glm53-flash") {
+    return Preset{154880, 154820, 4096, 45,  12288, 2048, 64,   1536, 512,
+                  256,    256,    32,   128, 2048,  4,    64,   128,  288,
+                  8,      1,      4000, 24,  1024,  16,   4096, 4096, 10240};
+  }
+  return std::nullopt;
+}
+
+OrderedJson presetConfig(const Preset &p, int64_t layers) {
+  OrderedJson text;
+  const int64_t first = p.firstSpecialId;
+  text["model_type"] = "glm5_next_text";
+  text["vocab_size"] = p.vocabSize;
+  text["hidden_size"] = p.hiddenSize;
+  text["num_hidden_layers"] = layers;
+  OrderedJson layerTypes = OrderedJson::array(), mlpTypes = OrderedJson::array(),
+              indexerTypes = OrderedJson::array();
+  for (int64_t i = 0; i < layers; ++i) {
+    // transformers' defaults: every fourth layer sparse attention, the first three MLPs dense.
+    layerTypes.push_back(i % 4 == 3 ? "deepseek_sparse_attention" : "linear_attention");
+    mlpTypes.push_back(i < 3 ? "dense" : "sparse");
+    indexerTypes.push_back("full");
+  }
+  text["layer_types"] = layerTypes;
+  text["mlp_layer_types"] = mlpTypes;
+  text["indexer_types"] = indexerTypes;
+  text["linear_num_heads"] = p.linearNumHeads;
+  text["linear_head_dim"] = p.linearHeadDim;
+  text["linear_conv_kernel_dim"] = 4;
+  text["linear_lower_bound"] = -5.0;
+  text["num_attention_heads"] = p.numAttentionHeads;
+  text["num_key_value_heads"] = p.numAttentionHeads;
+  text["q_lora_rank"] = p.qLoraRank;
+  text["kv_lora_rank"] = p.kvLoraRank;
+  text["qk_nope_head_dim"] = p.qkNopeHeadDim;
+  text["qk_rope_head_dim"] = 0;
+  text["qk_head_dim"] = p.qkNopeHeadDim;
+  text["head_dim"] = 0;
+  text["v_head_dim"] = p.vHeadDim;
+  text["attention_bias"] = false;
+  text["index_n_heads"] = p.indexNHeads;
+  text["index_head_dim"] = p.indexHeadDim;
+  text["index_topk"] = p.indexTopk;
+  text["index_kpool"] = p.indexKpool;
+  text["index_kpool_always_select_tail"] = true;
+  text["intermediate_size"] = p.intermediateSize;
+  text["moe_intermediate_size"] = p.moeIntermediateSize;
+  text["n_routed_experts"] = p.nRoutedExperts;
+  text["num_experts_per_tok"] = p.numExpertsPerTok;
+  text["n_shared_experts"] = 1;
+  text["n_group"] = 1;
+  text["topk_group"] = 1;
+  text["norm_topk_prob"] = true;
+  text["routed_scaling_factor"] = 2.5;
+  text["swiglu_limit"] = 10.0;
+  text["hidden_act"] = "silu";
+  text["hc_mult"] = 4;
+  text["hc_eps"] = 1e-6;
+  text["hc_sinkhorn_iters"] = 20;
+  text["rms_norm_eps"] = 1e-5;
+  text["max_position_embeddings"] = 1048576;
+  text["tie_word_embeddings"] = false;
+  text["num_nextn_predict_layers"] = p.numNextnPredictLayers;
+  text["pad_token_id"] = first;
+  text["bos_token_id"] = nullptr;
+  // <|endoftext|>, <|user|>, <|observation|>
+  text["eos_token_id"] = {first, first + 7, first + 9};
+  text["dtype"] = "bfloat16";
+
+  OrderedJson vision;
+  vision["model_type"] = "glm5_next_vision";
+  vision["depth"] = p.visionDepth;
+  vision["hidden_size"] = p.visionHidden;
+  vision["num_heads"] = p.visionHeads;
+  vision["intermediate_size"] = p.visionIntermediate;
+  vision["out_hidden_size"] = p.visionOut;
+  vision["projection_intermediate_size"] = p.visionProjectionIntermediate;
+  vision["attention_bias"] = true;
+  vision["hidden_act"] = "silu";
+  vision["in_channels"] = 3;
+  vision["image_size"] = 336;
+  vision["patch_size"] = 14;
+  vision["temporal_patch_size"] = 2;
+  vision["spatial_merge_size"] = 2;
+  vision["rms_norm_eps"] = 1e-5;
+  vision["swiglu_limit"] = 10.0;
+
+  OrderedJson root;
+  root["architectures"] = {"Glm5NextForConditionalGeneration"};
+  root["model_type"] = "glm5_next";
+  root["dtype"] = "bfloat16";
+  // Special-token ids in the release's order (reference/glm53_arch.md §5.1).
+  root["image_token_id"] = first + 34;
+  root["video_token_id"] = first + 35;
+  root["image_start_token_id"] = first + 10;
+  root["image_end_token_id"] = first + 11;
+  root["video_start_token_id"] = first + 12;
+  root["video_end_token_id"] = first + 13;
+  root["tie_word_embeddings"] = false;
+  root["text_config"] = text;
+  root["vision_config"] = vision;
+  return root;
+}
+
+/// The seed of one tensor's stream: FNV-1a of its name mixed with the user's seed, so a tensor's
+/// values depend on neither the other tensors' sizes nor the order they are written in.
+uint64_t hashName(std::string_view name, uint64_t seed) {
+  uint64_t h = 0xCBF29CE484222325ull ^ (seed * 0x9E3779B97F4A7C15ull);
+  for (char c : name) {
+    h = (h ^ static_cast<uint8_t>(c)) * 0x100000001B3ull;
+  }
+  return h;
+}
+
+uint16_t toBf16(float f) {
+  uint32_t bits = std::bit_cast<uint32_t>(f);
+  // Round to nearest even; the values here are finite.
+  bits += 0x7FFF + ((bits >> 16) & 1);
+  return static_cast<uint16_t>(bits >> 16);
+}
+
+bool endsWith(std::string_view s, std::string_view suffix) {
+  return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
+}
+
+/// How a tensor's values are drawn, by its role in the model: every parameter non-trivial (no
+/// zero or one initialisations that would let a term of the math go unexercised), magnitudes
+/// that keep activations finite through many layers.
+std::function<float(SplitMix64 &)> distributionFor(const WeightInfo &w) {
+  const std::string &n = w.name;
+  if (endsWith(n, "A_log") || endsWith(n, "dt_bias") || endsWith(n, "index_kpool_compress_ape") ||
+      endsWith(n, "_base")) {
+    return [](SplitMix64 &r) { return 0.5f * r.normal(); };
+  }
+  if (endsWith(n, "_scale") && w.component == Component::Mhc) {
+    return [](SplitMix64 &r) { return 0.5f + r.uniform(); };
+  }
+  if (endsWith(n, "e_score_correction_bias")) {
+    return [](SplitMix64 &r) { return 0.05f * r.normal(); };
+  }
+  if (n.find("norm") != std::string::npos && endsWith(n, "weight")) {
+    return [](SplitMix64 &r) { return 1.0f + 0.1f * r.normal(); };
+  }
+  if (endsWith(n, "bias")) {
+    return [](SplitMix64 &r) { return 0.1f * r.normal(); };
+  }
+  // Matrices and kernels: std min(0.05, 1/sqrt(fan_in)), fan_in = product of the trailing dims.
+  int64_t fanIn = 1;
+  for (size_t i = 1; i < w.shape.size(); ++i) {
+    fanIn *= w.shape[i];
+  }
+  const float stddev =
+      std::min(0.05f, 1.0f / std::sqrt(static_cast<float>(std::max<int64_t>(fanIn, 1))));
+  return [stddev](SplitMix64 &r) { return stddev * r.normal(); };
+}
+
+TensorSpec randomTensor(const WeightInfo &w, uint64_t seed) {
+  TensorSpec spec;
+  spec.name = w.name;
+  spec.dtype = w.releaseDType;
+  spec.shape = w.shape;
+  spec.fill = [w, seed](std::span<uint8_t> out) {
+    SplitMix64 rng(hashName(w.name, seed));
+    auto draw = distributionFor(w);
+    const size_t n = static_cast<size_t>(w.numel());
+    if (w.releaseDType == DType::F32) {
+      for (size_t i = 0; i < n; ++i) {
+        const float v = draw(rng);
+        std::memcpy(out.data() + 4 * i, &v, 4);
+      }
+    } else {
+      for (size_t i = 0; i < n; ++i) {
+        const uint16_t v = toBf16(draw(rng));
+        std::memcpy(out.data() + 2 * i, &v, 2);
+      }
+    }
+  };
+  return spec;
+}
+
+Status writeText(const std::filesystem::path &path, std::string_view text) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(text.data(), static_cast<std::streamsize>(text.size()));
+  out.close();
+  if (!out) {
+    return ioError(path.string(), ": write failed");
+  }
+  return Status::success();
+}
+
+} // namespace
+
+const std::vector<std::string> &synthPresets() {
+  static const std::vector<std::string> presets = {"tiny", "glm53-flash"};
+  return presets;
+}
+
+Expected<std::string> synthConfigJson(std::string_view preset, std::optional<int64_t> layers) {
+  std::optional<Preset> p = findPreset(preset);
+  if (!p) {
+    return invalidArgument("unknown preset '", preset, "' (known: tiny, glm53-flash)");
+  }
+  const int64_t n = layers.value_or(p->numHiddenLayers);
+  if (n < 1 || n > 1024) {
+    return invalidArgument("--layers must be between 1 and 1024, got ", n);
+  }
+  return presetConfig(*p, n).dump(2) + "\n";
+}
+
+Status synthesizeCheckpoint(const SynthOptions &options) {
+  GLM_ASSIGN_OR_RETURN(std::string configText, synthConfigJson(options.preset, options.layers));
+  const Preset preset = *findPreset(options.preset);
+  // Validate through the same parser every consumer uses: a preset that does not parse is a bug.
+  GLM_ASSIGN_OR_RETURN(Glm53Config config, parseGlm53Config(configText, "synthesized config.json"));
+
+  std::error_code ec;
+  std::filesystem::create_directories(options.outDir, ec);
+  if (ec) {
+    return ioError(options.outDir.string(), ": cannot create directory: ", ec.message());
+  }
+  GLM_RETURN_IF_ERROR(writeText(options.outDir / "config.json", configText));
+
+  SynthTokenizerOptions tokenizerOptions;
+  tokenizerOptions.vocabSize = preset.vocabSize;
+  tokenizerOptions.firstSpecialId = preset.firstSpecialId;
+  tokenizerOptions.maxMerges = preset.maxMerges;
+  tokenizerOptions.seed = options.seed;
+  GLM_ASSIGN_OR_RETURN(std::string tokenizerJson, makeSynthTokenizerJson(tokenizerOptions));
+  GLM_RETURN_IF_ERROR(writeText(options.outDir / "tokenizer.json", tokenizerJson));
+  GLM_RETURN_IF_ERROR(
+      writeText(options.outDir / "tokenizer_config.json", makeSynthTokenizerConfigJson()));
+  GLM_RETURN_IF_ERROR(writeText(options.outDir / "chat_template.jinja", glm53ChatTemplate()));
+
+  std::vector<TensorSpec> tensors;
+  uint64_t totalBytes = 0;
+  for (const WeightInfo &w : glm53Weights(config)) {
+    tensors.push_back(randomTensor(w, options.seed));
+    totalBytes += tensors.back().byteSize();
+  }
+  ProgressReporter::Options progressOptions;
+  progressOptions.label = "synth " + options.outDir.filename().string();
+  progressOptions.total = totalBytes;
+  progressOptions.unit = ProgressReporter::Unit::Bytes;
+  ProgressReporter progress(std::move(progressOptions));
+  GLM_RETURN_IF_ERROR(writeCheckpointShards(options.outDir, tensors, options.maxShardBytes,
+                                            [&](uint64_t bytes) { progress.advance(bytes); }));
+  progress.finish();
+  return Status::success();
+}
+
+} // namespace glm::glm53

@@ -1,0 +1,39 @@
+// `glmc synth`: random-weight GLM-5.3 checkpoints in the Hub layout, for demos, tests and
+// benchmarks.
+#pragma once
+
+#include "runtime/common/Status.h"
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace glm::glm53 {
+
+struct SynthOptions {
+  /// "tiny" (toy widths, every block type, an MTP layer and a vision tower) or "glm53-flash"
+  /// (the release's dimensions).
+  std::string preset;
+  /// Overrides num_hidden_layers; the layer schedules are then derived as transformers does.
+  std::optional<int64_t> layers;
+  uint64_t seed = 0;
+  std::filesystem::path outDir;
+  /// Checkpoints larger than this are sharded with an index, as the Hub does.
+  uint64_t maxShardBytes = 5'000'000'000;
+};
+
+/// The preset names `glmc synth` accepts.
+const std::vector<std::string> &synthPresets();
+
+/// config.json text of a preset (outer glm5_next config with text_config and vision_config, every
+/// per-layer list written out).
+Expected<std::string> synthConfigJson(std::string_view preset, std::optional<int64_t> layers);
+
+/// Writes config.json, the weights, tokenizer.json, tokenizer_config.json and chat_template.jinja
+/// into options.outDir (created if needed), reporting progress on stderr. Deterministic for a seed.
+Status synthesizeCheckpoint(const SynthOptions &options);
+
+} // namespace glm::glm53

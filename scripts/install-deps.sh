@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Installs every Debian package glmc needs to build and test; the one place they are named.
+# Idempotent: packages already present are left as they are. Run as root (or with sudo).
+set -euo pipefail
+
+# The CUDA 13 toolkit (nvcc, NVRTC, NCCL headers) is not a Debian package: it is used where it is
+# found at /usr/local/cuda, and the runtime reaches the driver through dlopen, so machines without
+# it still build glmc and run every CPU test.
+PACKAGES=(
+  # toolchain
+  g++ cmake ninja-build pkg-config python3
+  # MLIR/LLVM 22 (bookworm-security); libmlir-22-dev alone lacks mlir-tblgen, LLVMConfig.cmake
+  # and FileCheck/lit, hence all four. They conflict with the -19 packages.
+  libmlir-22-dev mlir-22-tools llvm-22-dev llvm-22-tools
+  # formatting: 22 knows InsertBraces, the machine's default 14 does not
+  clang-format-22
+  # plan file schema (flatc generates at build time)
+  flatbuffers-compiler libflatbuffers-dev
+  # server: HTTP, JSON, the tokenizer's pre-tokenizer regex
+  libcpp-httplib-dev nlohmann-json3-dev libpcre2-dev
+  # RDMA transport for tensor parallelism
+  libibverbs-dev
+  # tests
+  libgtest-dev libgmock-dev
+)
+
+if [[ $(id -u) -ne 0 ]]; then
+  SUDO=sudo
+else
+  SUDO=
+fi
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q '^install ok installed$'; then
+    missing+=("$p")
+  fi
+done
+
+if ((${#missing[@]} == 0)); then
+  echo "install-deps: all ${#PACKAGES[@]} packages present"
+  exit 0
+fi
+
+echo "install-deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"

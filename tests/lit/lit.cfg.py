@@ -1,0 +1,18 @@
+# lit configuration: glmc and glm-opt from the build tree, FileCheck from LLVM 22.
+import os
+
+import lit.formats
+
+config.name = "glmc"
+config.test_format = lit.formats.ShTest(execute_external=True)
+config.suffixes = [".test", ".mlir"]
+config.test_source_root = os.path.dirname(__file__)
+config.test_exec_root = os.path.join(config.glm_obj_root, "tests", "lit")
+config.excludes = ["Inputs", "CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py.in"]
+
+bin_dir = os.path.join(config.glm_obj_root, "bin")
+config.environment["PATH"] = os.pathsep.join(
+    [bin_dir, config.llvm_tools_dir, config.environment.get("PATH", os.environ["PATH"])]
+)
+config.substitutions.append(("%glmc", os.path.join(bin_dir, "glmc")))
+config.substitutions.append(("%fixtures", config.glm_fixtures_dir))

@@ -1,0 +1,13 @@
+// The glmc subcommands; each takes its arguments after the subcommand name and returns an exit
+// code.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace glm::tools {
+
+int runInfo(const std::vector<std::string> &args);
+int runSynth(const std::vector<std::string> &args);
+
+} // namespace glm::tools

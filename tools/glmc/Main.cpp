@@ -1,0 +1,54 @@
+// glmc: the command-line entry point; dispatches to one subcommand.
+#include "tools/glmc/Commands.h"
+
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace {
+
+struct Subcommand {
+  const char *name;
+  const char *usage;
+  int (*run)(const std::vector<std::string> &);
+};
+
+const Subcommand kSubcommands[] = {
+    {"info", "info MODEL_DIR [--json]   config summary, parameters, bytes/token, checkpoint check",
+     glm::tools::runInfo},
+    {"synth",
+     "synth --preset tiny|glm53-flash [--layers N] [--seed S] -o DIR\n"
+     "                            a random-weight checkpoint in the Hub layout",
+     glm::tools::runSynth},
+};
+
+void printUsage(FILE *out) {
+  std::fprintf(out, "usage: glmc <command> [arguments]\n\ncommands:\n");
+  for (const Subcommand &c : kSubcommands) {
+    std::fprintf(out, "  %s\n", c.usage);
+  }
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  if (argc < 2) {
+    printUsage(stderr);
+    return 2;
+  }
+  const std::string command = argv[1];
+  if (command == "--help" || command == "-h" || command == "help") {
+    printUsage(stdout);
+    return 0;
+  }
+  std::vector<std::string> args(argv + 2, argv + argc);
+  for (const Subcommand &c : kSubcommands) {
+    if (command == c.name) {
+      return c.run(args);
+    }
+  }
+  std::fprintf(stderr, "glmc: unknown command '%s'\n\n", command.c_str());
+  printUsage(stderr);
+  return 2;
+}

@@ -1,0 +1,43 @@
+// `glmc synth`: writes a random-weight GLM-5.3 checkpoint.
+#include "models/glm53/synth/Synth.h"
+#include "tools/glmc/CommandLine.h"
+#include "tools/glmc/Commands.h"
+
+#include <cstdio>
+
+namespace glm::tools {
+
+int runSynth(const std::vector<std::string> &args) {
+  CommandLine cl("synth");
+  cl.option("preset").option("layers").option("seed").option("output").positional(0, 0);
+  Status status = cl.parse(args);
+  glm53::SynthOptions options;
+  if (status.ok() && !cl.get("preset")) {
+    status = invalidArgument("glmc synth: --preset is required (tiny or glm53-flash)");
+  }
+  if (status.ok() && !cl.get("output")) {
+    status = invalidArgument("glmc synth: -o DIR is required");
+  }
+  if (status.ok()) {
+    options.preset = *cl.get("preset");
+    options.outDir = *cl.get("output");
+    auto layers = cl.getInt("layers", 1, 1024);
+    auto seed = cl.getInt("seed", 0, INT64_MAX);
+    if (!layers.ok()) {
+      status = layers.status();
+    } else if (!seed.ok()) {
+      status = seed.status();
+    } else {
+      options.layers = *layers;
+      options.seed = static_cast<uint64_t>(seed->value_or(0));
+      status = glm53::synthesizeCheckpoint(options);
+    }
+  }
+  if (!status.ok()) {
+    std::fprintf(stderr, "glmc synth: %s\n", status.toString().c_str());
+    return 1;
+  }
+  return 0;
+}
+
+} // namespace glm::tools
