@@ -11,10 +11,12 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <atomic>
 #include <bit>
 #include <cmath>
 #include <cstring>
 #include <fstream>
+#include <thread>
 
 namespace glm::glm53 {
 
@@ -196,25 +198,52 @@ std::function<float(SplitMix64 &)> distributionFor(const WeightInfo &w) {
   return [stddev](SplitMix64 &r) { return stddev * r.normal(); };
 }
 
+/// Values are drawn in blocks of this many elements, each from its own stream, so large tensors
+/// fill on all cores and the bytes do not depend on how many cores there are.
+constexpr size_t kBlockElements = size_t(1) << 20;
+
 TensorSpec randomTensor(const WeightInfo &w, uint64_t seed) {
   TensorSpec spec;
   spec.name = w.name;
   spec.dtype = w.releaseDType;
   spec.shape = w.shape;
   spec.fill = [w, seed](std::span<uint8_t> out) {
-    SplitMix64 rng(hashName(w.name, seed));
-    auto draw = distributionFor(w);
+    const auto draw = distributionFor(w);
     const size_t n = static_cast<size_t>(w.numel());
-    if (w.releaseDType == DType::F32) {
-      for (size_t i = 0; i < n; ++i) {
+    const size_t blocks = (n + kBlockElements - 1) / kBlockElements;
+    const uint64_t tensorSeed = hashName(w.name, seed);
+    auto fillBlock = [&](size_t block) {
+      SplitMix64 rng(tensorSeed + block * 0xD1B54A32D192ED03ull);
+      const size_t end = std::min(n, (block + 1) * kBlockElements);
+      for (size_t i = block * kBlockElements; i < end; ++i) {
         const float v = draw(rng);
-        std::memcpy(out.data() + 4 * i, &v, 4);
+        if (w.releaseDType == DType::F32) {
+          std::memcpy(out.data() + 4 * i, &v, 4);
+        } else {
+          const uint16_t h = toBf16(v);
+          std::memcpy(out.data() + 2 * i, &h, 2);
+        }
       }
-    } else {
-      for (size_t i = 0; i < n; ++i) {
-        const uint16_t v = toBf16(draw(rng));
-        std::memcpy(out.data() + 2 * i, &v, 2);
+    };
+    const size_t workers =
+        std::min<size_t>(blocks, std::max(1u, std::thread::hardware_concurrency()));
+    if (workers <= 1) {
+      for (size_t block = 0; block < blocks; ++block) {
+        fillBlock(block);
       }
+      return;
+    }
+    std::atomic<size_t> next{0};
+    std::vector<std::thread> threads;
+    for (size_t t = 0; t < workers; ++t) {
+      threads.emplace_back([&] {
+        for (size_t block = next++; block < blocks; block = next++) {
+          fillBlock(block);
+        }
+      });
+    }
+    for (std::thread &thread : threads) {
+      thread.join();
     }
   };
   return spec;
