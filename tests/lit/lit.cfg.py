@@ -5,7 +5,8 @@ import lit.formats
 
 config.name = "glmc"
 config.test_format = lit.formats.ShTest(execute_external=True)
-config.suffixes = [".test", ".mlir"]
+# IR tests need glm-opt, which only a build with the compiler has.
+config.suffixes = [".test", ".mlir"] if config.glm_build_compiler else [".test"]
 config.test_source_root = os.path.dirname(__file__)
 config.test_exec_root = os.path.join(config.glm_obj_root, "tests", "lit")
 config.excludes = ["Inputs", "CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py.in"]
