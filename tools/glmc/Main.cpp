@@ -21,6 +21,12 @@ const Subcommand kSubcommands[] = {
      "synth --preset tiny|glm53-flash [--layers N] [--seed S] -o DIR\n"
      "                            a random-weight checkpoint in the Hub layout",
      glm::tools::runSynth},
+#ifdef GLM_HAVE_COMPILER
+    {"dump-ir",
+     "dump-ir MODEL_DIR [--stage model] [--decode BxR,...] [--prefill C,...]\n"
+     "        [--assume-weights bf16|exl3-experts:K]   the model's glm IR",
+     glm::tools::runDumpIr},
+#endif
 };
 
 void printUsage(FILE *out) {
