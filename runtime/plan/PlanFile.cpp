@@ -1,0 +1,363 @@
+// Plan loading and semantic validation.
+#include "runtime/plan/PlanFile.h"
+
+#include <flatbuffers/flatbuffers.h>
+
+#include <cstring>
+#include <fstream>
+#include <set>
+
+namespace glm::runtime {
+
+size_t elementSize(plan::ElementType type) {
+  switch (type) {
+  case plan::ElementType::F32:
+  case plan::ElementType::I32:
+    return 4;
+  case plan::ElementType::BF16:
+  case plan::ElementType::F16:
+  case plan::ElementType::I16:
+    return 2;
+  case plan::ElementType::F8E4M3:
+  case plan::ElementType::U8:
+    return 1;
+  case plan::ElementType::I64:
+    return 8;
+  }
+  return 0;
+}
+
+namespace {
+
+/// Largest plan accepted: far above any real plan (cubins for every kernel are a few MB), small
+/// enough that a lying file cannot make us allocate without bound.
+constexpr uint64_t kMaxPlanBytes = 4ull << 30;
+
+/// Validates one plan, remembering where it is for messages ("program decode_b1_r1, step 12
+/// (blk.3.attn.q_proj)").
+class Validator {
+public:
+  Validator(const plan::Plan &plan, const std::string &source) : plan_(plan), source_(source) {}
+
+  Status run() {
+    if (plan_.format_version() != kPlanFormatVersion) {
+      return fail("", "format version ", plan_.format_version(), ", this glmc reads version ",
+                  kPlanFormatVersion, " (recompile the plan)");
+    }
+    if (plan_.target() == nullptr || plan_.target()->name() == nullptr) {
+      return fail("", "no target description");
+    }
+    if (plan_.tp() < 1) {
+      return fail("", "tensor-parallel size ", plan_.tp(), " (must be at least 1)");
+    }
+    GLM_RETURN_IF_ERROR(checkArenas());
+    GLM_RETURN_IF_ERROR(checkWeights());
+    GLM_RETURN_IF_ERROR(checkStates());
+    GLM_RETURN_IF_ERROR(checkKernels());
+    GLM_RETURN_IF_ERROR(checkPrograms());
+    return Status::success();
+  }
+
+private:
+  template <typename... Args> Status fail(const std::string &where, Args &&...args) {
+    return formatError(source_, ": ", where.empty() ? "" : where + ": ",
+                       std::forward<Args>(args)...);
+  }
+
+  static std::string name(const flatbuffers::String *s) { return s ? s->str() : "(unnamed)"; }
+
+  Status checkArenas() {
+    if (plan_.arenas() == nullptr || plan_.arenas()->size() == 0) {
+      return fail("", "no arenas");
+    }
+    for (const plan::Arena *arena : *plan_.arenas()) {
+      const uint32_t a = arena->alignment();
+      if (a == 0 || (a & (a - 1)) != 0) {
+        return fail("arena " + name(arena->name()), "alignment ", a, " is not a power of two");
+      }
+    }
+    return Status::success();
+  }
+
+  Status checkSlice(const std::string &where, const plan::Slice *slice) {
+    if (slice == nullptr) {
+      return fail(where, "has no slice");
+    }
+    const auto *arenas = plan_.arenas();
+    if (slice->arena() >= arenas->size()) {
+      return fail(where, "names arena ", slice->arena(), " of ", arenas->size());
+    }
+    const uint64_t size = arenas->Get(slice->arena())->size();
+    // offset + size <= arena size, written so it cannot overflow.
+    if (slice->offset() > size || slice->size() > size - slice->offset()) {
+      return fail(where, "slice [", slice->offset(), ", +", slice->size(), ") overruns arena ",
+                  name(arenas->Get(slice->arena())->name()), " of ", size, " bytes");
+    }
+    return Status::success();
+  }
+
+  /// The byte size of a dense tensor, or an error on a negative dimension or overflow.
+  Expected<uint64_t> denseBytes(const std::string &where, const flatbuffers::Vector<int64_t> *shape,
+                                plan::ElementType element) {
+    if (shape == nullptr) {
+      return fail(where, "has no shape");
+    }
+    const size_t width = elementSize(element);
+    if (width == 0) {
+      return fail(where, "has unknown element type ", static_cast<int>(element));
+    }
+    uint64_t bytes = width;
+    for (int64_t d : *shape) {
+      if (d < 0) {
+        return fail(where, "has negative dimension ", d);
+      }
+      if (d != 0 && bytes > UINT64_MAX / static_cast<uint64_t>(d)) {
+        return fail(where, "shape overflows 64 bits");
+      }
+      bytes *= static_cast<uint64_t>(d);
+    }
+    return bytes;
+  }
+
+  Status checkTensor(const std::string &where, const plan::TensorRef *t) {
+    if (t == nullptr) {
+      return fail(where, "has a null tensor");
+    }
+    const std::string here = where + " tensor " + name(t->name());
+    GLM_RETURN_IF_ERROR(checkSlice(here, t->slice()));
+    GLM_ASSIGN_OR_RETURN(uint64_t bytes, denseBytes(here, t->shape(), t->element()));
+    if (bytes > t->slice()->size()) {
+      return fail(here, "needs ", bytes, " bytes but its slice holds ", t->slice()->size());
+    }
+    return Status::success();
+  }
+
+  Status checkWeights() {
+    if (plan_.weights() == nullptr) {
+      return Status::success();
+    }
+    for (const plan::WeightBinding *w : *plan_.weights()) {
+      const std::string where = "weight " + name(w->name());
+      if (w->checkpoint() == nullptr || w->checkpoint()->size() == 0) {
+        return fail(where, "names no checkpoint tensor");
+      }
+      GLM_RETURN_IF_ERROR(checkSlice(where, w->slice()));
+      if (w->global_shape() == nullptr || w->rank_shape() == nullptr ||
+          w->global_shape()->size() != w->rank_shape()->size()) {
+        return fail(where, "global and rank shapes must have one rank");
+      }
+      if (w->shard() != plan::ShardKind::Replicated && w->shard_dim() >= w->rank_shape()->size()) {
+        return fail(where, "shard dimension ", w->shard_dim(), " is outside its rank");
+      }
+      // EXL3 slices hold the trellis, not a dense tensor; everything else is dense.
+      if (w->format() != plan::WeightFormat::EXL3) {
+        GLM_ASSIGN_OR_RETURN(uint64_t bytes, denseBytes(where, w->rank_shape(), w->element()));
+        if (bytes > w->slice()->size()) {
+          return fail(where, "needs ", bytes, " bytes but its slice holds ", w->slice()->size());
+        }
+      }
+    }
+    return Status::success();
+  }
+
+  Status checkStates() {
+    if (plan_.states() == nullptr) {
+      return Status::success();
+    }
+    for (const plan::StateLayout *s : *plan_.states()) {
+      const std::string where = "state " + name(s->name());
+      GLM_RETURN_IF_ERROR(checkSlice(where, s->slice()));
+      GLM_ASSIGN_OR_RETURN(uint64_t bytes, denseBytes(where, s->unit_shape(), s->element()));
+      if (bytes != s->unit_bytes()) {
+        return fail(where, "unit of ", bytes, " bytes recorded as ", s->unit_bytes());
+      }
+      if (s->paged()) {
+        const plan::StatePool *pool = plan_.state_pool();
+        if (pool == nullptr) {
+          return fail(where, "is paged but the plan has no page pool");
+        }
+        if (s->offset_in_page() > pool->page_bytes()) {
+          return fail(where, "starts at ", s->offset_in_page(), " in a page of ",
+                      pool->page_bytes(), " bytes");
+        }
+      }
+    }
+    return Status::success();
+  }
+
+  Status checkKernels() {
+    if (plan_.kernels() == nullptr) {
+      return Status::success();
+    }
+    for (const plan::Kernel *k : *plan_.kernels()) {
+      if (k->entry() == nullptr || k->entry()->size() == 0) {
+        return fail("kernel " + name(k->name()), "has no entry symbol");
+      }
+    }
+    return Status::success();
+  }
+
+  Status checkIndices(const std::string &where, const flatbuffers::Vector<uint32_t> *indices,
+                      size_t count, const char *what) {
+    if (indices == nullptr) {
+      return Status::success();
+    }
+    for (uint32_t i : *indices) {
+      if (i >= count) {
+        return fail(where, "names ", what, " ", i, " of ", count);
+      }
+    }
+    return Status::success();
+  }
+
+  Status checkPrograms() {
+    if (plan_.programs() == nullptr || plan_.programs()->size() == 0) {
+      return fail("", "no programs");
+    }
+    std::set<std::string> names;
+    const size_t weightCount = plan_.weights() ? plan_.weights()->size() : 0;
+    const size_t stateCount = plan_.states() ? plan_.states()->size() : 0;
+    const size_t kernelCount = plan_.kernels() ? plan_.kernels()->size() : 0;
+    for (const plan::Program *program : *plan_.programs()) {
+      const std::string pname = "program " + name(program->name());
+      if (!names.insert(name(program->name())).second) {
+        return fail(pname, "appears twice");
+      }
+      if (program->batch() < 1 || program->rows() < 1) {
+        return fail(pname, "has batch ", program->batch(), " and rows ", program->rows());
+      }
+      if (program->io() != nullptr) {
+        for (const plan::IoSlot *io : *program->io()) {
+          GLM_RETURN_IF_ERROR(checkTensor(pname + " io", io->tensor()));
+        }
+      }
+      const size_t stepCount = program->steps() ? program->steps()->size() : 0;
+      for (size_t i = 0; i < stepCount; ++i) {
+        const plan::Step *step = program->steps()->Get(static_cast<flatbuffers::uoffset_t>(i));
+        const std::string where =
+            pname + ", step " + std::to_string(i) + " (" + name(step->name()) + ")";
+        for (const auto *list : {step->operands(), step->results()}) {
+          if (list != nullptr) {
+            for (const plan::TensorRef *t : *list) {
+              GLM_RETURN_IF_ERROR(checkTensor(where, t));
+            }
+          }
+        }
+        GLM_RETURN_IF_ERROR(checkIndices(where, step->weights(), weightCount, "weight"));
+        GLM_RETURN_IF_ERROR(checkIndices(where, step->states(), stateCount, "state"));
+        if (const plan::KernelLaunch *launch = step->launch()) {
+          if (launch->kernel() >= kernelCount) {
+            return fail(where, "launches kernel ", launch->kernel(), " of ", kernelCount);
+          }
+          for (const auto *dims : {launch->grid(), launch->block()}) {
+            if (dims == nullptr || dims->size() != 3) {
+              return fail(where, "launch needs 3 grid and 3 block dimensions");
+            }
+            for (uint32_t d : *dims) {
+              if (d == 0) {
+                return fail(where, "launch has a zero dimension");
+              }
+            }
+          }
+        }
+        if (const plan::Collective *c = step->collective()) {
+          if (c->world() != plan_.tp()) {
+            return fail(where, "collective over ", c->world(), " ranks in a TP ", plan_.tp(),
+                        " plan");
+          }
+        }
+      }
+      // Segments must cover the steps exactly, in order.
+      uint64_t next = 0;
+      if (program->segments() != nullptr) {
+        for (const plan::Segment *segment : *program->segments()) {
+          if (segment->first_step() != next || segment->step_count() == 0) {
+            return fail(pname,
+                        "segments do not cover the steps in order (expected one starting "
+                        "at step ",
+                        next, ")");
+          }
+          next += segment->step_count();
+        }
+      }
+      if (next != stepCount) {
+        return fail(pname, "segments cover ", next, " of ", stepCount, " steps");
+      }
+    }
+    return Status::success();
+  }
+
+  const plan::Plan &plan_;
+  const std::string &source_;
+};
+
+} // namespace
+
+Status validatePlan(const plan::Plan &plan, const std::string &source) {
+  return Validator(plan, source).run();
+}
+
+Expected<std::unique_ptr<PlanFile>> PlanFile::fromBytes(std::span<const uint8_t> bytes,
+                                                        std::string source) {
+  if (bytes.size() > kMaxPlanBytes) {
+    return formatError(source, ": ", bytes.size(), " bytes is larger than any plan (limit ",
+                       kMaxPlanBytes, ")");
+  }
+  if (bytes.size() < 8 || !plan::PlanBufferHasIdentifier(bytes.data())) {
+    return formatError(source, ": not a glmc plan (no GLMP identifier)");
+  }
+  std::unique_ptr<PlanFile> file(new PlanFile());
+  file->source_ = std::move(source);
+  file->size_ = bytes.size();
+  file->storage_.resize((bytes.size() + 7) / 8);
+  std::memcpy(file->storage_.data(), bytes.data(), bytes.size());
+  flatbuffers::Verifier verifier(file->data(), file->size_);
+  if (!plan::VerifyPlanBuffer(verifier)) {
+    return formatError(file->source_, ": corrupt plan (flatbuffers verification failed)");
+  }
+  file->root_ = plan::GetPlan(file->data());
+  GLM_RETURN_IF_ERROR(validatePlan(*file->root_, file->source_));
+  return file;
+}
+
+Expected<std::unique_ptr<PlanFile>> PlanFile::open(const std::filesystem::path &path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    return notFound(path.string(), ": cannot open plan");
+  }
+  in.seekg(0, std::ios::end);
+  const std::streamoff size = in.tellg();
+  if (size < 0 || static_cast<uint64_t>(size) > kMaxPlanBytes) {
+    return formatError(path.string(), ": size ", size, " is not that of a plan");
+  }
+  in.seekg(0);
+  std::vector<uint8_t> bytes(static_cast<size_t>(size));
+  in.read(reinterpret_cast<char *>(bytes.data()), size);
+  if (!in) {
+    return ioError(path.string(), ": read failed");
+  }
+  return fromBytes(bytes, path.string());
+}
+
+Status PlanFile::checkRunnableOn(plan::Arch arch) const {
+  if (arch == plan::Arch::Cpu || root_->kernels() == nullptr) {
+    return Status::success();
+  }
+  for (const plan::Kernel *k : *root_->kernels()) {
+    bool found = false;
+    if (k->cubins() != nullptr) {
+      for (const plan::Cubin *c : *k->cubins()) {
+        found |= c->arch() == arch && c->image() != nullptr && c->image()->size() > 0;
+      }
+    }
+    if (!found) {
+      return Status(StatusCode::Unavailable,
+                    strCat(source_, ": kernel ", k->name() ? k->name()->str() : "?",
+                           " has no cubin for ", plan::EnumNameArch(arch),
+                           " (compile the plan for this GPU)"));
+    }
+  }
+  return Status::success();
+}
+
+} // namespace glm::runtime

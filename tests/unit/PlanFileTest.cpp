@@ -1,0 +1,173 @@
+// Tests of plan loading: a valid plan round-trips; corrupt and hostile plans are refused clearly.
+#include "runtime/plan/PlanFile.h"
+
+#include <gtest/gtest.h>
+
+#include <functional>
+
+namespace glm::runtime {
+namespace {
+
+namespace fb = flatbuffers;
+
+/// What a test may change in the plan it builds.
+struct PlanEdits {
+  uint32_t version = kPlanFormatVersion;
+  uint32_t tp = 1;
+  uint64_t activationArenaSize = 4096;
+  uint32_t alignment = 256;
+  uint64_t tensorOffset = 0;
+  std::vector<int64_t> tensorShape = {4, 8};
+  uint32_t weightIndex = 0;
+  uint32_t kernelIndex = 0;
+  bool withLaunch = true;
+  std::vector<std::pair<uint32_t, uint32_t>> segments = {{0, 2}};
+  uint32_t collectiveWorld = 1;
+  bool duplicateProgram = false;
+};
+
+/// A two-step decode program: a linear op with a kernel launch, then an all-reduce.
+std::vector<uint8_t> buildPlan(const PlanEdits &e = {}) {
+  fb::FlatBufferBuilder b;
+  auto target = plan::CreateTargetDescDirect(b, "sm_90a", plan::Arch::Sm90a, 132, 232448,
+                                             141ull << 30, 4.8e12);
+  std::vector<fb::Offset<plan::Arena>> arenas = {
+      plan::CreateArenaDirect(b, "weights", plan::ArenaKind::Weights, 8192, e.alignment),
+      plan::CreateArenaDirect(b, "activations", plan::ArenaKind::Activations, e.activationArenaSize,
+                              e.alignment),
+  };
+  const plan::Slice weightSlice(0, 0, 8 * 8 * 2);
+  std::vector<int64_t> wshape = {8, 8};
+  std::vector<fb::Offset<plan::WeightBinding>> weights = {plan::CreateWeightBindingDirect(
+      b, "blk.0.attn.q_proj", "model.language_model.layers.0.self_attn.q_proj.weight", 0,
+      plan::WeightFormat::BF16, &wshape, plan::ShardKind::Column, 0, plan::WeightLayout::AsStored,
+      plan::ElementType::BF16, &wshape, &weightSlice)};
+  std::vector<uint8_t> image(64, 0xAB);
+  std::vector<fb::Offset<plan::Cubin>> cubins = {
+      plan::CreateCubinDirect(b, plan::Arch::Sm90a, &image, "hash")};
+  std::vector<fb::Offset<plan::Kernel>> kernels = {
+      plan::CreateKernelDirect(b, "linear_bf16", "glm_linear_bf16", &cubins)};
+
+  auto tensor = [&](const char *name, uint64_t offset) {
+    const plan::Slice slice(1, offset, 4 * 8 * 4);
+    return plan::CreateTensorRefDirect(b, name, plan::ElementType::F32, &e.tensorShape, &slice);
+  };
+  std::vector<fb::Offset<plan::TensorRef>> in = {tensor("blk.0.attn_norm", e.tensorOffset)};
+  std::vector<fb::Offset<plan::TensorRef>> out = {tensor("blk.0.attn.q_proj", 512)};
+  std::vector<uint32_t> weightIdx = {e.weightIndex};
+  std::vector<uint32_t> grid = {1, 1, 1}, block = {128, 1, 1};
+  auto launch =
+      e.withLaunch ? plan::CreateKernelLaunchDirect(b, e.kernelIndex, &grid, &block, 0) : 0;
+  std::vector<fb::Offset<plan::Step>> steps = {
+      plan::CreateStepDirect(b, plan::OpKind::Linear, "blk.0.attn.q_proj", &in, &out, &weightIdx,
+                             nullptr, nullptr, launch, 0, 512, 128, 512),
+      plan::CreateStepDirect(
+          b, plan::OpKind::AllReduce, "blk.0.attn.o_proj.reduce", &out, &out, nullptr, nullptr,
+          nullptr, 0,
+          plan::CreateCollective(b, plan::CollectiveKind::AllReduce, 0, e.collectiveWorld)),
+  };
+  std::vector<fb::Offset<plan::Segment>> segments;
+  for (auto [first, count] : e.segments) {
+    segments.push_back(plan::CreateSegment(b, first, count));
+  }
+  std::vector<fb::Offset<plan::Program>> programs = {plan::CreateProgramDirect(
+      b, "decode_b1_r1", plan::ProgramKind::Decode, 1, 1, nullptr, &steps, &segments)};
+  if (e.duplicateProgram) {
+    programs.push_back(plan::CreateProgramDirect(b, "decode_b1_r1", plan::ProgramKind::Decode, 1, 1,
+                                                 nullptr, &steps, &segments));
+  }
+  auto root = plan::CreatePlanDirect(b, e.version, "glmc test", "tiny", "0", target, e.tp,
+                                     plan::Precision::BF16, &arenas, &weights, nullptr, 0, &kernels,
+                                     &programs);
+  plan::FinishPlanBuffer(b, root);
+  return {b.GetBufferPointer(), b.GetBufferPointer() + b.GetSize()};
+}
+
+/// Asserts the plan is refused with a message containing `expected`.
+void expectRefused(const std::vector<uint8_t> &bytes, const std::string &expected) {
+  Expected<std::unique_ptr<PlanFile>> plan = PlanFile::fromBytes(bytes, "test.glmp");
+  ASSERT_FALSE(plan.ok()) << "expected: " << expected;
+  EXPECT_NE(plan.status().message().find(expected), std::string::npos) << plan.status().message();
+  EXPECT_EQ(plan.status().message().rfind("test.glmp: ", 0), 0u) << plan.status().message();
+}
+
+TEST(PlanFile, LoadsAValidPlan) {
+  Expected<std::unique_ptr<PlanFile>> plan = PlanFile::fromBytes(buildPlan(), "test.glmp");
+  ASSERT_TRUE(plan.ok()) << plan.status().toString();
+  const plan::Plan &root = (*plan)->root();
+  EXPECT_EQ(root.format_version(), kPlanFormatVersion);
+  EXPECT_EQ(root.programs()->Get(0)->steps()->size(), 2u);
+  EXPECT_EQ(root.programs()->Get(0)->steps()->Get(0)->name()->str(), "blk.0.attn.q_proj");
+  EXPECT_TRUE((*plan)->checkRunnableOn(plan::Arch::Sm90a).ok());
+  EXPECT_TRUE((*plan)->checkRunnableOn(plan::Arch::Cpu).ok());
+  Status s = (*plan)->checkRunnableOn(plan::Arch::Sm121a);
+  EXPECT_EQ(s.code(), StatusCode::Unavailable);
+  EXPECT_NE(s.message().find("no cubin for Sm121a"), std::string::npos);
+}
+
+TEST(PlanFile, RefusesWhatIsNotAPlan) {
+  expectRefused({}, "not a glmc plan");
+  expectRefused({1, 2, 3}, "not a glmc plan");
+  std::vector<uint8_t> bytes = buildPlan();
+  bytes[4] = 'X'; // the file identifier
+  expectRefused(bytes, "not a glmc plan");
+  bytes = buildPlan();
+  bytes.resize(bytes.size() / 2);
+  expectRefused(bytes, "corrupt plan");
+}
+
+TEST(PlanFile, RefusesOtherVersions) {
+  expectRefused(buildPlan({.version = 99}), "format version 99, this glmc reads version 1");
+}
+
+TEST(PlanFile, RefusesSlicesOutsideArenas) {
+  expectRefused(buildPlan({.activationArenaSize = 600}),
+                "step 0 (blk.0.attn.q_proj) tensor blk.0.attn.q_proj: slice [512, +128) overruns "
+                "arena activations of 600 bytes");
+  expectRefused(buildPlan({.tensorOffset = UINT64_MAX - 8}), "overruns arena activations");
+}
+
+TEST(PlanFile, RefusesTensorsLargerThanTheirSlice) {
+  expectRefused(buildPlan({.tensorShape = {4, 9}}), "needs 144 bytes but its slice holds 128");
+  expectRefused(buildPlan({.tensorShape = {4, -8}}), "negative dimension -8");
+  expectRefused(buildPlan({.tensorShape = {1ll << 40, 1ll << 40}}), "overflows 64 bits");
+}
+
+TEST(PlanFile, RefusesIndicesOutOfRange) {
+  expectRefused(buildPlan({.weightIndex = 3}), "names weight 3 of 1");
+  expectRefused(buildPlan({.kernelIndex = 1}), "launches kernel 1 of 1");
+}
+
+TEST(PlanFile, RefusesBadSegmentsAndPrograms) {
+  expectRefused(buildPlan({.segments = {{0, 1}}}), "segments cover 1 of 2 steps");
+  expectRefused(buildPlan({.segments = {{1, 1}, {0, 1}}}), "segments do not cover the steps");
+  expectRefused(buildPlan({.segments = {{0, 1}, {1, 0}, {1, 1}}}), "segments do not cover");
+  expectRefused(buildPlan({.duplicateProgram = true}), "program decode_b1_r1: appears twice");
+  expectRefused(buildPlan({.alignment = 96}), "alignment 96 is not a power of two");
+  expectRefused(buildPlan({.tp = 2}), "collective over 1 ranks in a TP 2 plan");
+}
+
+TEST(PlanFile, SurvivesEveryByteCorrupted) {
+  // Flip bits in every byte: each variant must be refused or accepted, never crash or hang.
+  const std::vector<uint8_t> good = buildPlan();
+  size_t refused = 0;
+  for (size_t i = 0; i < good.size(); ++i) {
+    for (uint8_t mask : {0x01, 0x80, 0xFF}) {
+      std::vector<uint8_t> bad = good;
+      bad[i] ^= mask;
+      Expected<std::unique_ptr<PlanFile>> plan = PlanFile::fromBytes(bad, "fuzz.glmp");
+      refused += !plan.ok();
+    }
+  }
+  EXPECT_GT(refused, good.size()) << "most corruptions must be caught";
+}
+
+TEST(PlanFile, OpenNamesAMissingFile) {
+  Expected<std::unique_ptr<PlanFile>> plan = PlanFile::open("/nonexistent/x.glmp");
+  ASSERT_FALSE(plan.ok());
+  EXPECT_EQ(plan.status().code(), StatusCode::NotFound);
+  EXPECT_NE(plan.status().message().find("/nonexistent/x.glmp"), std::string::npos);
+}
+
+} // namespace
+} // namespace glm::runtime
