@@ -361,6 +361,9 @@ LogicalResult MoeRouterOp::verifySymbolUses(SymbolTableCollection &symbols) {
 }
 
 LogicalResult MoeExpertsOp::verify() {
+  if (getExpertShards() < 1) {
+    return emitOpError() << "expert_shards must be at least 1";
+  }
   if (shapeOf(getExperts()) != shapeOf(getWeights())) {
     return emitOpError() << "expert ids and weights must have one shape";
   }

@@ -305,11 +305,14 @@ def Glm_MoeExpertsOp : Glm_Op<"moe_experts", [Pure, DeclareOpInterfaceMethods<Sy
   let description = [{
     `y[n] = Σ_k w[n,k] Expert_{e[n,k]}(x[n])`, each expert a clamped SwiGLU MLP
     with stacked weights gate/up [E, I, H] and down [E, H, I]. The shared expert
-    is a separate dense MLP added by the caller.
+    is a separate dense MLP added by the caller. With `expert_shards` = P > 1
+    the weights hold E/P experts of one rank, rank r owning expert ids
+    [r E/P, (r+1) E/P): the result is that rank's partial sum over its own
+    experts (selections elsewhere contribute zero).
   }];
   let arguments = (ins Glm_Rows:$input, Glm_IndexTensor:$experts, Glm_Rows:$weights,
                        FlatSymbolRefAttr:$gate, FlatSymbolRefAttr:$up, FlatSymbolRefAttr:$down,
-                       F64Attr:$limit);
+                       F64Attr:$limit, DefaultValuedAttr<I64Attr, "1">:$expert_shards);
   let results = (outs Glm_Rows:$result);
   let assemblyFormat = [{
     $input `,` $experts `,` $weights `,` $gate `,` $up `,` $down attr-dict `:` functional-type(operands, results)

@@ -5,6 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "compiler/transforms/Passes.h"
 #include "ir/glm/GlmDialect.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -15,6 +16,7 @@
 int main(int argc, char **argv) {
   mlir::DialectRegistry registry;
   registry.insert<glm::ir::GlmDialect, mlir::func::FuncDialect>();
+  glm::compiler::registerGlmPasses();
   mlir::registerCanonicalizerPass();
   mlir::registerCSEPass();
   return mlir::asMainReturnCode(mlir::MlirOptMain(argc, argv, "glm optimizer driver\n", registry));

@@ -1,4 +1,5 @@
 // `glmc dump-ir`: prints a model's glm IR at a compiler stage, in text that glm-opt parses back.
+#include "compiler/transforms/Passes.h"
 #include "models/glm53/Builder.h"
 #include "models/glm53/Config.h"
 #include "runtime/weights/SafeTensors.h"
@@ -7,6 +8,7 @@
 
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/IR/OperationSupport.h"
+#include "mlir/Pass/PassManager.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <cstdio>
@@ -113,9 +115,14 @@ int runDumpIr(const std::vector<std::string> &args) {
     return 2;
   }
   const std::string stage = cl.get("stage").value_or("model");
-  if (stage != "model") {
-    // The partitioning, fusion and plan stages come with the compiler passes.
-    return fail(unimplemented("stage '", stage, "' is not built yet; this build prints 'model'"));
+  if (stage != "model" && stage != "partitioned") {
+    // The fusion and plan stages come with their passes.
+    return fail(unimplemented("stage '", stage,
+                              "' is not built yet; this build prints 'model' and 'partitioned'"));
+  }
+  Expected<std::optional<int64_t>> tp = cl.getInt("tp", 1, 64);
+  if (!tp.ok()) {
+    return fail(tp.status());
   }
   const std::string modelDir = cl.positionals()[0];
   Expected<glm53::Glm53Config> config = glm53::loadGlm53Config(modelDir);
@@ -146,6 +153,14 @@ int runDumpIr(const std::vector<std::string> &args) {
   auto module = glm53::buildGlm53Module(context, *config, programs, *formats);
   if (!module.ok()) {
     return fail(module.status());
+  }
+  if (stage == "partitioned") {
+    mlir::PassManager pm(&context);
+    pm.addPass(compiler::createGlmPartitionTpPass({tp->value_or(2)}));
+    if (mlir::failed(pm.run(**module))) {
+      return fail(invalidArgument("the model does not partition across ", tp->value_or(2),
+                                  " ranks (see the diagnostics above)"));
+    }
   }
   mlir::OpPrintingFlags flags;
   // Locations carry the value names (blk.<L>.<block>.<name>), so they are always printed.

@@ -23,7 +23,7 @@ const Subcommand kSubcommands[] = {
      glm::tools::runSynth},
 #ifdef GLM_HAVE_COMPILER
     {"dump-ir",
-     "dump-ir MODEL_DIR [--stage model] [--decode BxR,...] [--prefill C,...]\n"
+     "dump-ir MODEL_DIR [--stage model|partitioned] [--tp N] [--decode BxR,...] [--prefill C,...]\n"
      "        [--assume-weights bf16|exl3-experts:K]   the model's glm IR",
      glm::tools::runDumpIr},
 #endif
