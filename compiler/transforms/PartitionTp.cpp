@@ -13,7 +13,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "compiler/transforms/Passes.h"
+#include "compiler/Passes.h"
 
 #include "ir/glm/GlmOps.h"
 
@@ -25,7 +25,7 @@
 
 namespace glm::compiler {
 #define GEN_PASS_DEF_GLMPARTITIONTPPASS
-#include "compiler/transforms/Passes.h.inc"
+#include "compiler/Passes.h.inc"
 } // namespace glm::compiler
 
 using namespace mlir;

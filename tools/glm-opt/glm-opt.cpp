@@ -5,7 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "compiler/transforms/Passes.h"
+#include "compiler/Passes.h"
 #include "ir/glm/GlmDialect.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -15,7 +15,7 @@
 
 int main(int argc, char **argv) {
   mlir::DialectRegistry registry;
-  registry.insert<glm::ir::GlmDialect, mlir::func::FuncDialect>();
+  registry.insert<glm::ir::GlmDialect, glm::planir::PlanDialect, mlir::func::FuncDialect>();
   glm::compiler::registerGlmPasses();
   mlir::registerCanonicalizerPass();
   mlir::registerCSEPass();

@@ -21,7 +21,14 @@ const Subcommand kSubcommands[] = {
      "synth --preset tiny|glm53-flash [--layers N] [--seed S] -o DIR\n"
      "                            a random-weight checkpoint in the Hub layout",
      glm::tools::runSynth},
+    {"inspect", "inspect PLAN.glmp [--json] [--steps]   programs, arenas, kernels, collectives",
+     glm::tools::runInspect},
 #ifdef GLM_HAVE_COMPILER
+    {"compile",
+     "compile MODEL_DIR -o PLAN.glmp [--target cpu|sm_90a|sm_121a] [--tp N]\n"
+     "        [--precision f32|bf16] [--max-seqs N] [--max-context N] [--kv bf16|fp8]\n"
+     "        [--assume-weights bf16|exl3-experts:K] [--decode BxR,...] [--prefill C,...]",
+     glm::tools::runCompile},
     {"dump-ir",
      "dump-ir MODEL_DIR [--stage model|partitioned] [--tp N] [--decode BxR,...] [--prefill C,...]\n"
      "        [--assume-weights bf16|exl3-experts:K]   the model's glm IR",

@@ -1,7 +1,8 @@
-//===- Passes.h - glm dialect transformations -------------------*- C++ -*-===//
+//===- Passes.h - the compiler's passes -------------------------*- C++ -*-===//
 #pragma once
 
 #include "ir/glm/GlmDialect.h"
+#include "ir/plan/PlanOps.h"
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/Pass.h"
@@ -11,9 +12,9 @@
 namespace glm::compiler {
 
 #define GEN_PASS_DECL
-#include "compiler/transforms/Passes.h.inc"
+#include "compiler/Passes.h.inc"
 
 #define GEN_PASS_REGISTRATION
-#include "compiler/transforms/Passes.h.inc"
+#include "compiler/Passes.h.inc"
 
 } // namespace glm::compiler

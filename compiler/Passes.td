@@ -1,0 +1,93 @@
+//===- Passes.td - the compiler's passes ----------------------*- tablegen -*-===//
+//
+// Every pass of the pipeline, in pipeline order; each lives in its own file
+// (transforms/, lowering/, planning/) with a lit test in tests/lit/compiler/.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef GLM_COMPILER_PASSES_TD
+#define GLM_COMPILER_PASSES_TD
+
+include "mlir/Pass/PassBase.td"
+
+def GlmPartitionTpPass : Pass<"glm-partition-tp", "mlir::ModuleOp"> {
+  let summary = "splits the model across tensor-parallel ranks and inserts collectives";
+  let description = [{
+    Rewrites a model with global shapes into the program every rank runs (SPMD)
+    with per-rank shapes. Each weight's `#glm.shard` says how it splits:
+    column-split linears produce column-split activations, row-split linears
+    consume them and produce partial sums, expert-split MoE weights give each
+    rank a partial sum over its own experts, head-split attention keeps its
+    heads local. Replicated ops (mHC, norms, router, indexer) need replicated
+    inputs, so the pass inserts `glm.all_reduce` where a partial sum reaches
+    one and `glm.all_gather` where a split value does. State declarations and
+    head counts shrink with their ops. docs/tensor-parallel.md gives the
+    split and its bytes per token.
+
+    With tp = 2, a KDA layer's `o_proj` (row-split) produces a partial sum
+    that is all-reduced before `mhc_post`; the MoE's routed and shared
+    partial sums are added first and all-reduced once.
+  }];
+  let options = [
+    Option<"tp", "tp", "int64_t", /*default=*/"2", "number of tensor-parallel ranks">,
+  ];
+  let dependentDialects = ["::glm::ir::GlmDialect"];
+}
+
+def GlmToPlanPass : Pass<"glm-to-plan", "mlir::ModuleOp"> {
+  let summary = "lowers partitioned glm programs to plan steps with a buffer per value";
+  let description = [{
+    Each func.func becomes a plan.program; each glm op a plan.step whose
+    inputs and outputs are plan.alloc buffers (io slots for the program's
+    token ids, logits and sampled ids), with the op's weights and states in
+    contract order, its parameters, the kernel chosen for the target, and the
+    bytes and FLOPs it moves. glm.weight and glm.state become plan.weight and
+    plan.state with per-rank sizes in the storage format. The glm ops are
+    erased.
+  }];
+  let options = [
+    Option<"target", "target", "std::string", /*default=*/"\"cpu\"", "cpu, sm_90a or sm_121a">,
+    Option<"precision", "precision", "std::string", /*default=*/"\"bf16\"", "f32 or bf16 activations">,
+    Option<"kv", "kv", "std::string", /*default=*/"\"bf16\"", "bf16 or fp8 MLA latent cache">,
+    Option<"maxSeqs", "max-seqs", "int64_t", /*default=*/"4", "sequences held at once">,
+    Option<"maxContext", "max-context", "int64_t", /*default=*/"131072", "tokens of context the page pool holds">,
+    Option<"pageTokens", "page-tokens", "int64_t", /*default=*/"64", "tokens per page of the state pool">,
+    Option<"exl3Bits", "exl3-bits", "int64_t", /*default=*/"4", "bits per weight of EXL3 tensors">,
+  ];
+  let dependentDialects = ["::glm::planir::PlanDialect"];
+}
+
+def PlanAssignArenasPass : Pass<"plan-assign-arenas", "mlir::ModuleOp"> {
+  let summary = "gives every buffer, weight and state a slice of an arena";
+  let description = [{
+    Weights are laid out one after another in the weights arena; per-sequence
+    states get max_seqs slots each and paged states share pages of the pool in
+    the state arena; within each program, activation buffers get offsets by
+    liveness (first fit, a buffer's bytes reused once its last reader ran), and
+    all programs share one activations arena, sized for the largest, since
+    they never run at once. Io buffers likewise share the io arena.
+  }];
+  let options = [
+    Option<"alignment", "alignment", "int64_t", /*default=*/"256", "byte alignment of every slice">,
+  ];
+}
+
+def PlanFormSegmentsPass : Pass<"plan-form-segments", "mlir::ModuleOp"> {
+  let summary = "groups each program's steps into CUDA-graph segments";
+  let description = [{
+    Every step reads and writes planned slices and takes its per-step inputs
+    from io slots, so nothing inside a program needs the host: each program is
+    one segment, captured once as one CUDA graph.
+  }];
+}
+
+def PlanVerifyPass : Pass<"plan-verify", "mlir::ModuleOp"> {
+  let summary = "checks a planned module before it is written";
+  let description = [{
+    Every buffer, weight and state has a slice inside its arena, live buffers
+    never overlap, every program is covered by its segments, and the per-rank
+    arenas fit the target's memory (an error gives the numbers).
+  }];
+}
+
+#endif // GLM_COMPILER_PASSES_TD

@@ -1,0 +1,431 @@
+//===- GlmToPlan.cpp - lower glm programs to plan steps -------------------===//
+//
+// 1. Declarations: each glm.weight becomes a plan.weight sized in its storage
+//    format on this rank; each glm.state a plan.state (the indexer's also gets
+//    a per-sequence slot for the open pool's raw keys and gates).
+// 2. Programs: each func.func becomes a plan.program. Its token-id argument and
+//    returned logits / sampled ids are io buffers; every other value gets a
+//    plan.alloc named after its NameLoc.
+// 3. Steps: each glm op becomes a plan.step with its weights and states in the
+//    op's contract order (contractWeights below), its remaining attributes as
+//    parameters, the kernel chosen for the target, and the bytes and FLOPs it
+//    moves, which `glmc inspect` and the roofline report.
+//
+//===----------------------------------------------------------------------===//
+
+#include "compiler/Passes.h"
+#include "compiler/target/Target.h"
+
+#include "ir/glm/GlmOps.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/SymbolTable.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+namespace glm::compiler {
+#define GEN_PASS_DEF_GLMTOPLANPASS
+#include "compiler/Passes.h.inc"
+} // namespace glm::compiler
+
+using namespace mlir;
+using namespace glm::ir;
+namespace planir = glm::planir;
+
+namespace {
+
+uint64_t numel(ArrayRef<int64_t> shape) {
+  uint64_t n = 1;
+  for (int64_t d : shape) {
+    n *= static_cast<uint64_t>(d);
+  }
+  return n;
+}
+
+/// The weights and states an op names, in the order its kernel contract takes them.
+struct Operands {
+  SmallVector<FlatSymbolRefAttr> weights;
+  SmallVector<FlatSymbolRefAttr> states;
+  /// Attribute names that are symbols, so not parameters.
+  SmallVector<StringRef> symbolAttrs;
+};
+
+Operands contractOperands(Operation *op) {
+  Operands r;
+  auto add = [&](StringRef name, SmallVector<FlatSymbolRefAttr> &into) {
+    if (auto ref = op->getAttrOfType<FlatSymbolRefAttr>(name)) {
+      into.push_back(ref);
+    }
+    r.symbolAttrs.push_back(name);
+  };
+  auto weights = [&](std::initializer_list<StringRef> names) {
+    for (StringRef n : names) {
+      add(n, r.weights);
+    }
+  };
+  llvm::TypeSwitch<Operation *>(op)
+      .Case<EmbeddingOp, RmsNormOp>([&](auto) { weights({"weight"}); })
+      .Case<LinearOp>([&](auto) { weights({"weight", "bias"}); })
+      .Case<LayerNormOp>([&](auto) { weights({"weight", "bias"}); })
+      .Case<MhcPreOp>([&](auto) { weights({"fn", "base", "scale"}); })
+      .Case<ShortConvOp>([&](auto) {
+        weights({"weight"});
+        add("state", r.states);
+      })
+      .Case<KdaOp>([&](auto) {
+        weights({"a_log", "dt_bias"});
+        add("state", r.states);
+      })
+      .Case<GatedNormOp>([&](auto) { weights({"weight"}); })
+      .Case<DsaIndexerOp>([&](auto) {
+        weights({"ape"});
+        add("state", r.states);
+      })
+      .Case<MlaSparseAttentionOp>([&](auto) {
+        weights({"kv_b"});
+        add("state", r.states);
+      })
+      .Case<MoeRouterOp>([&](auto) { weights({"weight", "bias"}); })
+      .Case<MoeExpertsOp>([&](auto) { weights({"gate", "up", "down"}); })
+      .Default([](Operation *) {});
+  return r;
+}
+
+class Lowering {
+public:
+  Lowering(ModuleOp module, const glm::compiler::TargetDesc &target, bool f32, bool fp8Kv,
+           int64_t exl3Bits, int64_t maxSeqs, int64_t maxContext, int64_t pageTokens)
+      : module_(module), b_(module.getContext()), target_(target), f32_(f32), fp8Kv_(fp8Kv),
+        exl3Bits_(exl3Bits), maxSeqs_(maxSeqs), maxContext_(maxContext), pageTokens_(pageTokens) {}
+
+  LogicalResult run() {
+    int64_t tp = 1;
+    if (auto attr = module_->getAttrOfType<IntegerAttr>("glm.tp")) {
+      tp = attr.getInt();
+    }
+    b_.setInsertionPointToStart(module_.getBody());
+    planir::TargetOp::create(
+        b_, module_.getLoc(), b_.getStringAttr(target_.name), b_.getI64IntegerAttr(target_.smCount),
+        b_.getI64IntegerAttr(target_.sharedMemoryPerBlock),
+        b_.getI64IntegerAttr(target_.memoryBytes), b_.getF64FloatAttr(target_.bandwidthBytesPerS),
+        b_.getI64IntegerAttr(tp), b_.getStringAttr(f32_ ? "f32" : "bf16"));
+    planir::StatePoolOp::create(b_, module_.getLoc(), b_.getI64IntegerAttr(maxSeqs_),
+                                b_.getI64IntegerAttr(maxContext_),
+                                b_.getI64IntegerAttr(pageTokens_), nullptr, nullptr, nullptr);
+
+    // The pool size and key width of each indexer state, for its tail slot.
+    module_.walk([&](DsaIndexerOp op) {
+      indexerShape_[op.getStateAttr().getValue()] = {static_cast<int64_t>(op.getKpool()),
+                                                     static_cast<int64_t>(op.getHeadDim())};
+    });
+    SmallVector<Operation *> erase;
+    for (Operation &op : llvm::make_early_inc_range(*module_.getBody())) {
+      if (auto w = dyn_cast<WeightOp>(op)) {
+        if (failed(lowerWeight(w))) {
+          return failure();
+        }
+        erase.push_back(w);
+      } else if (auto s = dyn_cast<StateOp>(op)) {
+        lowerState(s);
+        erase.push_back(s);
+      } else if (auto fn = dyn_cast<func::FuncOp>(op)) {
+        if (failed(lowerProgram(fn))) {
+          return failure();
+        }
+        erase.push_back(fn);
+      }
+    }
+    for (Operation *op : erase) {
+      op->erase();
+    }
+    return success();
+  }
+
+private:
+  //===--------------------------------------------------------------------===//
+  // Declarations
+  //===--------------------------------------------------------------------===//
+
+  /// Bytes of one rank's slice in its storage format.
+  uint64_t storedBytes(WeightOp w, ArrayRef<int64_t> shape) {
+    const uint64_t n = numel(shape);
+    switch (w.getFormat()) {
+    case WeightFormat::F32:
+      return 4 * n;
+    case WeightFormat::BF16:
+    case WeightFormat::F16:
+      return 2 * n;
+    case WeightFormat::FP8: {
+      // e4m3 values plus an f32 inverse scale per 128x128 block (of each stacked matrix).
+      const int64_t rows = shape[shape.size() - 2], cols = shape.back();
+      const uint64_t matrices = n / static_cast<uint64_t>(rows * cols);
+      return n + matrices * 4 * static_cast<uint64_t>(((rows + 127) / 128) * ((cols + 127) / 128));
+    }
+    case WeightFormat::EXL3: {
+      // The trellis holds K bits per weight; suh and svh an f16 per input and output channel.
+      const int64_t rows = shape[shape.size() - 2], cols = shape.back();
+      const uint64_t matrices = n / static_cast<uint64_t>(rows * cols);
+      return n * static_cast<uint64_t>(exl3Bits_) / 8 +
+             matrices * 2 * static_cast<uint64_t>(rows + cols);
+    }
+    }
+    return 2 * n;
+  }
+
+  LogicalResult lowerWeight(WeightOp w) {
+    RankedTensorType local = w.getTensorType();
+    SmallVector<int64_t> global(local.getShape());
+    if (auto g = w->getAttrOfType<DenseI64ArrayAttr>("glm.global_shape")) {
+      global.assign(g.asArrayRef().begin(), g.asArrayRef().end());
+    }
+    OpBuilder::InsertionGuard guard(b_);
+    b_.setInsertionPoint(w);
+    planir::WeightOp::create(
+        b_, w.getLoc(), w.getSymNameAttr(), w.getCheckpointAttr(),
+        b_.getI64IntegerAttr(w.isPerExpert() ? global[0] : 0),
+        b_.getStringAttr(stringifyWeightFormat(w.getFormat())), b_.getDenseI64ArrayAttr(global),
+        b_.getStringAttr(stringifyShardKind(w.getShard().getKind())),
+        b_.getI64IntegerAttr(w.getShard().getDim()), b_.getDenseI64ArrayAttr(local.getShape()),
+        TypeAttr::get(local.getElementType()),
+        b_.getI64IntegerAttr(static_cast<int64_t>(storedBytes(w, local.getShape()))), nullptr);
+    return success();
+  }
+
+  void lowerState(StateOp s) {
+    OpBuilder::InsertionGuard guard(b_);
+    b_.setInsertionPoint(s);
+    Type element = b_.getF32Type();
+    bool paged = false;
+    switch (s.getKind()) {
+    case StateKind::KdaRecurrent:
+      break; // the recurrence accumulates in f32 in every precision, as HF does
+    case StateKind::ConvWindow:
+      element = f32_ ? b_.getF32Type() : Type(b_.getBF16Type());
+      break;
+    case StateKind::MlaLatent:
+      paged = true;
+      element = f32_ ? b_.getF32Type()
+                     : (fp8Kv_ ? Type(Float8E4M3FNType::get(b_.getContext())) : b_.getBF16Type());
+      break;
+    case StateKind::IndexKeys:
+      paged = true;
+      element = f32_ ? b_.getF32Type() : Type(b_.getBF16Type());
+      break;
+    }
+    auto make = [&](StringRef name, ArrayRef<int64_t> shape, bool isPaged) {
+      planir::StateOp::create(b_, s.getLoc(), b_.getStringAttr(name),
+                              b_.getStringAttr(stringifyStateKind(s.getKind())),
+                              b_.getDenseI64ArrayAttr(shape), TypeAttr::get(element),
+                              b_.getBoolAttr(isPaged), nullptr, nullptr, nullptr);
+    };
+    make(s.getSymName(), s.getType().getShape(), paged);
+    if (s.getKind() == StateKind::IndexKeys) {
+      // The open pool's raw keys and gates (up to kpool-1 tokens), until the pool closes.
+      auto it = indexerShape_.find(s.getSymName());
+      if (it != indexerShape_.end()) {
+        make((s.getSymName() + ".tail").str(), {it->second.first - 1, 2 * it->second.second},
+             false);
+      }
+    }
+  }
+
+  //===--------------------------------------------------------------------===//
+  // Programs
+  //===--------------------------------------------------------------------===//
+
+  Type activationType(Type element) {
+    if (isa<FloatType>(element)) {
+      return f32_ ? b_.getF32Type() : Type(b_.getBF16Type());
+    }
+    return element;
+  }
+
+  planir::BufferType bufferType(Value v) {
+    auto t = cast<RankedTensorType>(v.getType());
+    return planir::BufferType::get(b_.getContext(), t.getShape(),
+                                   activationType(t.getElementType()));
+  }
+
+  static std::string nameOf(Value v, StringRef fallback) {
+    if (auto loc = dyn_cast<NameLoc>(v.getLoc())) {
+      return loc.getName().str();
+    }
+    return fallback.str();
+  }
+
+  Value alloc(Location loc, Value v, StringRef name, StringAttr io = {}) {
+    planir::BufferType type = bufferType(v);
+    if (io && io.getValue() == "logits") {
+      // Logits reach the host and the sampler in f32 whatever the activation precision.
+      type = planir::BufferType::get(b_.getContext(), type.getShape(), b_.getF32Type());
+    }
+    return planir::AllocOp::create(b_, loc, type, b_.getStringAttr(name), io, nullptr);
+  }
+
+  LogicalResult lowerProgram(func::FuncOp fn) {
+    auto info = fn->getAttrOfType<DictionaryAttr>("glm.program");
+    if (!info) {
+      return fn.emitOpError() << "is not a glm program (no glm.program attribute)";
+    }
+    OpBuilder::InsertionGuard guard(b_);
+    b_.setInsertionPoint(fn);
+    auto program = planir::ProgramOp::create(
+        b_, fn.getLoc(), fn.getSymNameAttr(), cast<StringAttr>(info.get("kind")),
+        cast<IntegerAttr>(info.get("batch")), cast<IntegerAttr>(info.get("rows")), nullptr);
+    Block *body = new Block();
+    program.getBody().push_back(body);
+    b_.setInsertionPointToStart(body);
+
+    // Which values the program returns, and as which io slot.
+    auto ret = cast<func::ReturnOp>(fn.getBody().back().getTerminator());
+    llvm::DenseMap<Value, StringRef> outputs;
+    for (auto [i, v] : llvm::enumerate(ret.getOperands())) {
+      outputs[v] = isa<FloatType>(cast<RankedTensorType>(v.getType()).getElementType())
+                       ? "logits"
+                       : "sampled_ids";
+    }
+
+    llvm::DenseMap<Value, Value> buffers;
+    for (BlockArgument arg : fn.getArguments()) {
+      buffers[arg] = alloc(arg.getLoc(), arg, nameOf(arg, "tokens"), b_.getStringAttr("token_ids"));
+    }
+    for (Operation &op : fn.getBody().front().without_terminator()) {
+      SmallVector<Value> inputs, results;
+      for (Value v : op.getOperands()) {
+        inputs.push_back(buffers.lookup(v));
+      }
+      const std::string name = nameOf(op.getResult(0), op.getName().stripDialect());
+      for (auto [i, r] : llvm::enumerate(op.getResults())) {
+        const std::string rname = op.getNumResults() == 1 ? name : name + "." + std::to_string(i);
+        auto io = outputs.find(r);
+        Value buffer = alloc(op.getLoc(), r, rname,
+                             io == outputs.end() ? StringAttr() : b_.getStringAttr(io->second));
+        buffers[r] = buffer;
+        results.push_back(buffer);
+      }
+      lowerStep(&op, name, inputs, results);
+    }
+    return success();
+  }
+
+  void lowerStep(Operation *op, const std::string &name, ArrayRef<Value> inputs,
+                 ArrayRef<Value> results) {
+    Operands operands = contractOperands(op);
+    SmallVector<Attribute> weights, states;
+    uint64_t weightBytes = 0;
+    for (FlatSymbolRefAttr w : operands.weights) {
+      weights.push_back(w);
+      if (auto decl = SymbolTable::lookupNearestSymbolFrom<planir::WeightOp>(module_, w)) {
+        weightBytes += static_cast<uint64_t>(decl.getSize());
+      }
+    }
+    for (FlatSymbolRefAttr s : operands.states) {
+      states.push_back(s);
+    }
+    // Parameters: every attribute that is not a symbol.
+    SmallVector<NamedAttribute> params;
+    for (NamedAttribute attr : op->getAttrs()) {
+      if (!llvm::is_contained(operands.symbolAttrs, attr.getName().getValue())) {
+        params.push_back(attr);
+      }
+    }
+    uint64_t read = 0, written = 0;
+    for (Value v : inputs) {
+      read += cast<planir::BufferType>(v.getType()).getByteSize();
+    }
+    for (Value v : results) {
+      written += cast<planir::BufferType>(v.getType()).getByteSize();
+    }
+    const auto [weightRead, flops] = cost(op, weightBytes);
+    read += weightRead;
+    const std::string kind = op->getName().stripDialect().str();
+    const std::string kernel = kind + (f32_ ? ".f32." : ".bf16.") + target_.name;
+    planir::StepOp::create(b_, op->getLoc(), b_.getStringAttr(kind), b_.getStringAttr(name), inputs,
+                           results, b_.getArrayAttr(weights), b_.getArrayAttr(states),
+                           b_.getDictionaryAttr(params), b_.getStringAttr(kernel),
+                           b_.getI64IntegerAttr(static_cast<int64_t>(read)),
+                           b_.getI64IntegerAttr(static_cast<int64_t>(written)),
+                           b_.getI64IntegerAttr(static_cast<int64_t>(flops)));
+  }
+
+  /// Weight bytes a step reads and the FLOPs it does: whole weights for dense ops, one row per
+  /// token for the embedding, the selected experts' share for the MoE.
+  std::pair<uint64_t, uint64_t> cost(Operation *op, uint64_t weightBytes) {
+    auto shape = [](Value v) { return cast<RankedTensorType>(v.getType()).getShape(); };
+    return llvm::TypeSwitch<Operation *, std::pair<uint64_t, uint64_t>>(op)
+        .Case<EmbeddingOp>([&](EmbeddingOp e) {
+          // One row of the table per token.
+          auto table =
+              SymbolTable::lookupNearestSymbolFrom<planir::WeightOp>(module_, e.getWeightAttr());
+          const uint64_t vocab = table ? static_cast<uint64_t>(table.getRankShape()[0]) : 1;
+          return std::pair{weightBytes / vocab * numel(shape(e.getIds())), uint64_t(0)};
+        })
+        .Case<LinearOp>([&](LinearOp l) {
+          const auto in = shape(l.getInput()), out = shape(l.getResult());
+          return std::pair{weightBytes, 2 * numel(in) * static_cast<uint64_t>(out[1])};
+        })
+        .Case<MoeExpertsOp>([&](MoeExpertsOp m) {
+          // Each token reads top_k experts (at most all of them, once each, for a batch); with
+          // experts split over P ranks, a rank holds on average 1/P of the selections.
+          auto gate =
+              SymbolTable::lookupNearestSymbolFrom<planir::WeightOp>(module_, m.getGateAttr());
+          const uint64_t experts = gate ? static_cast<uint64_t>(gate.getRankShape()[0]) : 1;
+          const auto sel = shape(m.getExperts());
+          const uint64_t shards = static_cast<uint64_t>(m.getExpertShards());
+          const uint64_t touched = std::min<uint64_t>(experts, (numel(sel) + shards - 1) / shards);
+          const auto in = shape(m.getInput());
+          const uint64_t perExpert = weightBytes / std::max<uint64_t>(experts, 1);
+          const uint64_t inter = gate ? static_cast<uint64_t>(gate.getRankShape()[1]) : 0;
+          return std::pair{perExpert * touched,
+                           numel(sel) * 6 * inter * static_cast<uint64_t>(in[1])};
+        })
+        .Default([&](Operation *) { return std::pair{weightBytes, uint64_t(0)}; });
+  }
+
+  ModuleOp module_;
+  OpBuilder b_;
+  glm::compiler::TargetDesc target_;
+  bool f32_;
+  bool fp8Kv_;
+  int64_t exl3Bits_;
+  int64_t maxSeqs_;
+  int64_t maxContext_;
+  int64_t pageTokens_;
+  llvm::StringMap<std::pair<int64_t, int64_t>> indexerShape_;
+};
+
+struct GlmToPlanPass : glm::compiler::impl::GlmToPlanPassBase<GlmToPlanPass> {
+  using GlmToPlanPassBase::GlmToPlanPassBase;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    std::optional<glm::compiler::TargetDesc> desc = glm::compiler::findTarget(target);
+    if (!desc) {
+      module.emitError() << "glm-to-plan: unknown target '" << target
+                         << "' (cpu, sm_90a or sm_121a)";
+      return signalPassFailure();
+    }
+    if (precision != "f32" && precision != "bf16") {
+      module.emitError() << "glm-to-plan: precision is f32 or bf16, got '" << precision << "'";
+      return signalPassFailure();
+    }
+    if (kv != "bf16" && kv != "fp8") {
+      module.emitError() << "glm-to-plan: kv is bf16 or fp8, got '" << kv << "'";
+      return signalPassFailure();
+    }
+    if (maxSeqs < 1 || maxContext < 1 || pageTokens < 1 || exl3Bits < 1 || exl3Bits > 8) {
+      module.emitError() << "glm-to-plan: max-seqs, max-context and page-tokens must be "
+                            "positive and exl3-bits in 1..8";
+      return signalPassFailure();
+    }
+    Lowering lowering(module, *desc, precision == "f32", kv == "fp8", exl3Bits, maxSeqs, maxContext,
+                      pageTokens);
+    if (failed(lowering.run())) {
+      signalPassFailure();
+    }
+  }
+};
+
+} // namespace

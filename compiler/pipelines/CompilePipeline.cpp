@@ -1,0 +1,74 @@
+// The compile pipeline, as one readable sequence of passes.
+#include "compiler/pipelines/CompilePipeline.h"
+
+#include "compiler/Passes.h"
+#include "compiler/pipelines/EmitPlan.h"
+
+#include "mlir/IR/Diagnostics.h"
+
+#include <cstdio>
+
+namespace glm::compiler {
+
+std::vector<glm53::ProgramShape> defaultPrograms(const CompileOptions &options) {
+  std::vector<glm53::ProgramShape> programs = {{glm53::ProgramShape::Kind::Decode, 1, 1}};
+  if (options.maxSeqs > 1) {
+    programs.push_back({glm53::ProgramShape::Kind::Decode, options.maxSeqs, 1});
+  }
+  programs.push_back(
+      {glm53::ProgramShape::Kind::Prefill, 1, std::min<int64_t>(512, options.maxContext)});
+  return programs;
+}
+
+void buildCompilePipeline(mlir::OpPassManager &pm, const CompileOptions &options) {
+  // Per-rank shapes and the collectives between ranks.
+  pm.addPass(createGlmPartitionTpPass({options.tp}));
+  // (Fusion passes for EXL3 MoE, sparse MLA + indexer and all-gathers go here.)
+  // Steps with a buffer per value, the target's kernels, bytes and FLOPs.
+  GlmToPlanPassOptions lower;
+  lower.target = options.target;
+  lower.precision = options.precision;
+  lower.kv = options.kv;
+  lower.maxSeqs = options.maxSeqs;
+  lower.maxContext = options.maxContext;
+  lower.exl3Bits = options.exl3Bits;
+  pm.addPass(createGlmToPlanPass(lower));
+  // Slices of arenas: weights, state slots and pages, activations by liveness, io.
+  pm.addPass(createPlanAssignArenasPass());
+  // One CUDA graph per program.
+  pm.addPass(createPlanFormSegmentsPass());
+  // Slices inside arenas, no live overlap, segments, memory fit.
+  pm.addPass(createPlanVerifyPass());
+}
+
+Expected<std::vector<uint8_t>> compileGlm53Plan(mlir::MLIRContext &context,
+                                                const glm53::Glm53Config &config,
+                                                const glm53::WeightFormatFn &formats,
+                                                const CompileOptions &options) {
+  std::vector<glm53::ProgramShape> programs =
+      options.programs.empty() ? defaultPrograms(options) : options.programs;
+  GLM_ASSIGN_OR_RETURN(mlir::OwningOpRef<mlir::ModuleOp> module,
+                       glm53::buildGlm53Module(context, config, programs, formats));
+  mlir::PassManager pm(&context);
+  buildCompilePipeline(pm, options);
+  if (mlir::failed(pm.run(*module))) {
+    return invalidArgument("compilation failed (the diagnostics above say where)");
+  }
+  // A plan remembers what it was compiled from, so serving it with another checkpoint is refused.
+  const std::string summary = strCat(
+      "glm5_next hidden ", config.hiddenSize, " layers ", config.numHiddenLayers, " experts ",
+      config.nRoutedExperts, " top ", config.numExpertsPerTok, " vocab ", config.vocabSize, " kda ",
+      config.linearNumHeads, "x", config.linearHeadDim, " mla ", config.numAttentionHeads, "x",
+      config.qkHeadDim(), "/", config.vHeadDim, " index ", config.indexNHeads, "x",
+      config.indexHeadDim, " topk ", config.indexTopk, "/", config.indexKpool);
+  // FNV-1a: stable across builds and machines, unlike std::hash.
+  uint64_t fnv = 0xCBF29CE484222325ull;
+  for (char c : summary) {
+    fnv = (fnv ^ static_cast<uint8_t>(c)) * 0x100000001B3ull;
+  }
+  char hash[17];
+  std::snprintf(hash, sizeof hash, "%016llx", static_cast<unsigned long long>(fnv));
+  return emitPlan(*module, summary, hash);
+}
+
+} // namespace glm::compiler

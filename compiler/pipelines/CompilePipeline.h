@@ -1,0 +1,42 @@
+// The compile pipeline: model description -> partition -> plan -> arenas -> segments -> verify ->
+// plan file.
+#pragma once
+
+#include "models/glm53/Builder.h"
+#include "runtime/common/Status.h"
+
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Pass/PassManager.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace glm::compiler {
+
+struct CompileOptions {
+  std::string target = "sm_121a";
+  int64_t tp = 2;
+  std::string precision = "bf16";
+  int64_t maxSeqs = 4;
+  int64_t maxContext = 131072;
+  std::string kv = "bf16";
+  int64_t exl3Bits = 4;
+  std::vector<glm53::ProgramShape> programs;
+};
+
+/// The default program set for a plan: decode at batch 1 and at max-seqs (one row each), and one
+/// prefill chunk of min(512, max-context) tokens.
+std::vector<glm53::ProgramShape> defaultPrograms(const CompileOptions &options);
+
+/// Adds the passes after the model description, in pipeline order.
+void buildCompilePipeline(mlir::OpPassManager &pm, const CompileOptions &options);
+
+/// Builds, lowers and emits a plan. Diagnostics from the passes go to the context's handler; the
+/// returned error summarises them.
+Expected<std::vector<uint8_t>> compileGlm53Plan(mlir::MLIRContext &context,
+                                                const glm53::Glm53Config &config,
+                                                const glm53::WeightFormatFn &formats,
+                                                const CompileOptions &options);
+
+} // namespace glm::compiler

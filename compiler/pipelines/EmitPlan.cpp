@@ -1,0 +1,356 @@
+// The plan emitter: a planned module, field by field, into runtime/schema/plan.fbs.
+#include "compiler/pipelines/EmitPlan.h"
+
+#include "ir/plan/PlanOps.h"
+#include "runtime/plan/PlanFile.h"
+
+#include "llvm/ADT/StringMap.h"
+
+namespace glm::compiler {
+
+using namespace mlir;
+namespace fb = flatbuffers;
+namespace planir = glm::planir;
+
+namespace {
+
+Expected<plan::ElementType> elementOf(Type t) {
+  if (t.isF32()) {
+    return plan::ElementType::F32;
+  }
+  if (t.isBF16()) {
+    return plan::ElementType::BF16;
+  }
+  if (t.isF16()) {
+    return plan::ElementType::F16;
+  }
+  if (isa<Float8E4M3FNType>(t)) {
+    return plan::ElementType::F8E4M3;
+  }
+  if (t.isInteger(32)) {
+    return plan::ElementType::I32;
+  }
+  if (t.isInteger(64)) {
+    return plan::ElementType::I64;
+  }
+  return internalError("no plan element type for an MLIR type");
+}
+
+/// The glm op mnemonics, in plan::OpKind order.
+const char *const kOpNames[] = {"embedding",
+                                "expand_streams",
+                                "stream_mean",
+                                "rms_norm",
+                                "layer_norm",
+                                "linear",
+                                "mhc_pre",
+                                "mhc_post",
+                                "short_conv",
+                                "kda",
+                                "gated_norm",
+                                "dsa_indexer",
+                                "mla_sparse_attention",
+                                "swiglu",
+                                "moe_router",
+                                "moe_experts",
+                                "add",
+                                "concat",
+                                "sample",
+                                "all_gather",
+                                "all_reduce"};
+static_assert(sizeof(kOpNames) / sizeof(kOpNames[0]) == static_cast<size_t>(plan::OpKind::MAX) + 1,
+              "every OpKind has a mnemonic");
+
+Expected<plan::OpKind> opKindOf(StringRef name) {
+  for (size_t i = 0; i < sizeof(kOpNames) / sizeof(kOpNames[0]); ++i) {
+    if (name == kOpNames[i]) {
+      return static_cast<plan::OpKind>(i);
+    }
+  }
+  return internalError("no plan OpKind for step op '", name.str(), "'");
+}
+
+Expected<plan::IoKind> ioKindOf(StringRef name) {
+  if (name == "token_ids") {
+    return plan::IoKind::TokenIds;
+  }
+  if (name == "logits") {
+    return plan::IoKind::Logits;
+  }
+  if (name == "sampled_ids") {
+    return plan::IoKind::SampledIds;
+  }
+  return internalError("unknown io slot kind '", name.str(), "'");
+}
+
+plan::WeightFormat formatOf(StringRef f) {
+  if (f == "float32") {
+    return plan::WeightFormat::F32;
+  }
+  if (f == "float16") {
+    return plan::WeightFormat::F16;
+  }
+  if (f == "fp8_e4m3") {
+    return plan::WeightFormat::FP8;
+  }
+  if (f == "exl3") {
+    return plan::WeightFormat::EXL3;
+  }
+  return plan::WeightFormat::BF16;
+}
+
+plan::ShardKind shardOf(StringRef s) {
+  if (s == "column") {
+    return plan::ShardKind::Column;
+  }
+  if (s == "row") {
+    return plan::ShardKind::Row;
+  }
+  if (s == "expert") {
+    return plan::ShardKind::Expert;
+  }
+  if (s == "head") {
+    return plan::ShardKind::Head;
+  }
+  return plan::ShardKind::Replicated;
+}
+
+plan::StateKind stateKindOf(StringRef s) {
+  if (s == "conv_window") {
+    return plan::StateKind::ConvWindow;
+  }
+  if (s == "mla_latent") {
+    return plan::StateKind::MlaLatent;
+  }
+  if (s == "index_keys") {
+    return plan::StateKind::IndexKeys;
+  }
+  return plan::StateKind::KdaRecurrent;
+}
+
+plan::Arch archOf(StringRef target) {
+  if (target == "sm_90a") {
+    return plan::Arch::Sm90a;
+  }
+  if (target == "sm_121a") {
+    return plan::Arch::Sm121a;
+  }
+  return plan::Arch::Cpu;
+}
+
+class Emitter {
+public:
+  explicit Emitter(ModuleOp module) : module_(module) {}
+
+  Expected<std::vector<uint8_t>> run(const std::string &summary, const std::string &hash) {
+    auto targets = llvm::to_vector(module_.getOps<planir::TargetOp>());
+    auto pools = llvm::to_vector(module_.getOps<planir::StatePoolOp>());
+    if (targets.size() != 1 || pools.size() != 1) {
+      return internalError("emitPlan: expected one plan.target and one plan.state_pool");
+    }
+    planir::TargetOp target = targets.front();
+    const plan::Arch arch = archOf(target.getName());
+
+    std::vector<fb::Offset<plan::Arena>> arenas;
+    for (auto a : module_.getOps<planir::ArenaOp>()) {
+      arenaIndex_[a.getKind()] = static_cast<uint32_t>(arenas.size());
+      static const llvm::StringMap<plan::ArenaKind> kinds = {
+          {"weights", plan::ArenaKind::Weights},
+          {"activations", plan::ArenaKind::Activations},
+          {"state", plan::ArenaKind::State},
+          {"io", plan::ArenaKind::Io}};
+      arenas.push_back(plan::CreateArenaDirect(
+          b_, a.getSymName().str().c_str(), kinds.lookup(a.getKind()),
+          static_cast<uint64_t>(a.getSize()), static_cast<uint32_t>(a.getAlignment())));
+    }
+
+    std::vector<fb::Offset<plan::WeightBinding>> weights;
+    for (auto w : module_.getOps<planir::WeightOp>()) {
+      weightIndex_[w.getSymName()] = static_cast<uint32_t>(weights.size());
+      GLM_ASSIGN_OR_RETURN(plan::ElementType element, elementOf(w.getElement()));
+      std::vector<int64_t> global(w.getGlobalShape().begin(), w.getGlobalShape().end());
+      std::vector<int64_t> local(w.getRankShape().begin(), w.getRankShape().end());
+      const plan::Slice slice(arenaIndex_.lookup("weights"),
+                              static_cast<uint64_t>(w.getOffset().value_or(0)),
+                              static_cast<uint64_t>(w.getSize()));
+      weights.push_back(plan::CreateWeightBindingDirect(
+          b_, w.getSymName().str().c_str(), w.getCheckpoint().str().c_str(),
+          static_cast<uint32_t>(w.getExperts()), formatOf(w.getFormat()), &global,
+          shardOf(w.getShard()), static_cast<uint32_t>(w.getShardDim()),
+          plan::WeightLayout::AsStored, element, &local, &slice));
+    }
+
+    std::vector<fb::Offset<plan::StateLayout>> states;
+    for (auto s : module_.getOps<planir::StateOp>()) {
+      stateIndex_[s.getSymName()] = static_cast<uint32_t>(states.size());
+      GLM_ASSIGN_OR_RETURN(plan::ElementType element, elementOf(s.getElement()));
+      std::vector<int64_t> unit(s.getUnitShape().begin(), s.getUnitShape().end());
+      uint64_t bytes = runtime::elementSize(element);
+      for (int64_t d : unit) {
+        bytes *= static_cast<uint64_t>(d);
+      }
+      const plan::Slice slice(arenaIndex_.lookup("state"),
+                              static_cast<uint64_t>(s.getOffset().value_or(0)),
+                              static_cast<uint64_t>(s.getSize().value_or(0)));
+      states.push_back(plan::CreateStateLayoutDirect(
+          b_, s.getSymName().str().c_str(), stateKindOf(s.getKind()), element, &unit, bytes,
+          s.getPaged(), static_cast<uint64_t>(s.getOffsetInPage().value_or(0)), &slice));
+    }
+    planir::StatePoolOp p = pools.front();
+    const plan::Slice poolSlice(arenaIndex_.lookup("state"),
+                                static_cast<uint64_t>(p.getPoolOffset().value_or(0)),
+                                static_cast<uint64_t>(p.getPageBytes().value_or(0)) *
+                                    static_cast<uint64_t>(p.getPageCount().value_or(0)));
+    auto pool = plan::CreateStatePool(
+        b_, static_cast<uint32_t>(p.getMaxSequences()), static_cast<uint64_t>(p.getMaxContext()),
+        static_cast<uint32_t>(p.getPageTokens()),
+        static_cast<uint64_t>(p.getPageBytes().value_or(0)),
+        static_cast<uint32_t>(p.getPageCount().value_or(0)), &poolSlice);
+
+    std::vector<fb::Offset<plan::Program>> programs;
+    for (auto program : module_.getOps<planir::ProgramOp>()) {
+      GLM_ASSIGN_OR_RETURN(auto emitted, emitProgram(program, arch));
+      programs.push_back(emitted);
+    }
+
+    // GPU plans list the kernels their steps launch; the CUDA backend compiles them into cubins.
+    std::vector<fb::Offset<plan::Kernel>> kernels;
+    for (const std::string &name : kernelNames_) {
+      kernels.push_back(plan::CreateKernelDirect(b_, name.c_str(), name.c_str(), nullptr));
+    }
+
+    auto targetDesc = plan::CreateTargetDescDirect(
+        b_, target.getName().str().c_str(), arch, static_cast<uint32_t>(target.getSmCount()),
+        static_cast<uint32_t>(target.getSharedMemoryPerBlock()),
+        static_cast<uint64_t>(target.getMemoryBytes()),
+        target.getBandwidthBytesPerS().convertToDouble());
+    auto root = plan::CreatePlanDirect(
+        b_, runtime::kPlanFormatVersion, "glmc", summary.c_str(), hash.c_str(), targetDesc,
+        static_cast<uint32_t>(target.getTp()),
+        target.getPrecision() == "f32" ? plan::Precision::F32 : plan::Precision::BF16, &arenas,
+        &weights, &states, pool, &kernels, &programs);
+    plan::FinishPlanBuffer(b_, root);
+    std::vector<uint8_t> bytes(b_.GetBufferPointer(), b_.GetBufferPointer() + b_.GetSize());
+    // The runtime's own checks, so a plan the runtime would refuse is never written.
+    GLM_RETURN_IF_ERROR(runtime::PlanFile::fromBytes(bytes, "emitted plan").status());
+    return bytes;
+  }
+
+private:
+  Expected<fb::Offset<plan::TensorRef>> tensor(Value buffer) {
+    auto alloc = buffer.getDefiningOp<planir::AllocOp>();
+    auto type = cast<planir::BufferType>(buffer.getType());
+    GLM_ASSIGN_OR_RETURN(plan::ElementType element, elementOf(type.getElementType()));
+    std::vector<int64_t> shape(type.getShape().begin(), type.getShape().end());
+    const plan::Slice slice(arenaIndex_.lookup(alloc.getIo() ? "io" : "activations"),
+                            static_cast<uint64_t>(alloc.getOffset().value_or(0)),
+                            type.getByteSize());
+    return plan::CreateTensorRefDirect(b_, alloc.getName().str().c_str(), element, &shape, &slice);
+  }
+
+  Expected<fb::Offset<plan::Program>> emitProgram(planir::ProgramOp program, plan::Arch arch) {
+    std::vector<fb::Offset<plan::IoSlot>> io;
+    std::vector<fb::Offset<plan::Step>> steps;
+    for (Operation &op : program.getBody().front()) {
+      if (auto alloc = dyn_cast<planir::AllocOp>(op)) {
+        if (alloc.getIo()) {
+          GLM_ASSIGN_OR_RETURN(plan::IoKind kind, ioKindOf(*alloc.getIo()));
+          GLM_ASSIGN_OR_RETURN(auto t, tensor(alloc.getBuffer()));
+          io.push_back(plan::CreateIoSlot(b_, kind, t));
+        }
+        continue;
+      }
+      auto step = cast<planir::StepOp>(op);
+      GLM_ASSIGN_OR_RETURN(plan::OpKind kind, opKindOf(step.getOp()));
+      std::vector<fb::Offset<plan::TensorRef>> inputs, outputs;
+      for (Value v : step.getInputs()) {
+        GLM_ASSIGN_OR_RETURN(auto t, tensor(v));
+        inputs.push_back(t);
+      }
+      for (Value v : step.getOutputs()) {
+        GLM_ASSIGN_OR_RETURN(auto t, tensor(v));
+        outputs.push_back(t);
+      }
+      std::vector<uint32_t> weights, states;
+      for (Attribute a : step.getWeights()) {
+        weights.push_back(weightIndex_.lookup(cast<FlatSymbolRefAttr>(a).getValue()));
+      }
+      for (Attribute a : step.getStates()) {
+        states.push_back(stateIndex_.lookup(cast<FlatSymbolRefAttr>(a).getValue()));
+      }
+      std::vector<fb::Offset<plan::Attribute>> attributes;
+      for (NamedAttribute attr : step.getParams()) {
+        int64_t i = 0;
+        double f = 0;
+        if (auto ia = dyn_cast<IntegerAttr>(attr.getValue())) {
+          i = ia.getValue().getSExtValue();
+        } else if (auto fa = dyn_cast<FloatAttr>(attr.getValue())) {
+          f = fa.getValueAsDouble();
+        } else if (auto ba = dyn_cast<BoolAttr>(attr.getValue())) {
+          i = ba.getValue() ? 1 : 0;
+        } else if (isa<UnitAttr>(attr.getValue())) {
+          i = 1;
+        }
+        attributes.push_back(
+            plan::CreateAttributeDirect(b_, attr.getName().str().c_str(), i, f, nullptr));
+      }
+      fb::Offset<plan::Collective> collective = 0;
+      fb::Offset<plan::KernelLaunch> launch = 0;
+      const bool isCollective = kind == plan::OpKind::AllReduce || kind == plan::OpKind::AllGather;
+      if (isCollective) {
+        auto world = step.getParams().getAs<IntegerAttr>("world");
+        auto axis = step.getParams().getAs<IntegerAttr>("axis");
+        collective = plan::CreateCollective(b_,
+                                            kind == plan::OpKind::AllReduce
+                                                ? plan::CollectiveKind::AllReduce
+                                                : plan::CollectiveKind::AllGather,
+                                            axis ? static_cast<uint32_t>(axis.getInt()) : 0,
+                                            world ? static_cast<uint32_t>(world.getInt()) : 1);
+      } else if (arch != plan::Arch::Cpu) {
+        // Launch dimensions belong to each kernel's contract; until the CUDA kernels exist the
+        // plan names the kernel and leaves a one-block launch.
+        const std::string kernel = step.getKernel().str();
+        auto [it, inserted] = kernelIndex_.try_emplace(kernel, kernelNames_.size());
+        if (inserted) {
+          kernelNames_.push_back(kernel);
+        }
+        std::vector<uint32_t> one = {1, 1, 1};
+        launch =
+            plan::CreateKernelLaunchDirect(b_, static_cast<uint32_t>(it->second), &one, &one, 0);
+      }
+      steps.push_back(plan::CreateStepDirect(
+          b_, kind, step.getName().str().c_str(), &inputs, &outputs, &weights, &states, &attributes,
+          launch, collective, static_cast<uint64_t>(step.getBytesRead()),
+          static_cast<uint64_t>(step.getBytesWritten()), static_cast<uint64_t>(step.getFlops())));
+    }
+    std::vector<fb::Offset<plan::Segment>> segments;
+    if (auto s = program.getSegments()) {
+      for (size_t i = 0; i + 1 < s->size(); i += 2) {
+        segments.push_back(plan::CreateSegment(b_, static_cast<uint32_t>((*s)[i]),
+                                               static_cast<uint32_t>((*s)[i + 1])));
+      }
+    }
+    return plan::CreateProgramDirect(
+        b_, program.getSymName().str().c_str(),
+        program.getKind() == "prefill" ? plan::ProgramKind::Prefill : plan::ProgramKind::Decode,
+        static_cast<uint32_t>(program.getBatch()), static_cast<uint32_t>(program.getRows()), &io,
+        &steps, &segments);
+  }
+
+  ModuleOp module_;
+  fb::FlatBufferBuilder b_;
+  llvm::StringMap<uint32_t> arenaIndex_;
+  llvm::StringMap<uint32_t> weightIndex_;
+  llvm::StringMap<uint32_t> stateIndex_;
+  llvm::StringMap<size_t> kernelIndex_;
+  std::vector<std::string> kernelNames_;
+};
+
+} // namespace
+
+Expected<std::vector<uint8_t>> emitPlan(ModuleOp module, const std::string &modelSummary,
+                                        const std::string &configHash) {
+  return Emitter(module).run(modelSummary, configHash);
+}
+
+} // namespace glm::compiler

@@ -1,0 +1,19 @@
+// Writes a planned module (plan dialect, after plan-verify) as a flatbuffers plan file.
+#pragma once
+
+#include "runtime/common/Status.h"
+
+#include "mlir/IR/BuiltinOps.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace glm::compiler {
+
+/// The bytes of the plan file; they pass runtime::validatePlan before they are returned, so what
+/// the compiler writes is exactly what the runtime accepts.
+Expected<std::vector<uint8_t>> emitPlan(mlir::ModuleOp module, const std::string &modelSummary,
+                                        const std::string &configHash);
+
+} // namespace glm::compiler

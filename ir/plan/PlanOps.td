@@ -1,0 +1,128 @@
+//===- PlanOps.td - the plan dialect ------------------------*- tablegen -*-===//
+//
+// The execution-level dialect: one op per entry of runtime/schema/plan.fbs.
+// glm-to-plan produces it with a buffer per value; plan-assign-arenas gives
+// every buffer a slice of an arena; plan-form-segments groups steps into CUDA
+// graphs; the emitter writes the flatbuffer field by field.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef GLM_IR_PLANOPS_TD
+#define GLM_IR_PLANOPS_TD
+
+include "mlir/IR/OpBase.td"
+include "mlir/IR/AttrTypeBase.td"
+include "mlir/IR/SymbolInterfaces.td"
+
+def Plan_Dialect : Dialect {
+  let name = "plan";
+  let cppNamespace = "::glm::planir";
+  let summary = "allocated kernel launches and collectives, one to one with the plan file";
+  let useDefaultTypePrinterParser = 1;
+}
+
+class Plan_Op<string mnemonic, list<Trait> traits = []> : Op<Plan_Dialect, mnemonic, traits>;
+
+def Plan_BufferType : TypeDef<Plan_Dialect, "Buffer"> {
+  let mnemonic = "buffer";
+  let summary = "a dense row-major tensor in an arena";
+  let parameters = (ins ArrayRefParameter<"int64_t">:$shape, "mlir::Type":$elementType);
+  let assemblyFormat = "`<` `[` $shape `]` `,` $elementType `>`";
+  let extraClassDeclaration = [{
+    /// Bytes the buffer occupies (element width rounded up to a byte).
+    uint64_t getByteSize() const;
+  }];
+}
+
+//===----------------------------------------------------------------------===//
+// Module-level entries
+//===----------------------------------------------------------------------===//
+
+def Plan_TargetOp : Plan_Op<"target"> {
+  let summary = "the machine the plan is compiled for";
+  let arguments = (ins StrAttr:$name, I64Attr:$sm_count, I64Attr:$shared_memory_per_block,
+                       I64Attr:$memory_bytes, F64Attr:$bandwidth_bytes_per_s, I64Attr:$tp,
+                       StrAttr:$precision);
+  let assemblyFormat = "$name attr-dict";
+}
+
+def Plan_ArenaOp : Plan_Op<"arena", [Symbol]> {
+  let summary = "one allocation per rank";
+  let description = [{ `kind` is weights, activations, state, io or workspace. }];
+  let arguments = (ins SymbolNameAttr:$sym_name, StrAttr:$kind, I64Attr:$size,
+                       I64Attr:$alignment);
+  let assemblyFormat = "$sym_name $kind attr-dict";
+}
+
+def Plan_WeightOp : Plan_Op<"weight", [Symbol]> {
+  let summary = "a checkpoint tensor bound into the weights arena";
+  let description = [{
+    `rank_shape` is this rank's slice of `global_shape` along `shard_dim`.
+    `offset` and `size` locate it in the weights arena once assigned.
+  }];
+  let arguments = (ins SymbolNameAttr:$sym_name, StrAttr:$checkpoint, I64Attr:$experts,
+                       StrAttr:$format, DenseI64ArrayAttr:$global_shape, StrAttr:$shard,
+                       I64Attr:$shard_dim, DenseI64ArrayAttr:$rank_shape, TypeAttr:$element,
+                       I64Attr:$size, OptionalAttr<I64Attr>:$offset);
+  let assemblyFormat = "$sym_name attr-dict";
+}
+
+def Plan_StateOp : Plan_Op<"state", [Symbol]> {
+  let summary = "per-sequence slots or per-token rows in the page pool";
+  let arguments = (ins SymbolNameAttr:$sym_name, StrAttr:$kind, DenseI64ArrayAttr:$unit_shape,
+                       TypeAttr:$element, BoolAttr:$paged, OptionalAttr<I64Attr>:$offset,
+                       OptionalAttr<I64Attr>:$size, OptionalAttr<I64Attr>:$offset_in_page);
+  let assemblyFormat = "$sym_name attr-dict";
+}
+
+def Plan_StatePoolOp : Plan_Op<"state_pool"> {
+  let summary = "sizes of the state arena: slots and the DSA page pool";
+  let arguments = (ins I64Attr:$max_sequences, I64Attr:$max_context, I64Attr:$page_tokens,
+                       OptionalAttr<I64Attr>:$page_bytes, OptionalAttr<I64Attr>:$page_count,
+                       OptionalAttr<I64Attr>:$pool_offset);
+  let assemblyFormat = "attr-dict";
+}
+
+def Plan_ProgramOp : Plan_Op<"program", [Symbol, SingleBlock, NoTerminator]> {
+  let summary = "one static-shape program: a prefill chunk or a decode step";
+  let arguments = (ins SymbolNameAttr:$sym_name, StrAttr:$kind, I64Attr:$batch, I64Attr:$rows,
+                       OptionalAttr<DenseI64ArrayAttr>:$segments);
+  let regions = (region SizedRegion<1>:$body);
+  let assemblyFormat = "$sym_name attr-dict-with-keyword $body";
+}
+
+//===----------------------------------------------------------------------===//
+// Program contents
+//===----------------------------------------------------------------------===//
+
+def Plan_AllocOp : Plan_Op<"alloc"> {
+  let summary = "a buffer for one value: activations, or an io slot the host reads or writes";
+  let description = [{
+    `io` names the io slot kind (token_ids, logits, sampled_ids, ...) for
+    buffers in the io arena; others live in the activations arena. `offset`
+    is set by plan-assign-arenas.
+  }];
+  let arguments = (ins StrAttr:$name, OptionalAttr<StrAttr>:$io, OptionalAttr<I64Attr>:$offset);
+  let results = (outs Plan_BufferType:$buffer);
+  let assemblyFormat = "$name attr-dict `:` type($buffer)";
+}
+
+def Plan_StepOp : Plan_Op<"step", [AttrSizedOperandSegments]> {
+  let summary = "one op of the model: a kernel launch, or a collective";
+  let description = [{
+    `op` is the runtime's OpKind (linear, kda, ...); `inputs` are read, the
+    `outputs` buffers written. `weights` and `states` name the plan.weight and
+    plan.state entries it uses; `params` carry the op's parameters (eps, head
+    counts, ...). `kernel` is the implementation chosen for the target.
+  }];
+  let arguments = (ins StrAttr:$op, StrAttr:$name, Variadic<Plan_BufferType>:$inputs,
+                       Variadic<Plan_BufferType>:$outputs, SymbolRefArrayAttr:$weights,
+                       SymbolRefArrayAttr:$states, DictionaryAttr:$params,
+                       StrAttr:$kernel, I64Attr:$bytes_read, I64Attr:$bytes_written,
+                       I64Attr:$flops);
+  let assemblyFormat = [{
+    $op $name `(` $inputs `:` type($inputs) `)` `->` `(` $outputs `:` type($outputs) `)` attr-dict
+  }];
+}
+
+#endif // GLM_IR_PLANOPS_TD

@@ -1,0 +1,227 @@
+// `glmc inspect`: what a plan holds: target, programs, arenas, kernels, collectives, bytes per
+// step.
+#include "runtime/plan/PlanFile.h"
+#include "tools/glmc/CommandLine.h"
+#include "tools/glmc/Commands.h"
+
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+#include <map>
+
+namespace glm::tools {
+namespace {
+
+using OrderedJson = nlohmann::ordered_json;
+
+std::string str(const flatbuffers::String *s) { return s ? s->str() : ""; }
+
+std::string bytesText(uint64_t bytes) {
+  char buffer[32];
+  if (bytes >= 1000000000ull) {
+    std::snprintf(buffer, sizeof buffer, "%.2f GB", static_cast<double>(bytes) / 1e9);
+  } else if (bytes >= 1000000ull) {
+    std::snprintf(buffer, sizeof buffer, "%.2f MB", static_cast<double>(bytes) / 1e6);
+  } else if (bytes >= 1000ull) {
+    std::snprintf(buffer, sizeof buffer, "%.2f KB", static_cast<double>(bytes) / 1e3);
+  } else {
+    std::snprintf(buffer, sizeof buffer, "%llu B", static_cast<unsigned long long>(bytes));
+  }
+  return buffer;
+}
+
+/// Bytes a collective step moves per rank: its output (all-gather) or its buffer (all-reduce).
+uint64_t collectiveBytes(const plan::Step &step) {
+  uint64_t bytes = 0;
+  if (step.results()) {
+    for (const plan::TensorRef *t : *step.results()) {
+      bytes += t->slice()->size();
+    }
+  }
+  return bytes;
+}
+
+OrderedJson toJson(const plan::Plan &p) {
+  OrderedJson j;
+  j["format_version"] = p.format_version();
+  j["model"] = str(p.model());
+  j["target"] = str(p.target()->name());
+  j["tp"] = p.tp();
+  j["precision"] = plan::EnumNamePrecision(p.precision());
+  OrderedJson arenas = OrderedJson::array();
+  uint64_t total = 0;
+  for (const plan::Arena *a : *p.arenas()) {
+    arenas.push_back({{"name", str(a->name())}, {"size", a->size()}});
+    total += a->size();
+  }
+  j["arenas"] = arenas;
+  j["bytes_per_rank"] = total;
+  j["weights"] = p.weights() ? p.weights()->size() : 0;
+  j["states"] = p.states() ? p.states()->size() : 0;
+  OrderedJson kernels = OrderedJson::array();
+  if (p.kernels()) {
+    for (const plan::Kernel *k : *p.kernels()) {
+      OrderedJson cubins = OrderedJson::object();
+      if (k->cubins()) {
+        for (const plan::Cubin *c : *k->cubins()) {
+          cubins[plan::EnumNameArch(c->arch())] = c->image() ? c->image()->size() : 0;
+        }
+      }
+      kernels.push_back({{"name", str(k->name())}, {"cubins", cubins}});
+    }
+  }
+  j["kernels"] = kernels;
+  OrderedJson programs = OrderedJson::array();
+  for (const plan::Program *program : *p.programs()) {
+    OrderedJson pj;
+    pj["name"] = str(program->name());
+    pj["kind"] = plan::EnumNameProgramKind(program->kind());
+    pj["batch"] = program->batch();
+    pj["rows"] = program->rows();
+    pj["segments"] = program->segments() ? program->segments()->size() : 0;
+    uint64_t read = 0, written = 0, flops = 0, collectives = 0, collectiveBytesTotal = 0;
+    OrderedJson steps = OrderedJson::array();
+    if (program->steps()) {
+      for (const plan::Step *s : *program->steps()) {
+        read += s->bytes_read();
+        written += s->bytes_written();
+        flops += s->flops();
+        OrderedJson sj = {{"name", str(s->name())},
+                          {"op", plan::EnumNameOpKind(s->op())},
+                          {"bytes_read", s->bytes_read()},
+                          {"bytes_written", s->bytes_written()},
+                          {"flops", s->flops()}};
+        if (s->launch() && p.kernels()) {
+          sj["kernel"] = str(p.kernels()->Get(s->launch()->kernel())->name());
+        }
+        if (s->collective()) {
+          ++collectives;
+          collectiveBytesTotal += collectiveBytes(*s);
+          sj["collective_bytes"] = collectiveBytes(*s);
+        }
+        steps.push_back(sj);
+      }
+    }
+    pj["steps"] = steps.size();
+    pj["bytes_read"] = read;
+    pj["bytes_written"] = written;
+    pj["flops"] = flops;
+    pj["collectives"] = collectives;
+    pj["collective_bytes"] = collectiveBytesTotal;
+    pj["step_list"] = steps;
+    programs.push_back(pj);
+  }
+  j["programs"] = programs;
+  return j;
+}
+
+void printText(const plan::Plan &p, bool allSteps) {
+  std::printf("plan: %s\n", str(p.model()).c_str());
+  std::printf("  target %s, TP %u, %s activations, format %u\n", str(p.target()->name()).c_str(),
+              p.tp(), plan::EnumNamePrecision(p.precision()), p.format_version());
+  uint64_t total = 0;
+  std::printf("arenas (per rank)\n");
+  for (const plan::Arena *a : *p.arenas()) {
+    std::printf("  %-12s %14s\n", str(a->name()).c_str(), bytesText(a->size()).c_str());
+    total += a->size();
+  }
+  std::printf("  %-12s %14s", "total", bytesText(total).c_str());
+  if (p.target()->memory_bytes() > 0) {
+    std::printf("  of %s on %s", bytesText(p.target()->memory_bytes()).c_str(),
+                str(p.target()->name()).c_str());
+  }
+  std::printf("\n");
+  if (const plan::StatePool *pool = p.state_pool()) {
+    std::printf("state: %u sequences, %llu tokens of context, %u pages of %u tokens (%s each)\n",
+                pool->max_sequences(), static_cast<unsigned long long>(pool->max_context()),
+                pool->page_count(), pool->page_tokens(), bytesText(pool->page_bytes()).c_str());
+  }
+  std::printf("weights: %u bindings; states: %u layouts\n", p.weights() ? p.weights()->size() : 0,
+              p.states() ? p.states()->size() : 0);
+  if (p.kernels() && p.kernels()->size() > 0) {
+    std::printf("kernels: %u\n", p.kernels()->size());
+    for (const plan::Kernel *k : *p.kernels()) {
+      std::string cubins;
+      if (k->cubins()) {
+        for (const plan::Cubin *c : *k->cubins()) {
+          cubins += std::string(" ") + plan::EnumNameArch(c->arch()) + " " +
+                    bytesText(c->image() ? c->image()->size() : 0);
+        }
+      }
+      std::printf("  %-40s %s\n", str(k->name()).c_str(),
+                  cubins.empty() ? "no cubin yet" : cubins.c_str());
+    }
+  } else {
+    std::printf("kernels: CPU reference (by op)\n");
+  }
+  for (const plan::Program *program : *p.programs()) {
+    uint64_t read = 0, written = 0, flops = 0, collectiveBytesTotal = 0;
+    std::map<std::string, int> collectives;
+    const uint32_t stepCount = program->steps() ? program->steps()->size() : 0;
+    for (uint32_t i = 0; i < stepCount; ++i) {
+      const plan::Step *s = program->steps()->Get(i);
+      read += s->bytes_read();
+      written += s->bytes_written();
+      flops += s->flops();
+      if (s->collective()) {
+        collectives[plan::EnumNameCollectiveKind(s->collective()->kind())]++;
+        collectiveBytesTotal += collectiveBytes(*s);
+      }
+    }
+    std::printf("program %s (%s, batch %u, rows %u): %u steps in %u segment(s)\n",
+                str(program->name()).c_str(), plan::EnumNameProgramKind(program->kind()),
+                program->batch(), program->rows(), stepCount,
+                program->segments() ? program->segments()->size() : 0);
+    std::printf("  reads %s, writes %s, %.3g GFLOP per step\n", bytesText(read).c_str(),
+                bytesText(written).c_str(), static_cast<double>(flops) / 1e9);
+    std::printf("  collectives:");
+    if (collectives.empty()) {
+      std::printf(" none");
+    }
+    for (auto [kind, n] : collectives) {
+      std::printf(" %d %s", n, kind.c_str());
+    }
+    if (!collectives.empty()) {
+      std::printf(", %s per rank per step", bytesText(collectiveBytesTotal).c_str());
+    }
+    std::printf("\n");
+    if (!allSteps) {
+      continue;
+    }
+    for (uint32_t i = 0; i < stepCount; ++i) {
+      const plan::Step *s = program->steps()->Get(i);
+      std::string kernel =
+          s->collective() ? plan::EnumNameCollectiveKind(s->collective()->kind()) : "cpu reference";
+      if (s->launch() && p.kernels()) {
+        kernel = str(p.kernels()->Get(s->launch()->kernel())->name());
+      }
+      std::printf("  %5u %-40s %-20s %-34s %12s\n", i, str(s->name()).c_str(),
+                  plan::EnumNameOpKind(s->op()), kernel.c_str(),
+                  bytesText(s->bytes_read() + s->bytes_written()).c_str());
+    }
+  }
+}
+
+} // namespace
+
+int runInspect(const std::vector<std::string> &args) {
+  CommandLine cl("inspect");
+  cl.flag("json").flag("steps").positional(1, 1);
+  if (Status s = cl.parse(args); !s.ok()) {
+    std::fprintf(stderr, "%s\n", s.message().c_str());
+    return 2;
+  }
+  Expected<std::unique_ptr<runtime::PlanFile>> plan = runtime::PlanFile::open(cl.positionals()[0]);
+  if (!plan.ok()) {
+    std::fprintf(stderr, "glmc inspect: %s\n", plan.status().toString().c_str());
+    return 1;
+  }
+  if (cl.has("json")) {
+    std::printf("%s\n", toJson((*plan)->root()).dump(2).c_str());
+  } else {
+    printText((*plan)->root(), cl.has("steps"));
+  }
+  return 0;
+}
+
+} // namespace glm::tools

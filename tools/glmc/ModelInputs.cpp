@@ -1,0 +1,107 @@
+// Program shapes and weight formats from the command line and the model directory.
+#include "tools/glmc/ModelInputs.h"
+
+#include "runtime/weights/SafeTensors.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <sstream>
+
+namespace glm::tools {
+
+/// "4x1,1x8" -> decode programs {B=4,R=1}, {B=1,R=8}.
+Expected<std::vector<glm53::ProgramShape>> parseDecodeShapes(const std::string &text) {
+  std::vector<glm53::ProgramShape> shapes;
+  std::stringstream in(text);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    glm53::ProgramShape p;
+    long long b = 0, r = 0;
+    char x = 0, extra = 0;
+    if (std::sscanf(item.c_str(), "%lld%c%lld%c", &b, &x, &r, &extra) != 3 || x != 'x' || b < 1 ||
+        r < 1 || b > 4096 || r > 4096) {
+      return invalidArgument("--decode takes BxR[,BxR...], got '", item, "'");
+    }
+    p.kind = glm53::ProgramShape::Kind::Decode;
+    p.batch = b;
+    p.rows = r;
+    shapes.push_back(p);
+  }
+  return shapes;
+}
+
+Expected<std::vector<glm53::ProgramShape>> parsePrefillShapes(const std::string &text) {
+  std::vector<glm53::ProgramShape> shapes;
+  std::stringstream in(text);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    char *end = nullptr;
+    const long long c = std::strtoll(item.c_str(), &end, 10);
+    if (item.empty() || *end != '\0' || c < 1 || c > 65536) {
+      return invalidArgument("--prefill takes C[,C...] chunk sizes, got '", item, "'");
+    }
+    shapes.push_back({glm53::ProgramShape::Kind::Prefill, 1, c});
+  }
+  return shapes;
+}
+
+/// How the checkpoint stores each tensor: from its safetensors header when weights are present,
+/// else from --assume-weights.
+Expected<WeightFormats> weightFormats(const std::string &modelDir,
+                                      const std::optional<std::string> &assume) {
+  if (Checkpoint::hasWeights(modelDir)) {
+    if (assume) {
+      return invalidArgument("--assume-weights is for a config.json without "
+                             "weights; ",
+                             modelDir, " has weights");
+    }
+    GLM_ASSIGN_OR_RETURN(std::shared_ptr<Checkpoint> checkpoint, Checkpoint::open(modelDir));
+    return WeightFormats{[checkpoint](const glm53::WeightInfo &w) {
+      const TensorView *t = checkpoint->find(w.name);
+      switch (t != nullptr ? t->dtype : w.releaseDType) {
+      case DType::F32:
+        return ir::WeightFormat::F32;
+      case DType::F16:
+        return ir::WeightFormat::F16;
+      case DType::F8_E4M3:
+        return ir::WeightFormat::FP8;
+      default:
+        return ir::WeightFormat::BF16;
+      }
+    }};
+  }
+  const std::string mode = assume.value_or("bf16");
+  if (mode == "bf16") {
+    return WeightFormats{};
+  }
+  if (mode.rfind("exl3-experts:", 0) == 0) {
+    const std::string bits = mode.substr(13);
+    if (bits.size() != 1 || bits[0] < '1' || bits[0] > '8') {
+      return invalidArgument("--assume-weights exl3-experts:K takes K in 1..8, got '", bits, "'");
+    }
+    auto formatOf = [](const glm53::WeightInfo &w) {
+      if (w.component == glm53::Component::RoutedExpert) {
+        return ir::WeightFormat::EXL3;
+      }
+      return w.releaseDType == DType::F32 ? ir::WeightFormat::F32 : ir::WeightFormat::BF16;
+    };
+    return WeightFormats{formatOf, bits[0] - '0'};
+  }
+  return invalidArgument("--assume-weights is bf16 or exl3-experts:K, got '", mode, "'");
+}
+
+Expected<std::vector<glm53::ProgramShape>> programsFromOptions(const CommandLine &cl) {
+  std::vector<glm53::ProgramShape> programs;
+  if (std::optional<std::string> text = cl.get("decode")) {
+    GLM_ASSIGN_OR_RETURN(auto shapes, parseDecodeShapes(*text));
+    programs.insert(programs.end(), shapes.begin(), shapes.end());
+  }
+  if (std::optional<std::string> text = cl.get("prefill")) {
+    GLM_ASSIGN_OR_RETURN(auto shapes, parsePrefillShapes(*text));
+    programs.insert(programs.end(), shapes.begin(), shapes.end());
+  }
+  return programs;
+}
+
+} // namespace glm::tools

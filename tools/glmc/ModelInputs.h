@@ -1,0 +1,32 @@
+// What the compiling subcommands (dump-ir, compile) read from their command line and model
+// directory: program shapes and each weight's storage format.
+#pragma once
+
+#include "models/glm53/Builder.h"
+#include "runtime/common/Status.h"
+#include "tools/glmc/CommandLine.h"
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace glm::tools {
+
+/// "4x1,1x8" -> decode programs {B=4, R=1}, {B=1, R=8}.
+Expected<std::vector<glm53::ProgramShape>> parseDecodeShapes(const std::string &text);
+/// "512,2048" -> prefill chunks of 512 and 2048 tokens.
+Expected<std::vector<glm53::ProgramShape>> parsePrefillShapes(const std::string &text);
+/// The programs --decode and --prefill ask for (empty when neither is given).
+Expected<std::vector<glm53::ProgramShape>> programsFromOptions(const CommandLine &cl);
+
+/// How the checkpoint stores each tensor: from the safetensors headers when the directory has
+/// weights, else from `assume` ("bf16", the default, or "exl3-experts:K"). Also returns K, the
+/// EXL3 bits (4 when not EXL3).
+struct WeightFormats {
+  glm53::WeightFormatFn formatOf;
+  int64_t exl3Bits = 4;
+};
+Expected<WeightFormats> weightFormats(const std::string &modelDir,
+                                      const std::optional<std::string> &assume);
+
+} // namespace glm::tools
