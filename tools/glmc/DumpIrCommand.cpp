@@ -1,5 +1,6 @@
 // `glmc dump-ir`: prints a model's glm IR at a compiler stage, in text that glm-opt parses back.
 #include "compiler/Passes.h"
+#include "compiler/pipelines/CompilePipeline.h"
 #include "models/glm53/Builder.h"
 #include "models/glm53/Config.h"
 #include "runtime/weights/SafeTensors.h"
@@ -30,10 +31,10 @@ int runDumpIr(const std::vector<std::string> &args) {
     return 2;
   }
   const std::string stage = cl.get("stage").value_or("model");
-  if (stage != "model" && stage != "partitioned") {
-    // The fusion and plan stages come with their passes.
+  if (stage != "model" && stage != "partitioned" && stage != "plan") {
+    // The fused stage comes with the fusion passes.
     return fail(unimplemented("stage '", stage,
-                              "' is not built yet; this build prints 'model' and 'partitioned'"));
+                              "' is not built yet; this build prints model, partitioned and plan"));
   }
   Expected<std::optional<int64_t>> tp = cl.getInt("tp", 1, 64);
   if (!tp.ok()) {
@@ -69,6 +70,17 @@ int runDumpIr(const std::vector<std::string> &args) {
     if (mlir::failed(pm.run(**module))) {
       return fail(invalidArgument("the model does not partition across ", tp->value_or(2),
                                   " ranks (see the diagnostics above)"));
+    }
+  } else if (stage == "plan") {
+    // The whole pipeline up to the plan file, with glmc compile's defaults.
+    compiler::CompileOptions options;
+    options.tp = tp->value_or(options.tp);
+    options.target = cl.get("target").value_or(options.target);
+    options.exl3Bits = formats->exl3Bits;
+    mlir::PassManager pm(&context);
+    compiler::buildCompilePipeline(pm, options);
+    if (mlir::failed(pm.run(**module))) {
+      return fail(invalidArgument("the plan pipeline failed (see the diagnostics above)"));
     }
   }
   mlir::OpPrintingFlags flags;
