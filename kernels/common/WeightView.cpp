@@ -1,0 +1,159 @@
+// WeightView: per-element widening of bf16/f16/f32/fp8 weights, and weight shape checks.
+#include "kernels/common/WeightView.h"
+
+#include "kernels/common/FloatFormats.h"
+#include "runtime/weights/SafeTensors.h"
+
+#include <cassert>
+#include <cstring>
+#include <sstream>
+#include <vector>
+
+namespace glm::kernels {
+
+int64_t WeightView::numel() const {
+  int64_t n = 1;
+  for (int i = 0; i < rank; ++i) {
+    n *= shape[i];
+  }
+  return n;
+}
+
+int64_t WeightView::cols() const {
+  const int64_t r = rows();
+  return r == 0 ? 0 : numel() / r;
+}
+
+float WeightView::load(int64_t i) const {
+  switch (dtype) {
+  case DType::F32:
+    return static_cast<const float *>(data)[i];
+  case DType::BF16:
+    return bf16ToFloat(static_cast<const uint16_t *>(data)[i]);
+  case DType::F16:
+    return f16ToFloat(static_cast<const uint16_t *>(data)[i]);
+  case DType::F8_E4M3: {
+    const float v = fp8E4m3ToFloat(static_cast<const uint8_t *>(data)[i]);
+    if (blockScaleInv == nullptr) {
+      return v;
+    }
+    const int64_t c = cols();
+    const int64_t blocksPerRow = (c + blockCols - 1) / blockCols;
+    const int64_t r = i / c;
+    return v * blockScaleInv[(r / blockRows) * blocksPerRow + (i % c) / blockCols];
+  }
+  default:
+    assert(false && "checkWeight admits float dtypes only");
+    return 0.0f;
+  }
+}
+
+void WeightView::loadAll(float *out) const {
+  for (int64_t r = 0, n = rows(); r < n; ++r) {
+    loadRow(r, out + r * cols());
+  }
+}
+
+void WeightView::loadRow(int64_t r, float *out) const {
+  const int64_t c = cols();
+  const int64_t base = r * c;
+  switch (dtype) {
+  case DType::F32:
+    std::memcpy(out, static_cast<const float *>(data) + base, sizeof(float) * c);
+    return;
+  case DType::BF16: {
+    const uint16_t *p = static_cast<const uint16_t *>(data) + base;
+    for (int64_t j = 0; j < c; ++j) {
+      out[j] = bf16ToFloat(p[j]);
+    }
+    return;
+  }
+  default:
+    for (int64_t j = 0; j < c; ++j) {
+      out[j] = load(base + j);
+    }
+    return;
+  }
+}
+
+namespace {
+
+WeightView makeView(const void *data, DType dtype, std::initializer_list<int64_t> shape) {
+  WeightView v;
+  v.data = data;
+  v.dtype = dtype;
+  assert(shape.size() <= WeightView::kMaxRank);
+  for (int64_t d : shape) {
+    v.shape[v.rank++] = d;
+  }
+  return v;
+}
+
+std::vector<int64_t> squeezed(const int64_t *dims, size_t n) {
+  std::vector<int64_t> out;
+  for (size_t i = 0; i < n; ++i) {
+    if (dims[i] != 1) {
+      out.push_back(dims[i]);
+    }
+  }
+  return out;
+}
+
+std::string shapeString(const int64_t *dims, size_t n) {
+  std::ostringstream os;
+  os << "[";
+  for (size_t i = 0; i < n; ++i) {
+    os << (i ? ", " : "") << dims[i];
+  }
+  os << "]";
+  return os.str();
+}
+
+} // namespace
+
+WeightView WeightView::of(const TensorView &tensor, const TensorView *scaleInv) {
+  WeightView v;
+  v.data = tensor.data;
+  v.dtype = tensor.dtype;
+  assert(tensor.shape.size() <= static_cast<size_t>(kMaxRank));
+  for (int64_t d : tensor.shape) {
+    v.shape[v.rank++] = d;
+  }
+  if (scaleInv != nullptr) {
+    v.blockScaleInv = reinterpret_cast<const float *>(scaleInv->data);
+  }
+  return v;
+}
+
+WeightView WeightView::f32(const float *data, std::initializer_list<int64_t> shape) {
+  return makeView(data, DType::F32, shape);
+}
+
+WeightView WeightView::raw(const void *data, DType dtype, std::initializer_list<int64_t> shape) {
+  return makeView(data, dtype, shape);
+}
+
+Status checkWeight(const WeightView &view, std::string_view what,
+                   std::initializer_list<int64_t> expected) {
+  if (!view.present()) {
+    return invalidArgument(what, " is missing");
+  }
+  if (view.dtype != DType::F32 && view.dtype != DType::BF16 && view.dtype != DType::F16 &&
+      view.dtype != DType::F8_E4M3) {
+    return invalidArgument(what, " is ", dtypeName(view.dtype),
+                           "; reference kernels read BF16, F16, F32 and F8_E4M3 weights");
+  }
+  const std::vector<int64_t> want(expected);
+  if (squeezed(view.shape.data(), view.rank) != squeezed(want.data(), want.size())) {
+    return invalidArgument(what, " has shape ", shapeString(view.shape.data(), view.rank),
+                           ", expected ", shapeString(want.data(), want.size()));
+  }
+  return Status::success();
+}
+
+Status checkOptionalWeight(const WeightView &view, std::string_view what,
+                           std::initializer_list<int64_t> expected) {
+  return view.present() ? checkWeight(view, what, expected) : Status::success();
+}
+
+} // namespace glm::kernels

@@ -1,0 +1,51 @@
+// moe_experts: the launch contract of the routed-expert mixture plus the shared expert (HF
+// Glm5NextTextMoE after its router).
+//
+//   x              f32 [tokens, hidden]
+//   expertIds      i32 [tokens, topK]        from moe_router
+//   expertWeights  f32 [tokens, topK]        from moe_router
+//   experts            [numExperts]          per expert: gate/up [inter, hidden], down [hidden,
+//   inter] shared             optional              the shared expert: gate/up [sharedInter,
+//   hidden],
+//                                            down [hidden, sharedInter]
+//   out            f32 [tokens, hidden]      must not alias x
+//
+//   out[t] = Σ_k expertWeights[t][k] · SwiGLU_{expertIds[t][k]}(x[t])  +  SwiGLU_shared(x[t])
+// with the clamped SwiGLU of swiglu.h (limit = swiglu_limit). The shared expert is added unscaled
+// (routed_scaling_factor is already inside expertWeights). Experts are visited in increasing id, as
+// HF's eager loop does, each over the tokens routed to it.
+#pragma once
+
+#include "kernels/common/WeightView.h"
+#include "runtime/common/Status.h"
+
+#include <cmath>
+#include <cstdint>
+
+namespace glm::kernels {
+
+struct ExpertWeights {
+  WeightView gate;
+  WeightView up;
+  WeightView down;
+};
+
+struct MoeExpertsArgs {
+  const float *x = nullptr;
+  const int32_t *expertIds = nullptr;
+  const float *expertWeights = nullptr;
+  const ExpertWeights *experts = nullptr; // [numExperts]
+  const ExpertWeights *shared = nullptr;  // optional
+  float *out = nullptr;
+  int64_t tokens = 0;
+  int64_t hidden = 0;
+  int64_t numExperts = 0;
+  int64_t topK = 0;
+  int64_t intermediate = 0;       // moe_intermediate_size
+  int64_t sharedIntermediate = 0; // moe_intermediate_size · n_shared_experts
+  float swigluLimit = INFINITY;
+};
+
+Status moeExpertsRef(const MoeExpertsArgs &args);
+
+} // namespace glm::kernels
