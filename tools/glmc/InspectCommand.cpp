@@ -1,5 +1,6 @@
 // `glmc inspect`: what a plan holds: target, programs, arenas, kernels, collectives, bytes per
 // step.
+#include "runtime/common/Progress.h"
 #include "runtime/plan/PlanFile.h"
 #include "tools/glmc/CommandLine.h"
 #include "tools/glmc/Commands.h"
@@ -17,17 +18,7 @@ using OrderedJson = nlohmann::ordered_json;
 std::string str(const flatbuffers::String *s) { return s ? s->str() : ""; }
 
 std::string bytesText(uint64_t bytes) {
-  char buffer[32];
-  if (bytes >= 1000000000ull) {
-    std::snprintf(buffer, sizeof buffer, "%.2f GB", static_cast<double>(bytes) / 1e9);
-  } else if (bytes >= 1000000ull) {
-    std::snprintf(buffer, sizeof buffer, "%.2f MB", static_cast<double>(bytes) / 1e6);
-  } else if (bytes >= 1000ull) {
-    std::snprintf(buffer, sizeof buffer, "%.2f KB", static_cast<double>(bytes) / 1e3);
-  } else {
-    std::snprintf(buffer, sizeof buffer, "%llu B", static_cast<unsigned long long>(bytes));
-  }
-  return buffer;
+  return ProgressReporter::formatAmount(bytes, ProgressReporter::Unit::Bytes);
 }
 
 /// Bytes a collective step moves per rank: its output (all-gather) or its buffer (all-reduce).
