@@ -255,6 +255,12 @@ private:
     return fallback.str();
   }
 
+  Value ioAlloc(Location loc, StringRef kind, ArrayRef<int64_t> shape, Type element) {
+    return planir::AllocOp::create(b_, loc,
+                                   planir::BufferType::get(b_.getContext(), shape, element),
+                                   b_.getStringAttr(kind), b_.getStringAttr(kind), nullptr);
+  }
+
   Value alloc(Location loc, Value v, StringRef name, StringAttr io = {}) {
     planir::BufferType type = bufferType(v);
     if (io && io.getValue() == "logits") {
@@ -291,6 +297,16 @@ private:
     for (BlockArgument arg : fn.getArguments()) {
       buffers[arg] = alloc(arg.getLoc(), arg, nameOf(arg, "tokens"), b_.getStringAttr("token_ids"));
     }
+    // The rest of the step context the host writes before each replay (DESIGN.md §2): each row's
+    // absolute position, each sequence's state slot and page table, and its sampling parameters.
+    const int64_t rows = cast<RankedTensorType>(fn.getArgument(0).getType()).getDimSize(0);
+    const int64_t batch = cast<IntegerAttr>(info.get("batch")).getInt();
+    const int64_t pagesPerSequence = (maxContext_ + pageTokens_ - 1) / pageTokens_;
+    Type i32 = b_.getI32Type();
+    context_.positions = ioAlloc(fn.getLoc(), "positions", {rows}, i32);
+    context_.slots = ioAlloc(fn.getLoc(), "sequence_slots", {batch}, i32);
+    context_.pageTable = ioAlloc(fn.getLoc(), "page_table", {batch, pagesPerSequence}, i32);
+    context_.sampling = ioAlloc(fn.getLoc(), "sampling_params", {batch, 8}, i32);
     for (Operation &op : fn.getBody().front().without_terminator()) {
       SmallVector<Value> inputs, results;
       for (Value v : op.getOperands()) {
@@ -310,9 +326,23 @@ private:
     return success();
   }
 
-  void lowerStep(Operation *op, const std::string &name, ArrayRef<Value> inputs,
+  void lowerStep(Operation *op, const std::string &name, ArrayRef<Value> opInputs,
                  ArrayRef<Value> results) {
     Operands operands = contractOperands(op);
+    // Stateful steps read which sequence each row belongs to and where; paged states also the
+    // page tables; sampling its parameters. They follow the op's own inputs.
+    SmallVector<Value> inputs(opInputs);
+    if (!operands.states.empty()) {
+      inputs.push_back(context_.positions);
+      inputs.push_back(context_.slots);
+      if (isa<DsaIndexerOp, MlaSparseAttentionOp>(op)) {
+        inputs.push_back(context_.pageTable);
+      }
+    }
+    if (isa<SampleOp>(op)) {
+      inputs.push_back(context_.positions);
+      inputs.push_back(context_.sampling);
+    }
     SmallVector<Attribute> weights, states;
     uint64_t weightBytes = 0;
     for (FlatSymbolRefAttr w : operands.weights) {
@@ -394,6 +424,10 @@ private:
   int64_t maxContext_;
   int64_t pageTokens_;
   llvm::StringMap<std::pair<int64_t, int64_t>> indexerShape_;
+  /// The current program's step-context io buffers.
+  struct {
+    Value positions, slots, pageTable, sampling;
+  } context_;
 };
 
 struct GlmToPlanPass : glm::compiler::impl::GlmToPlanPassBase<GlmToPlanPass> {

@@ -80,6 +80,18 @@ Expected<plan::IoKind> ioKindOf(StringRef name) {
   if (name == "sampled_ids") {
     return plan::IoKind::SampledIds;
   }
+  if (name == "positions") {
+    return plan::IoKind::Positions;
+  }
+  if (name == "sequence_slots") {
+    return plan::IoKind::SequenceSlots;
+  }
+  if (name == "page_table") {
+    return plan::IoKind::PageTable;
+  }
+  if (name == "sampling_params") {
+    return plan::IoKind::SamplingParams;
+  }
   return internalError("unknown io slot kind '", name.str(), "'");
 }
 

@@ -14,12 +14,19 @@
 // CHECK: plan.state @s {element = f32, kind = "kda_recurrent", paged = false, unit_shape = array<i64: 2, 4, 4>}
 // CHECK: plan.program @decode_b1_r1 attributes {batch = 1 : i64, kind = "decode", rows = 1 : i64}
 // CHECK: %[[IDS:.*]] = plan.alloc "tokens" {io = "token_ids"} : <[1], i32>
+// The step context: positions, state slots, page tables (256 tokens of context in pages of 64),
+// sampling parameters.
+// CHECK: %[[POS:.*]] = plan.alloc "positions" {io = "positions"} : <[1], i32>
+// CHECK: plan.alloc "sequence_slots" {io = "sequence_slots"} : <[1], i32>
+// CHECK: plan.alloc "page_table" {io = "page_table"} : <[1, 4], i32>
+// CHECK: %[[SAMPLING:.*]] = plan.alloc "sampling_params" {io = "sampling_params"} : <[1, 8], i32>
 // CHECK: %[[E:.*]] = plan.alloc "embed" : <[1, 8], bf16>
 // CHECK: plan.step "embedding" "embed"(%[[IDS]] : !plan.buffer<[1], i32>) -> (%[[E]] : !plan.buffer<[1, 8], bf16>) {bytes_read = 20 : i64, bytes_written = 16 : i64, flops = 0 : i64, kernel = "embedding.bf16.sm_121a", params = {}, states = [], weights = [@emb]}
 // CHECK: %[[Q:.*]] = plan.alloc "q" : <[1, 8], bf16>
 // CHECK: plan.step "linear" "q"(%[[E]] : {{.*}}) -> (%[[Q]] : {{.*}}) {bytes_read = 144 : i64, bytes_written = 16 : i64, flops = 128 : i64, kernel = "linear.bf16.sm_121a", params = {}, states = [], weights = [@w]}
 // CHECK: plan.alloc "logits" {io = "logits"} : <[1, 10], f32>
-// CHECK: plan.alloc "next" {io = "sampled_ids"}
+// CHECK: %[[NEXT:.*]] = plan.alloc "next" {io = "sampled_ids"}
+// CHECK: plan.step "sample" "next"(%{{.*}}, %[[POS]], %[[SAMPLING]] : {{.*}}) -> (%[[NEXT]] : {{.*}})
 // CHECK-NOT: func.func
 // CHECK-NOT: glm.
 // F32: plan.target "cpu"
