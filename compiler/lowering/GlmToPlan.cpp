@@ -256,7 +256,7 @@ private:
   }
 
   Value ioAlloc(Location loc, StringRef kind, ArrayRef<int64_t> shape, Type element) {
-    return planir::AllocOp::create(b_, loc,
+    return planir::AllocOp::create(b_, NameLoc::get(b_.getStringAttr(kind), loc),
                                    planir::BufferType::get(b_.getContext(), shape, element),
                                    b_.getStringAttr(kind), b_.getStringAttr(kind), nullptr);
   }
