@@ -21,6 +21,10 @@ const Subcommand kSubcommands[] = {
      "synth --preset tiny|glm53-flash [--layers N] [--seed S] -o DIR\n"
      "                            a random-weight checkpoint in the Hub layout",
      glm::tools::runSynth},
+    {"render-chat",
+     "render-chat --model DIR REQUEST.json\n"
+     "                            the prompt text the server would build for a chat request",
+     glm::tools::runRenderChat},
     {"inspect", "inspect PLAN.glmp [--json] [--steps]   programs, arenas, kernels, collectives",
      glm::tools::runInspect},
 #ifdef GLM_HAVE_COMPILER

@@ -1,0 +1,55 @@
+// `glmc render-chat`: the prompt text the server would build for a chat-completions request.
+#include "server/chat/ChatPrompt.h"
+#include "server/chat/ChatTemplate.h"
+#include "tools/glmc/CommandLine.h"
+#include "tools/glmc/Commands.h"
+
+#include <cstdio>
+#include <string>
+
+namespace glm::tools {
+
+int runRenderChat(const std::vector<std::string> &args) {
+  CommandLine cl("render-chat");
+  cl.option("model").positional(1, 1);
+  if (Status s = cl.parse(args); !s.ok()) {
+    std::fprintf(stderr, "%s\n", s.message().c_str());
+    return 2;
+  }
+  const std::optional<std::string> modelDir = cl.get("model");
+  if (!modelDir) {
+    std::fprintf(stderr, "glmc render-chat: missing --model DIR\n");
+    return 2;
+  }
+  const std::string requestPath = cl.positionals()[0];
+  const auto failWith = [](const Status &status) {
+    std::fprintf(stderr, "glmc render-chat: %s\n", status.toString().c_str());
+    return 1;
+  };
+
+  Expected<server::ChatTemplate> chatTemplate = server::loadChatTemplate(*modelDir);
+  if (!chatTemplate.ok()) {
+    return failWith(chatTemplate.status());
+  }
+  Expected<server::ChatTokenizerConfig> tokenizer = server::loadChatTokenizerConfig(*modelDir);
+  if (!tokenizer.ok()) {
+    return failWith(tokenizer.status());
+  }
+  Expected<std::string> text = server::readChatFile(requestPath);
+  if (!text.ok()) {
+    return failWith(text.status());
+  }
+  Expected<nlohmann::ordered_json> request = server::parseJsonText(*text, requestPath);
+  if (!request.ok()) {
+    return failWith(request.status());
+  }
+  Expected<std::string> prompt = server::renderChatPrompt(*chatTemplate, *request, *tokenizer);
+  if (!prompt.ok()) {
+    return failWith(prompt.status().withContext(requestPath));
+  }
+  // The prompt exactly: no newline of our own, so it can be compared byte for byte.
+  std::fwrite(prompt->data(), 1, prompt->size(), stdout);
+  return 0;
+}
+
+} // namespace glm::tools
