@@ -25,6 +25,10 @@ const Subcommand kSubcommands[] = {
      "render-chat --model DIR REQUEST.json\n"
      "                            the prompt text the server would build for a chat request",
      glm::tools::runRenderChat},
+    {"tokenize",
+     "tokenize --model DIR [--decode]   JSON strings in -> JSON id arrays out, one per line\n"
+     "                            (--decode: id arrays in -> strings out)",
+     glm::tools::runTokenize},
     {"inspect", "inspect PLAN.glmp [--json] [--steps]   programs, arenas, kernels, collectives",
      glm::tools::runInspect},
 #ifdef GLM_HAVE_COMPILER
