@@ -1,6 +1,8 @@
 // Values of the Jinja-subset interpreter: printing, comparison and JSON as Python does them.
 #include "server/chat/JinjaValue.h"
 
+#include "runtime/common/Utf8.h"
+
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -203,24 +205,6 @@ char32_t decodeUtf8(std::string_view s, size_t &i) {
   }
   i += length;
   return c;
-}
-
-void appendUtf8(std::string &out, char32_t c) {
-  if (c < 0x80) {
-    out += static_cast<char>(c);
-  } else if (c < 0x800) {
-    out += static_cast<char>(0xC0 | (c >> 6));
-    out += static_cast<char>(0x80 | (c & 0x3F));
-  } else if (c < 0x10000) {
-    out += static_cast<char>(0xE0 | (c >> 12));
-    out += static_cast<char>(0x80 | ((c >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (c & 0x3F));
-  } else {
-    out += static_cast<char>(0xF0 | (c >> 18));
-    out += static_cast<char>(0x80 | ((c >> 12) & 0x3F));
-    out += static_cast<char>(0x80 | ((c >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (c & 0x3F));
-  }
 }
 
 size_t utf8Length(std::string_view s) {

@@ -2,6 +2,7 @@
 #pragma once
 
 #include "runtime/common/Status.h"
+#include "runtime/common/Utf8.h"
 
 #include <nlohmann/json_fwd.hpp>
 
@@ -172,6 +173,5 @@ std::string_view pyStrip(std::string_view s, const std::optional<std::string> &c
 /// sequence is taken as a code point of its own value, so malformed text still makes progress.
 char32_t decodeUtf8(std::string_view s, size_t &i);
 /// Appends the UTF-8 encoding of a code point.
-void appendUtf8(std::string &out, char32_t c);
 
 } // namespace glm::server::jinja

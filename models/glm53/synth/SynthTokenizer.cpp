@@ -3,6 +3,7 @@
 #include "models/glm53/synth/SynthTokenizer.h"
 
 #include "runtime/common/Random.h"
+#include "runtime/common/Utf8.h"
 
 #include <nlohmann/json.hpp>
 
@@ -86,24 +87,6 @@ El niño comió una manzana. 今日はいい天気です。我们明天再讨论
 Numbers: 0, 7, 42, 1024, 65536, 3.14159, 2.71828, 1e-6, 0x7fff, 2024-05-17, 12:30:45, $19.99, 50%.
 Emoji and symbols: 🙂 🚀 ✓ → ← ½ ° © — “quoted” ‘single’ … · • §
 )text";
-
-void appendUtf8(std::string &out, uint32_t cp) {
-  if (cp < 0x80) {
-    out += static_cast<char>(cp);
-  } else if (cp < 0x800) {
-    out += static_cast<char>(0xC0 | (cp >> 6));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else if (cp < 0x10000) {
-    out += static_cast<char>(0xE0 | (cp >> 12));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else {
-    out += static_cast<char>(0xF0 | (cp >> 18));
-    out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  }
-}
 
 /// The GPT-2 byte-level alphabet: each byte as one printable character. Token ids 0..255 follow
 /// the table's own order (printable bytes first, then the rest), as the release's vocab does.
@@ -669,9 +652,8 @@ Expected<std::string> makeSynthTokenizerJson(const SynthTokenizerOptions &option
   for (size_t id = 0; id < vocab.size(); ++id) {
     vocabEntries.emplace_back(vocab[id], OrderedJson(static_cast<int64_t>(id)));
   }
-  OrderedJson vocabJson =
-      OrderedJson::object_t(std::make_move_iterator(vocabEntries.begin()),
-                            std::make_move_iterator(vocabEntries.end()));
+  OrderedJson vocabJson = OrderedJson::object_t(std::make_move_iterator(vocabEntries.begin()),
+                                                std::make_move_iterator(vocabEntries.end()));
   OrderedJson merges = OrderedJson::array();
   for (const auto &[a, b] : bpe.merges) {
     merges.push_back(OrderedJson::array({vocab[a], vocab[b]}));
