@@ -1,0 +1,566 @@
+// Step-by-step plan execution on the CPU with the reference kernels.
+#include "runtime/engine/CpuEngine.h"
+
+#include "kernels/argmax/argmax.h"
+#include "kernels/dsa_indexer/dsa_indexer.h"
+#include "kernels/embedding/embedding.h"
+#include "kernels/gated_rms_norm/gated_rms_norm.h"
+#include "kernels/kda/kda.h"
+#include "kernels/layer_norm/layer_norm.h"
+#include "kernels/linear/linear.h"
+#include "kernels/mhc_post/mhc_post.h"
+#include "kernels/mhc_pre/mhc_pre.h"
+#include "kernels/mla_sparse_attention/mla_sparse_attention.h"
+#include "kernels/moe_experts/moe_experts.h"
+#include "kernels/moe_router/moe_router.h"
+#include "kernels/rms_norm/rms_norm.h"
+#include "kernels/short_conv/short_conv.h"
+#include "kernels/stream_mean/stream_mean.h"
+#include "runtime/weights/PlanWeights.h"
+
+#include <cmath>
+#include <cstring>
+
+namespace glm::runtime {
+
+/// What one sequence keeps between steps beyond its state slots: the sparse-attention caches,
+/// held contiguously per layer as the reference kernels take them. (The plan lays these out in
+/// pages for the GPU; the CPU oracle keeps the simplest exact form.)
+struct CpuEngine::SequenceState {
+  struct Indexer {
+    std::vector<float> poolKeys, openKeys, openGates;
+    kernels::DsaIndexerCache cache;
+  };
+  struct Latents {
+    std::vector<float> rows;
+    kernels::MlaLatentCache cache;
+  };
+  std::map<uint32_t, Indexer> indexers; // by plan state index
+  std::map<uint32_t, Latents> latents;
+  int64_t length = 0;
+};
+
+namespace {
+
+DType dtypeOf(plan::ElementType e) {
+  switch (e) {
+  case plan::ElementType::BF16:
+    return DType::BF16;
+  case plan::ElementType::F16:
+    return DType::F16;
+  case plan::ElementType::F8E4M3:
+    return DType::F8_E4M3;
+  case plan::ElementType::I32:
+    return DType::I32;
+  default:
+    return DType::F32;
+  }
+}
+
+/// A step's parameter by key.
+const plan::Attribute *param(const plan::Step &step, const char *key) {
+  if (step.attributes() == nullptr) {
+    return nullptr;
+  }
+  for (const plan::Attribute *a : *step.attributes()) {
+    if (a->key() != nullptr && a->key()->str() == key) {
+      return a;
+    }
+  }
+  return nullptr;
+}
+
+int64_t intParam(const plan::Step &step, const char *key, int64_t fallback = 0) {
+  const plan::Attribute *a = param(step, key);
+  return a ? a->int_value() : fallback;
+}
+
+float floatParam(const plan::Step &step, const char *key, float fallback = 0) {
+  const plan::Attribute *a = param(step, key);
+  return a ? static_cast<float>(a->float_value()) : fallback;
+}
+
+int64_t dim(const plan::TensorRef &t, int i) { return t.shape()->Get(static_cast<uint32_t>(i)); }
+
+void growTo(std::vector<float> &v, int64_t n) {
+  if (static_cast<int64_t>(v.size()) < n) {
+    v.resize(static_cast<size_t>(n), 0.0f);
+  }
+}
+
+} // namespace
+
+CpuEngine::~CpuEngine() = default;
+
+Expected<std::unique_ptr<CpuEngine>> CpuEngine::create(std::unique_ptr<PlanFile> planFile,
+                                                       const Checkpoint &checkpoint,
+                                                       CpuEngineOptions options) {
+  const plan::Plan &p = planFile->root();
+  if (p.target()->arch() != plan::Arch::Cpu) {
+    return invalidArgument(planFile->source(), ": compiled for ", p.target()->name()->str(),
+                           "; the CPU backend runs plans compiled with --target cpu");
+  }
+  if (p.precision() != plan::Precision::F32) {
+    return invalidArgument(planFile->source(), ": the CPU backend runs f32 plans "
+                                               "(compile with --precision f32)");
+  }
+  if (p.tp() != 1) {
+    return unimplemented(planFile->source(), ": TP ", p.tp(),
+                         " plans need the loopback transport, which comes with tensor "
+                         "parallelism");
+  }
+  std::unique_ptr<CpuEngine> engine(new CpuEngine());
+  engine->options_ = options;
+  for (const plan::Arena *a : *p.arenas()) {
+    engine->arenas_.emplace_back((a->size() + 7) / 8, 0);
+  }
+  auto *weights = reinterpret_cast<uint8_t *>(engine->arenas_[0].data());
+  GLM_RETURN_IF_ERROR(loadPlanWeights(p, checkpoint, 0, {weights, engine->arenas_[0].size() * 8}));
+  engine->sequences_.resize(p.state_pool() ? p.state_pool()->max_sequences() : 1);
+  for (const plan::Program *program : *p.programs()) {
+    for (const plan::IoSlot *io : *program->io()) {
+      if (io->kind() == plan::IoKind::Logits) {
+        engine->vocab_ = dim(*io->tensor(), 1);
+      }
+    }
+  }
+  engine->plan_ = std::move(planFile);
+  return engine;
+}
+
+Expected<int> CpuEngine::newSequence() {
+  for (size_t slot = 0; slot < sequences_.size(); ++slot) {
+    if (!sequences_[slot]) {
+      sequences_[slot] = std::make_unique<SequenceState>();
+      // A new sequence starts from zero state: clear its slots of every per-sequence state.
+      for (const plan::StateLayout *s : *plan().states()) {
+        if (!s->paged()) {
+          std::memset(address(*s->slice()) + slot * s->unit_bytes(), 0, s->unit_bytes());
+        }
+      }
+      return static_cast<int>(slot);
+    }
+  }
+  return Status(StatusCode::Unavailable,
+                strCat("all ", sequences_.size(), " sequence slots are in use"));
+}
+
+void CpuEngine::endSequence(int slot) {
+  if (slot >= 0 && static_cast<size_t>(slot) < sequences_.size()) {
+    sequences_[slot].reset();
+  }
+}
+
+int64_t CpuEngine::length(int slot) const {
+  return slot >= 0 && static_cast<size_t>(slot) < sequences_.size() && sequences_[slot]
+             ? sequences_[slot]->length
+             : 0;
+}
+
+uint8_t *CpuEngine::address(const plan::Slice &slice) {
+  return reinterpret_cast<uint8_t *>(arenas_[slice.arena()].data()) + slice.offset();
+}
+
+Expected<std::vector<float>> CpuEngine::prefill(int slot, std::span<const int32_t> tokens) {
+  if (slot < 0 || static_cast<size_t>(slot) >= sequences_.size() || !sequences_[slot]) {
+    return invalidArgument("sequence slot ", slot, " is not in use");
+  }
+  const plan::Program *program = nullptr;
+  for (const plan::Program *p : *plan().programs()) {
+    if (p->kind() == plan::ProgramKind::Prefill && (!program || p->rows() > program->rows())) {
+      program = p;
+    }
+  }
+  if (program == nullptr) {
+    return invalidArgument(plan_->source(), ": the plan has no prefill program");
+  }
+  std::vector<float> logits;
+  for (size_t start = 0; start < tokens.size(); start += program->rows()) {
+    const size_t n = std::min<size_t>(program->rows(), tokens.size() - start);
+    GLM_ASSIGN_OR_RETURN(std::vector<float> chunk, run(*program, tokens.subspan(start, n),
+                                                       {{slot, 0, static_cast<int64_t>(n)}}));
+    logits.insert(logits.end(), chunk.begin(), chunk.end());
+  }
+  return logits;
+}
+
+Expected<std::vector<float>> CpuEngine::decode(std::span<const int> slots,
+                                               std::span<const int32_t> tokens) {
+  if (slots.size() != tokens.size() || slots.empty()) {
+    return invalidArgument("decode needs one token per sequence");
+  }
+  // The smallest one-row decode program that takes this many sequences; the CPU runs it with
+  // exactly these rows.
+  const plan::Program *program = nullptr;
+  for (const plan::Program *p : *plan().programs()) {
+    if (p->kind() == plan::ProgramKind::Decode && p->rows() == 1 && p->batch() >= slots.size() &&
+        (!program || p->batch() < program->batch())) {
+      program = p;
+    }
+  }
+  if (program == nullptr) {
+    return invalidArgument(plan_->source(), ": no decode program takes ", slots.size(),
+                           " sequences");
+  }
+  std::vector<RowGroup> groups;
+  for (size_t i = 0; i < slots.size(); ++i) {
+    if (slots[i] < 0 || static_cast<size_t>(slots[i]) >= sequences_.size() ||
+        !sequences_[slots[i]]) {
+      return invalidArgument("sequence slot ", slots[i], " is not in use");
+    }
+    groups.push_back({slots[i], static_cast<int64_t>(i), 1});
+  }
+  return run(*program, tokens, groups);
+}
+
+Expected<std::vector<float>> CpuEngine::run(const plan::Program &program,
+                                            std::span<const int32_t> tokens,
+                                            const std::vector<RowGroup> &groups) {
+  const int64_t rows = static_cast<int64_t>(tokens.size());
+  for (const plan::IoSlot *io : *program.io()) {
+    if (io->kind() == plan::IoKind::SamplingParams) {
+      // Programs share the io arena, so every slot is rewritten before each run: temperature
+      // 0 (greedy) until the server passes sampling parameters.
+      std::memset(address(*io->tensor()->slice()), 0, io->tensor()->slice()->size());
+    }
+    if (io->kind() == plan::IoKind::TokenIds) {
+      for (int32_t id : tokens) {
+        if (id < 0 || id >= vocab_) {
+          return invalidArgument("token id ", id, " is outside the vocabulary [0, ", vocab_, ")");
+        }
+      }
+      std::memcpy(address(*io->tensor()->slice()), tokens.data(), tokens.size() * 4);
+    }
+  }
+  for (const plan::Step *step : *program.steps()) {
+    GLM_RETURN_IF_ERROR(
+        runStep(*step, rows, groups).withContext(strCat("step ", step->name()->str())));
+  }
+  for (const RowGroup &g : groups) {
+    sequences_[g.slot]->length += g.count;
+  }
+  for (const plan::IoSlot *io : *program.io()) {
+    if (io->kind() == plan::IoKind::Logits) {
+      const float *logits = floats(*io->tensor());
+      return std::vector<float>(logits, logits + rows * vocab_);
+    }
+  }
+  return internalError("program ", program.name()->str(), " has no logits io slot");
+}
+
+Status CpuEngine::runStep(const plan::Step &step, int64_t n, const std::vector<RowGroup> &groups) {
+  const auto &in = *step.operands();
+  const auto &out = *step.results();
+  auto weight = [&](uint32_t i) -> kernels::WeightView {
+    kernels::WeightView v;
+    if (step.weights() == nullptr || i >= step.weights()->size()) {
+      return v;
+    }
+    const plan::WeightBinding *w = plan().weights()->Get(step.weights()->Get(i));
+    v.data = address(*w->slice());
+    v.dtype = dtypeOf(w->element());
+    v.rank = static_cast<int>(w->rank_shape()->size());
+    for (int d = 0; d < v.rank && d < kernels::WeightView::kMaxRank; ++d) {
+      v.shape[d] = w->rank_shape()->Get(static_cast<uint32_t>(d));
+    }
+    return v;
+  };
+  auto stateSlot = [&](uint32_t i, int slot) {
+    const plan::StateLayout *s = plan().states()->Get(step.states()->Get(i));
+    return reinterpret_cast<float *>(address(*s->slice()) + slot * s->unit_bytes());
+  };
+  const float eps = floatParam(step, "eps", 1e-5f);
+
+  switch (step.op()) {
+  case plan::OpKind::Embedding:
+    return kernels::embeddingRef(
+        {.tokenIds = reinterpret_cast<const int32_t *>(address(*in[0]->slice())),
+         .table = weight(0),
+         .out = floats(*out[0]),
+         .tokens = n,
+         .copies = 1});
+  case plan::OpKind::ExpandStreams: {
+    const int64_t s = dim(*out[0], 1), h = dim(*out[0], 2);
+    const float *x = floats(*in[0]);
+    float *y = floats(*out[0]);
+    for (int64_t r = 0; r < n; ++r) {
+      for (int64_t c = 0; c < s; ++c) {
+        std::memcpy(y + (r * s + c) * h, x + r * h, static_cast<size_t>(h) * 4);
+      }
+    }
+    return Status::success();
+  }
+  case plan::OpKind::StreamMean:
+    return kernels::streamMeanRef({.streams = floats(*in[0]),
+                                   .out = floats(*out[0]),
+                                   .tokens = n,
+                                   .hcMult = dim(*in[0], 1),
+                                   .hidden = dim(*in[0], 2)});
+  case plan::OpKind::RmsNorm: {
+    const int64_t width = dim(*in[0], 1);
+    const int64_t group = intParam(step, "group", width);
+    return kernels::rmsNormRef({.x = floats(*in[0]),
+                                .weight = weight(0),
+                                .out = floats(*out[0]),
+                                .rows = n * (width / group),
+                                .dim = group,
+                                .eps = eps});
+  }
+  case plan::OpKind::LayerNorm:
+    return kernels::layerNormRef({.x = floats(*in[0]),
+                                  .weight = weight(0),
+                                  .bias = weight(1),
+                                  .out = floats(*out[0]),
+                                  .rows = n,
+                                  .dim = dim(*in[0], 1),
+                                  .eps = eps});
+  case plan::OpKind::Linear:
+    return kernels::linearRef({.x = floats(*in[0]),
+                               .weight = weight(0),
+                               .bias = weight(1),
+                               .y = floats(*out[0]),
+                               .rows = n,
+                               .inFeatures = dim(*in[0], 1),
+                               .outFeatures = dim(*out[0], 1)});
+  case plan::OpKind::MhcPre:
+    return kernels::mhcPreRef({.streams = floats(*in[0]),
+                               .fn = weight(0),
+                               .base = weight(1),
+                               .scale = weight(2),
+                               .post = floats(*out[1]),
+                               .comb = floats(*out[2]),
+                               .x = floats(*out[0]),
+                               .tokens = n,
+                               .hcMult = dim(*in[0], 1),
+                               .hidden = dim(*in[0], 2),
+                               .sinkhornIters = intParam(step, "sinkhorn_iters", 20),
+                               .normEps = floatParam(step, "norm_eps", 1e-5f),
+                               .hcEps = floatParam(step, "hc_eps", 1e-6f)});
+  case plan::OpKind::MhcPost:
+    return kernels::mhcPostRef({.y = floats(*in[0]),
+                                .residual = floats(*in[3]),
+                                .post = floats(*in[1]),
+                                .comb = floats(*in[2]),
+                                .out = floats(*out[0]),
+                                .tokens = n,
+                                .hcMult = dim(*in[3], 1),
+                                .hidden = dim(*in[3], 2)});
+  case plan::OpKind::ShortConv: {
+    const int64_t channels = dim(*in[0], 1);
+    const kernels::WeightView w = weight(0);
+    for (const RowGroup &g : groups) {
+      GLM_RETURN_IF_ERROR(kernels::shortConvRef({.x = floats(*in[0]) + g.first * channels,
+                                                 .weight = w,
+                                                 .state = stateSlot(0, g.slot),
+                                                 .out = floats(*out[0]) + g.first * channels,
+                                                 .tokens = g.count,
+                                                 .channels = channels,
+                                                 .kernelSize = w.dim(2)}));
+    }
+    return Status::success();
+  }
+  case plan::OpKind::Kda: {
+    const int64_t heads = intParam(step, "num_heads"), d = intParam(step, "head_dim");
+    const int64_t width = heads * d;
+    for (const RowGroup &g : groups) {
+      GLM_RETURN_IF_ERROR(kernels::kdaRef({.q = floats(*in[0]) + g.first * width,
+                                           .k = floats(*in[1]) + g.first * width,
+                                           .v = floats(*in[2]) + g.first * width,
+                                           .f = floats(*in[3]) + g.first * width,
+                                           .b = floats(*in[4]) + g.first * heads,
+                                           .aLog = weight(0),
+                                           .dtBias = weight(1),
+                                           .state = stateSlot(0, g.slot),
+                                           .out = floats(*out[0]) + g.first * width,
+                                           .tokens = g.count,
+                                           .heads = heads,
+                                           .keyDim = d,
+                                           .valueDim = d,
+                                           .lowerBound = floatParam(step, "lower_bound", -5.0f)}));
+    }
+    return Status::success();
+  }
+  case plan::OpKind::GatedNorm: {
+    const int64_t width = dim(*in[0], 1), group = intParam(step, "group", width);
+    return kernels::gatedRmsNormRef({.x = floats(*in[0]),
+                                     .gate = floats(*in[1]),
+                                     .weight = weight(0),
+                                     .out = floats(*out[0]),
+                                     .rows = n * (width / group),
+                                     .dim = group,
+                                     .eps = eps});
+  }
+  case plan::OpKind::DsaIndexer: {
+    const int64_t heads = intParam(step, "num_heads"), d = intParam(step, "head_dim");
+    const int64_t kpool = intParam(step, "kpool"), topk = intParam(step, "topk");
+    const int64_t width = dim(*out[0], 1);
+    const uint32_t stateIndex = step.states()->Get(0);
+    for (const RowGroup &g : groups) {
+      SequenceState::Indexer &ix = sequences_[g.slot]->indexers[stateIndex];
+      growTo(ix.openKeys, kpool * d);
+      growTo(ix.openGates, kpool * d);
+      const int64_t pools = (ix.cache.length + g.count) / kpool;
+      growTo(ix.poolKeys, std::max<int64_t>(pools, 1) * d);
+      ix.cache.poolKeys = ix.poolKeys.data();
+      ix.cache.maxPools = static_cast<int64_t>(ix.poolKeys.size()) / d;
+      ix.cache.openKeys = ix.openKeys.data();
+      ix.cache.openGates = ix.openGates.data();
+      GLM_RETURN_IF_ERROR(kernels::dsaIndexerRef(
+          {.q = floats(*in[0]) + g.first * heads * d,
+           .k = floats(*in[1]) + g.first * d,
+           .gate = floats(*in[2]) + g.first * d,
+           .headWeights = floats(*in[3]) + g.first * heads,
+           .ape = weight(0),
+           .cache = &ix.cache,
+           .selected = reinterpret_cast<int32_t *>(address(*out[0]->slice())) + g.first * width,
+           .tokens = g.count,
+           .heads = heads,
+           .headDim = d,
+           .topk = topk,
+           .kpool = kpool,
+           .alwaysSelectTail = width == topk + kpool - 1,
+           .tieRule = options_.tieRule}));
+    }
+    return Status::success();
+  }
+  case plan::OpKind::MlaSparseAttention: {
+    const int64_t heads = intParam(step, "num_heads");
+    const int64_t dqk = intParam(step, "qk_head_dim"), dv = intParam(step, "v_head_dim");
+    const int64_t rank = dim(*in[1], 1), width = dim(*in[2], 1);
+    const uint32_t stateIndex = step.states()->Get(0);
+    for (const RowGroup &g : groups) {
+      SequenceState::Latents &l = sequences_[g.slot]->latents[stateIndex];
+      growTo(l.rows, (l.cache.length + g.count) * rank);
+      l.cache.latents = l.rows.data();
+      l.cache.maxTokens = static_cast<int64_t>(l.rows.size()) / rank;
+      GLM_RETURN_IF_ERROR(kernels::mlaSparseAttentionRef(
+          {.q = floats(*in[0]) + g.first * heads * dqk,
+           .latent = floats(*in[1]) + g.first * rank,
+           .kvB = weight(0),
+           .selected =
+               reinterpret_cast<const int32_t *>(address(*in[2]->slice())) + g.first * width,
+           .cache = &l.cache,
+           .out = floats(*out[0]) + g.first * heads * dv,
+           .tokens = g.count,
+           .heads = heads,
+           .qkHeadDim = dqk,
+           .vHeadDim = dv,
+           .kvLoraRank = rank,
+           .selectedWidth = width,
+           .scale = floatParam(step, "scale")}));
+    }
+    return Status::success();
+  }
+  case plan::OpKind::SwiGlu: {
+    // The clamped SwiGLU of glm53_arch.md §2.6: the gate clamped above only, up both ways.
+    const float limit = floatParam(step, "limit", INFINITY);
+    const int64_t count = n * dim(*in[0], 1);
+    const float *gate = floats(*in[0]), *up = floats(*in[1]);
+    float *y = floats(*out[0]);
+    for (int64_t i = 0; i < count; ++i) {
+      const float a = std::min(gate[i], limit);
+      const float b = std::clamp(up[i], -limit, limit);
+      y[i] = a / (1.0f + std::exp(-a)) * b;
+    }
+    return Status::success();
+  }
+  case plan::OpKind::MoeRouter: {
+    const kernels::WeightView w = weight(0);
+    return kernels::moeRouterRef(
+        {.x = floats(*in[0]),
+         .weight = w,
+         .correctionBias = weight(1),
+         .expertIds = reinterpret_cast<int32_t *>(address(*out[0]->slice())),
+         .expertWeights = floats(*out[1]),
+         .tokens = n,
+         .hidden = dim(*in[0], 1),
+         .experts = w.dim(0),
+         .topK = intParam(step, "top_k"),
+         .nGroup = intParam(step, "n_group", 1),
+         .topkGroup = intParam(step, "topk_group", 1),
+         .normTopkProb = intParam(step, "norm_topk_prob", 1) != 0,
+         .routedScalingFactor = floatParam(step, "scaling", 1.0f),
+         .tieRule = options_.tieRule});
+  }
+  case plan::OpKind::MoeExperts: {
+    if (intParam(step, "expert_shards", 1) != 1) {
+      return unimplemented("expert-split MoE needs tensor parallelism");
+    }
+    // Per-expert views into the stacked [E, I, H] / [E, H, I] weights.
+    const kernels::WeightView gate = weight(0), up = weight(1), down = weight(2);
+    const int64_t experts = gate.dim(0), inter = gate.dim(1), hidden = gate.dim(2);
+    const size_t matrix = static_cast<size_t>(inter * hidden) * dtypeSize(gate.dtype);
+    std::vector<kernels::ExpertWeights> views(static_cast<size_t>(experts));
+    for (int64_t e = 0; e < experts; ++e) {
+      auto view = [&](const kernels::WeightView &stacked, int64_t rows, int64_t cols) {
+        kernels::WeightView v;
+        v.data = static_cast<const uint8_t *>(stacked.data) + static_cast<size_t>(e) * matrix;
+        v.dtype = stacked.dtype;
+        v.rank = 2;
+        v.shape[0] = rows;
+        v.shape[1] = cols;
+        return v;
+      };
+      views[e] = {view(gate, inter, hidden), view(up, inter, hidden), view(down, hidden, inter)};
+    }
+    return kernels::moeExpertsRef(
+        {.x = floats(*in[0]),
+         .expertIds = reinterpret_cast<const int32_t *>(address(*in[1]->slice())),
+         .expertWeights = floats(*in[2]),
+         .experts = views.data(),
+         .out = floats(*out[0]),
+         .tokens = n,
+         .hidden = hidden,
+         .numExperts = experts,
+         .topK = dim(*in[1], 1),
+         .intermediate = inter,
+         .swigluLimit = floatParam(step, "limit", INFINITY)});
+  }
+  case plan::OpKind::Add: {
+    const int64_t count = n * (in[0]->shape()->size() > 1 ? dim(*in[0], 1) : 1);
+    const float *a = floats(*in[0]), *b = floats(*in[1]);
+    float *y = floats(*out[0]);
+    for (int64_t i = 0; i < count; ++i) {
+      y[i] = a[i] + b[i];
+    }
+    return Status::success();
+  }
+  case plan::OpKind::Concat: {
+    const int64_t width = dim(*out[0], 1);
+    float *y = floats(*out[0]);
+    int64_t offset = 0;
+    for (const plan::TensorRef *t : in) {
+      const int64_t w = dim(*t, 1);
+      for (int64_t r = 0; r < n; ++r) {
+        std::memcpy(y + r * width + offset, floats(*t) + r * w, static_cast<size_t>(w) * 4);
+      }
+      offset += w;
+    }
+    return Status::success();
+  }
+  case plan::OpKind::Sample: {
+    // Greedy when the op says so or the sequence's temperature (word 0 of its sampling
+    // parameters, which the host zeroes by default) is 0.
+    const int64_t vocab = dim(*in[0], 1);
+    const auto *params = reinterpret_cast<const float *>(address(*in[2]->slice()));
+    for (size_t b = 0; b < groups.size(); ++b) {
+      if (param(step, "greedy") == nullptr && params[b * 8] != 0.0f) {
+        return unimplemented("sampling at a temperature comes with the on-device sampler");
+      }
+      const RowGroup &g = groups[b];
+      GLM_RETURN_IF_ERROR(kernels::argmaxRef(
+          {.logits = floats(*in[0]) + g.first * vocab,
+           .out = reinterpret_cast<int32_t *>(address(*out[0]->slice())) + g.first,
+           .rows = g.count,
+           .vocab = vocab}));
+    }
+    return Status::success();
+  }
+  case plan::OpKind::AllGather:
+  case plan::OpKind::AllReduce:
+    return unimplemented("collectives need the loopback transport");
+  }
+  return unimplemented("op ", plan::EnumNameOpKind(step.op()));
+}
+
+} // namespace glm::runtime

@@ -1,0 +1,73 @@
+// The CPU backend: runs a plan's programs step by step with the reference kernels. It is the
+// numerical oracle the GPU kernels are checked against, so it favours clarity over speed.
+#pragma once
+
+#include "kernels/common/TopK.h"
+#include "runtime/common/Status.h"
+#include "runtime/plan/PlanFile.h"
+#include "runtime/weights/SafeTensors.h"
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <span>
+#include <vector>
+
+namespace glm::runtime {
+
+struct CpuEngineOptions {
+  /// How top-k ties are broken (indexer pools, experts). LowerIndex is the serving contract;
+  /// TorchCpu reproduces the HF reference run the goldens come from.
+  kernels::TopkTieRule tieRule = kernels::TopkTieRule::LowerIndex;
+};
+
+class CpuEngine {
+public:
+  /// Binds `checkpoint` to an f32 CPU plan at TP 1 (the engine owns the plan).
+  static Expected<std::unique_ptr<CpuEngine>> create(std::unique_ptr<PlanFile> plan,
+                                                     const Checkpoint &checkpoint,
+                                                     CpuEngineOptions options = {});
+  ~CpuEngine();
+
+  /// A free state slot for a new sequence, or Unavailable when all max_seqs are taken.
+  Expected<int> newSequence();
+  /// Frees a sequence's slot and state.
+  void endSequence(int slot);
+  /// Tokens a sequence holds.
+  int64_t length(int slot) const;
+
+  /// Appends `tokens` to a sequence through the plan's prefill programs (in chunks of at most the
+  /// largest prefill size) and returns every row's logits, [tokens, vocab].
+  Expected<std::vector<float>> prefill(int slot, std::span<const int32_t> tokens);
+  /// One decode step: token i goes to sequence slots[i]. Returns [slots, vocab] logits.
+  Expected<std::vector<float>> decode(std::span<const int> slots, std::span<const int32_t> tokens);
+
+  int64_t vocabSize() const { return vocab_; }
+  const plan::Plan &plan() const { return plan_->root(); }
+
+  struct SequenceState;
+
+private:
+  CpuEngine() = default;
+
+  /// Rows [first, first + count) of the step belong to sequence `slot`.
+  struct RowGroup {
+    int slot;
+    int64_t first;
+    int64_t count;
+  };
+  Expected<std::vector<float>> run(const plan::Program &program, std::span<const int32_t> tokens,
+                                   const std::vector<RowGroup> &groups);
+  Status runStep(const plan::Step &step, int64_t rows, const std::vector<RowGroup> &groups);
+
+  uint8_t *address(const plan::Slice &slice);
+  float *floats(const plan::TensorRef &t) { return reinterpret_cast<float *>(address(*t.slice())); }
+
+  std::unique_ptr<PlanFile> plan_;
+  CpuEngineOptions options_;
+  std::vector<std::vector<uint64_t>> arenas_;             // 8-byte aligned storage per arena
+  std::vector<std::unique_ptr<SequenceState>> sequences_; // by slot; null when free
+  int64_t vocab_ = 0;
+};
+
+} // namespace glm::runtime
