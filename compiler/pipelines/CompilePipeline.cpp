@@ -6,6 +6,7 @@
 
 #include "mlir/IR/Diagnostics.h"
 
+#include <algorithm>
 #include <cstdio>
 
 namespace glm::compiler {
@@ -45,8 +46,20 @@ Expected<std::vector<uint8_t>> compileGlm53Plan(mlir::MLIRContext &context,
                                                 const glm53::Glm53Config &config,
                                                 const glm53::WeightFormatFn &formats,
                                                 const CompileOptions &options) {
-  std::vector<glm53::ProgramShape> programs =
-      options.programs.empty() ? defaultPrograms(options) : options.programs;
+  // Given decode shapes replace the default decode programs, given prefill sizes the default
+  // prefill program; a kind not asked for keeps its defaults.
+  std::vector<glm53::ProgramShape> programs = options.programs;
+  for (glm53::ProgramShape::Kind kind :
+       {glm53::ProgramShape::Kind::Decode, glm53::ProgramShape::Kind::Prefill}) {
+    auto sameKind = [kind](const glm53::ProgramShape &p) { return p.kind == kind; };
+    if (std::none_of(programs.begin(), programs.end(), sameKind)) {
+      for (const glm53::ProgramShape &p : defaultPrograms(options)) {
+        if (sameKind(p)) {
+          programs.push_back(p);
+        }
+      }
+    }
+  }
   GLM_ASSIGN_OR_RETURN(mlir::OwningOpRef<mlir::ModuleOp> module,
                        glm53::buildGlm53Module(context, config, programs, formats));
   mlir::PassManager pm(&context);

@@ -26,7 +26,7 @@ struct CompileOptions {
 };
 
 /// The default program set for a plan: decode at batch 1 and at max-seqs (one row each), and one
-/// prefill chunk of min(512, max-context) tokens.
+/// prefill chunk of min(512, max-context) tokens. `programs` replaces the defaults of its kinds.
 std::vector<glm53::ProgramShape> defaultPrograms(const CompileOptions &options);
 
 /// Adds the passes after the model description, in pipeline order.

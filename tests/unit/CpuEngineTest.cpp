@@ -161,6 +161,49 @@ TEST_F(CpuEngineGolden, TwoSequencesInOneDecodeStepMatchEachAlone) {
   engine_->endSequence(slots[1]);
 }
 
+TEST_F(CpuEngineGolden, GenerateCommandDumpsTheGoldenTokensAndLogits) {
+  // glmc generate on the `chunked` case's prompt, prefilled where HF split it.
+  const auto dir = std::filesystem::temp_directory_path() /
+                   ("cpu_engine_generate_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const std::vector<int32_t> ids = ints("chunked.input_ids");
+  {
+    std::ofstream idsFile(dir / "prompt.txt");
+    for (int32_t id : ids) {
+      idsFile << id << ' ';
+    }
+  }
+  const std::string plan = (dir / "tiny.glmp").string();
+  ASSERT_EQ(std::system((std::string(GLM_GLMC_PATH) + " compile " + kTiny.string() + " -o " + plan +
+                         " --target cpu --precision f32 --tp 1 --prefill 256 2>/dev/null")
+                            .c_str()),
+            0);
+  const std::string command = std::string(GLM_GLMC_PATH) + " generate " + plan + " --model " +
+                              kTiny.string() + " --prompt-ids " + (dir / "prompt.txt").string() +
+                              " --prefill-chunks 64,100 --max-tokens 4 --greedy --tie-rule "
+                              "torch-cpu --dump-logits " +
+                              (dir / "out.safetensors").string() + " > /dev/null";
+  ASSERT_EQ(std::system(command.c_str()), 0) << command;
+  Expected<std::unique_ptr<SafeTensorsFile>> dump = SafeTensorsFile::open(dir / "out.safetensors");
+  ASSERT_TRUE(dump.ok()) << dump.status().toString();
+  const TensorView *tokens = (*dump)->find("tokens");
+  const TensorView *prefill = (*dump)->find("prefill_logits");
+  const TensorView *decode = (*dump)->find("decode_logits");
+  ASSERT_TRUE(tokens && prefill && decode);
+  const std::vector<int32_t> greedy = ints("chunked.greedy_tokens");
+  ASSERT_EQ(tokens->numel(), 4);
+  EXPECT_EQ(std::memcmp(tokens->data, greedy.data(), 16), 0);
+  const int64_t vocab = engine_->vocabSize();
+  EXPECT_EQ(prefill->shape, (std::vector<int64_t>{static_cast<int64_t>(ids.size()), vocab}));
+  EXPECT_EQ(decode->shape, (std::vector<int64_t>{3, vocab}));
+  const auto *got = reinterpret_cast<const float *>(decode->data);
+  for (int64_t i = 0; i < 3; ++i) {
+    EXPECT_LE(relativeL2(got + i * vocab, floatsOf("chunked.decode_logits") + i * vocab, vocab),
+              kTolerance);
+  }
+  std::filesystem::remove_all(dir);
+}
+
 TEST_F(CpuEngineGolden, RefusesBadInput) {
   Expected<int> slot = engine_->newSequence();
   ASSERT_TRUE(slot.ok());

@@ -29,6 +29,12 @@ const Subcommand kSubcommands[] = {
      "tokenize --model DIR [--decode]   JSON strings in -> JSON id arrays out, one per line\n"
      "                            (--decode: id arrays in -> strings out)",
      glm::tools::runTokenize},
+    {"generate",
+     "generate PLAN.glmp --model DIR (--prompt TEXT | --chat TEXT | --prompt-ids FILE)\n"
+     "        [--max-tokens N] [--greedy | --temperature T --top-p P --top-k K --min-p M --seed "
+     "S]\n"
+     "        [--prefill-chunks a,b,...] [--dump-logits OUT.safetensors]   CPU plans",
+     glm::tools::runGenerate},
     {"inspect", "inspect PLAN.glmp [--json] [--steps]   programs, arenas, kernels, collectives",
      glm::tools::runInspect},
 #ifdef GLM_HAVE_COMPILER

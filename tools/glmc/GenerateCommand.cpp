@@ -1,0 +1,294 @@
+// `glmc generate`: one prompt through a plan on the CPU backend, with the text streamed as it
+// comes.
+#include "models/glm53/Config.h"
+#include "runtime/engine/CpuEngine.h"
+#include "runtime/engine/Sampler.h"
+#include "runtime/weights/SafeTensorsWriter.h"
+#include "server/chat/ChatPrompt.h"
+#include "server/tokenizer/StreamingDetokenizer.h"
+#include "server/tokenizer/Tokenizer.h"
+#include "tools/glmc/CommandLine.h"
+#include "tools/glmc/Commands.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+namespace glm::tools {
+namespace {
+
+Expected<std::vector<int32_t>> readPromptIds(const std::string &path) {
+  std::ifstream in(path);
+  if (!in) {
+    return notFound(path, ": cannot open");
+  }
+  std::vector<int32_t> ids;
+  std::string word;
+  while (in >> word) {
+    int32_t id = 0;
+    auto [ptr, ec] = std::from_chars(word.data(), word.data() + word.size(), id);
+    if (ec != std::errc() || ptr != word.data() + word.size() || id < 0) {
+      return invalidArgument(path, ": '", word, "' is not a token id");
+    }
+    ids.push_back(id);
+  }
+  if (ids.empty()) {
+    return invalidArgument(path, ": no token ids");
+  }
+  return ids;
+}
+
+Expected<std::vector<size_t>> parseChunks(const std::string &text, size_t promptLength) {
+  std::vector<size_t> ends;
+  std::stringstream in(text);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    size_t end = 0;
+    auto [ptr, ec] = std::from_chars(item.data(), item.data() + item.size(), end);
+    if (ec != std::errc() || ptr != item.data() + item.size() || end == 0 || end > promptLength ||
+        (!ends.empty() && end <= ends.back())) {
+      return invalidArgument("--prefill-chunks takes increasing positions within the ",
+                             promptLength, "-token prompt, got '", item, "'");
+    }
+    ends.push_back(end);
+  }
+  if (ends.empty() || ends.back() != promptLength) {
+    ends.push_back(promptLength);
+  }
+  return ends;
+}
+
+Expected<float> parseFloat(const CommandLine &cl, const char *name, float fallback) {
+  std::optional<std::string> text = cl.get(name);
+  if (!text) {
+    return fallback;
+  }
+  char *end = nullptr;
+  const float value = std::strtof(text->c_str(), &end);
+  if (text->empty() || *end != '\0' || !std::isfinite(value) || value < 0) {
+    return invalidArgument("glmc generate: --", name, " must be a non-negative number, got '",
+                           *text, "'");
+  }
+  return value;
+}
+
+} // namespace
+
+int runGenerate(const std::vector<std::string> &args) {
+  CommandLine cl("generate");
+  cl.option("model").option("prompt").option("chat").option("prompt-ids").option("max-tokens");
+  cl.option("temperature").option("top-p").option("top-k").option("min-p").option("seed");
+  cl.option("prefill-chunks").option("dump-logits").option("tie-rule");
+  cl.flag("greedy").positional(1, 1);
+  auto fail = [](const Status &s) {
+    std::fprintf(stderr, "glmc generate: %s\n", s.toString().c_str());
+    return 1;
+  };
+  if (Status s = cl.parse(args); !s.ok()) {
+    std::fprintf(stderr, "%s\n", s.message().c_str());
+    return 2;
+  }
+  if (!cl.get("model")) {
+    return fail(invalidArgument("--model DIR is required"));
+  }
+  const std::string modelDir = *cl.get("model");
+  const int sources = cl.has("prompt") + cl.has("chat") + cl.has("prompt-ids");
+  if (sources != 1) {
+    return fail(invalidArgument("give exactly one of --prompt, --chat and --prompt-ids"));
+  }
+  if (cl.has("greedy") && cl.has("temperature")) {
+    return fail(invalidArgument("--greedy and --temperature exclude each other"));
+  }
+  runtime::SamplingParams sampling;
+  Expected<float> temperature = parseFloat(cl, "temperature", 0.0f);
+  Expected<float> topP = parseFloat(cl, "top-p", 1.0f);
+  Expected<float> minP = parseFloat(cl, "min-p", 0.0f);
+  Expected<std::optional<int64_t>> topK = cl.getInt("top-k", 0, 1 << 30);
+  Expected<std::optional<int64_t>> seed = cl.getInt("seed", 0, INT64_MAX);
+  Expected<std::optional<int64_t>> maxTokens = cl.getInt("max-tokens", 1, 1 << 20);
+  for (const Status &s : {temperature.status(), topP.status(), minP.status(), topK.status(),
+                          seed.status(), maxTokens.status()}) {
+    if (!s.ok()) {
+      return fail(s);
+    }
+  }
+  sampling.temperature = *temperature;
+  sampling.topP = *topP;
+  sampling.minP = *minP;
+  sampling.topK = static_cast<int32_t>(topK->value_or(0));
+  sampling.seed = static_cast<uint64_t>(seed->value_or(0));
+  runtime::CpuEngineOptions options;
+  const std::string tieRule = cl.get("tie-rule").value_or("lower-index");
+  if (tieRule == "torch-cpu") {
+    options.tieRule = kernels::TopkTieRule::TorchCpu;
+  } else if (tieRule != "lower-index") {
+    return fail(invalidArgument("--tie-rule is lower-index or torch-cpu, got '", tieRule, "'"));
+  }
+
+  Expected<glm53::Glm53Config> config = glm53::loadGlm53Config(modelDir);
+  if (!config.ok()) {
+    return fail(config.status());
+  }
+  // The tokenizer is needed for text prompts and to print the reply; with --prompt-ids and no
+  // tokenizer the reply is printed as ids.
+  std::optional<server::Tokenizer> tokenizer;
+  if (std::filesystem::exists(std::filesystem::path(modelDir) / "tokenizer.json")) {
+    Expected<server::Tokenizer> loaded = server::Tokenizer::fromModelDir(modelDir);
+    if (!loaded.ok()) {
+      return fail(loaded.status());
+    }
+    tokenizer.emplace(std::move(loaded).value());
+  } else if (!cl.has("prompt-ids")) {
+    return fail(notFound(modelDir, "/tokenizer.json: needed to tokenize the prompt"));
+  }
+
+  std::vector<int32_t> prompt;
+  if (cl.has("prompt-ids")) {
+    Expected<std::vector<int32_t>> ids = readPromptIds(*cl.get("prompt-ids"));
+    if (!ids.ok()) {
+      return fail(ids.status());
+    }
+    prompt = *ids;
+  } else {
+    std::string text = cl.get("prompt").value_or("");
+    if (cl.has("chat")) {
+      Expected<server::ChatTemplate> chatTemplate = server::loadChatTemplate(modelDir);
+      Expected<server::ChatTokenizerConfig> tokenizerConfig =
+          server::loadChatTokenizerConfig(modelDir);
+      if (!chatTemplate.ok() || !tokenizerConfig.ok()) {
+        return fail(!chatTemplate.ok() ? chatTemplate.status() : tokenizerConfig.status());
+      }
+      nlohmann::ordered_json request;
+      request["messages"] = {{{"role", "user"}, {"content", *cl.get("chat")}}};
+      Expected<std::string> rendered =
+          server::renderChatPrompt(*chatTemplate, request, *tokenizerConfig);
+      if (!rendered.ok()) {
+        return fail(rendered.status());
+      }
+      text = *rendered;
+    }
+    Expected<std::vector<server::TokenId>> ids = tokenizer->encode(text);
+    if (!ids.ok()) {
+      return fail(ids.status());
+    }
+    prompt.assign(ids->begin(), ids->end());
+    if (prompt.empty()) {
+      return fail(invalidArgument("the prompt is empty"));
+    }
+  }
+  std::vector<size_t> chunkEnds = {prompt.size()};
+  if (std::optional<std::string> chunks = cl.get("prefill-chunks")) {
+    Expected<std::vector<size_t>> parsed = parseChunks(*chunks, prompt.size());
+    if (!parsed.ok()) {
+      return fail(parsed.status());
+    }
+    chunkEnds = *parsed;
+  }
+
+  Expected<std::unique_ptr<runtime::PlanFile>> plan = runtime::PlanFile::open(cl.positionals()[0]);
+  if (!plan.ok()) {
+    return fail(plan.status());
+  }
+  Expected<std::unique_ptr<Checkpoint>> checkpoint = Checkpoint::open(modelDir);
+  if (!checkpoint.ok()) {
+    return fail(checkpoint.status());
+  }
+  Expected<std::unique_ptr<runtime::CpuEngine>> engine =
+      runtime::CpuEngine::create(std::move(plan).value(), **checkpoint, options);
+  if (!engine.ok()) {
+    return fail(engine.status());
+  }
+  runtime::CpuEngine &e = **engine;
+  const int64_t vocab = e.vocabSize();
+  Expected<int> slot = e.newSequence();
+  if (!slot.ok()) {
+    return fail(slot.status());
+  }
+
+  std::vector<float> prefillLogits;
+  size_t start = 0;
+  for (size_t end : chunkEnds) {
+    Expected<std::vector<float>> logits =
+        e.prefill(*slot, std::span(prompt).subspan(start, end - start));
+    if (!logits.ok()) {
+      return fail(logits.status());
+    }
+    prefillLogits.insert(prefillLogits.end(), logits->begin(), logits->end());
+    start = end;
+  }
+
+  const int64_t limit = maxTokens->value_or(64);
+  std::vector<int32_t> generated;
+  std::vector<float> decodeLogits;
+  std::optional<server::StreamingDetokenizer> detokenizer;
+  if (tokenizer) {
+    detokenizer.emplace(*tokenizer);
+  }
+  auto emit = [&](int32_t id) -> Status {
+    if (detokenizer) {
+      GLM_ASSIGN_OR_RETURN(std::string piece, detokenizer->feed(id));
+      std::fwrite(piece.data(), 1, piece.size(), stdout);
+    } else {
+      std::printf("%s%d", generated.size() > 1 ? " " : "", id);
+    }
+    std::fflush(stdout);
+    return Status::success();
+  };
+  const float *row = prefillLogits.data() + (prompt.size() - 1) * vocab;
+  std::vector<float> last(row, row + vocab);
+  for (int64_t i = 0; i < limit; ++i) {
+    const int64_t position = static_cast<int64_t>(prompt.size()) + i;
+    const int32_t next = runtime::sampleToken(last, sampling, position);
+    generated.push_back(next);
+    if (std::find(config->eosTokenIds.begin(), config->eosTokenIds.end(), next) !=
+        config->eosTokenIds.end()) {
+      break;
+    }
+    if (Status s = emit(next); !s.ok()) {
+      return fail(s);
+    }
+    if (i + 1 == limit) {
+      break;
+    }
+    const int slots[] = {*slot};
+    Expected<std::vector<float>> logits = e.decode(slots, std::span(&generated.back(), 1));
+    if (!logits.ok()) {
+      return fail(logits.status());
+    }
+    decodeLogits.insert(decodeLogits.end(), logits->begin(), logits->end());
+    last = *logits;
+  }
+  if (detokenizer) {
+    std::string rest = detokenizer->finish();
+    std::fwrite(rest.data(), 1, rest.size(), stdout);
+  }
+  std::printf("\n");
+
+  if (std::optional<std::string> dump = cl.get("dump-logits")) {
+    auto floats = [](const std::vector<float> &v) {
+      return [&v](std::span<uint8_t> out) { std::memcpy(out.data(), v.data(), out.size()); };
+    };
+    const int64_t decodeRows = static_cast<int64_t>(decodeLogits.size()) / vocab;
+    std::vector<TensorSpec> tensors = {
+        {"prefill_logits",
+         DType::F32,
+         {static_cast<int64_t>(prompt.size()), vocab},
+         floats(prefillLogits)},
+        {"tokens",
+         DType::I32,
+         {static_cast<int64_t>(generated.size())},
+         [&](std::span<uint8_t> out) { std::memcpy(out.data(), generated.data(), out.size()); }},
+        {"decode_logits", DType::F32, {decodeRows, vocab}, floats(decodeLogits)},
+    };
+    if (Status s = writeSafeTensors(*dump, tensors); !s.ok()) {
+      return fail(s);
+    }
+  }
+  return 0;
+}
+
+} // namespace glm::tools
