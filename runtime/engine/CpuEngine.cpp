@@ -17,9 +17,12 @@
 #include "kernels/short_conv/short_conv.h"
 #include "kernels/stream_mean/stream_mean.h"
 #include "runtime/weights/PlanWeights.h"
+#include "runtime/weights/SafeTensorsWriter.h"
 
 #include <cmath>
 #include <cstring>
+#include <filesystem>
+#include <fnmatch.h>
 
 namespace glm::runtime {
 
@@ -157,6 +160,22 @@ int64_t CpuEngine::length(int slot) const {
              : 0;
 }
 
+bool CpuEngine::matchesDump(const std::string &name) const {
+  size_t start = 0;
+  while (start <= options_.dumpPattern.size()) {
+    size_t end = options_.dumpPattern.find(',', start);
+    if (end == std::string::npos) {
+      end = options_.dumpPattern.size();
+    }
+    const std::string glob = options_.dumpPattern.substr(start, end - start);
+    if (!glob.empty() && fnmatch(glob.c_str(), name.c_str(), 0) == 0) {
+      return true;
+    }
+    start = end + 1;
+  }
+  return false;
+}
+
 uint8_t *CpuEngine::address(const plan::Slice &slice) {
   return reinterpret_cast<uint8_t *>(arenas_[slice.arena()].data()) + slice.offset();
 }
@@ -232,10 +251,37 @@ Expected<std::vector<float>> CpuEngine::run(const plan::Program &program,
       std::memcpy(address(*io->tensor()->slice()), tokens.data(), tokens.size() * 4);
     }
   }
+  std::vector<TensorSpec> dumps;
+  std::vector<std::shared_ptr<std::vector<uint8_t>>> dumpBytes;
   for (const plan::Step *step : *program.steps()) {
     GLM_RETURN_IF_ERROR(
         runStep(*step, rows, groups).withContext(strCat("step ", step->name()->str())));
+    if (!options_.dumpPattern.empty() && matchesDump(step->name()->str())) {
+      // The rows this run used, under the output's IR name.
+      for (const plan::TensorRef *t : *step->results()) {
+        std::vector<int64_t> shape(t->shape()->begin(), t->shape()->end());
+        uint64_t rowBytes = elementSize(t->element());
+        for (size_t d = 1; d < shape.size(); ++d) {
+          rowBytes *= static_cast<uint64_t>(shape[d]);
+        }
+        shape[0] = rows;
+        const uint8_t *src = address(*t->slice());
+        auto bytes = std::make_shared<std::vector<uint8_t>>(src, src + rows * rowBytes);
+        dumpBytes.push_back(bytes);
+        dumps.push_back({t->name()->str(),
+                         t->element() == plan::ElementType::I32 ? DType::I32 : DType::F32, shape,
+                         [bytes](std::span<uint8_t> out) {
+                           std::memcpy(out.data(), bytes->data(), out.size());
+                         }});
+      }
+    }
   }
+  if (!dumps.empty()) {
+    const std::filesystem::path file = std::filesystem::path(options_.dumpDir) /
+                                       strCat(runs_, ".", program.name()->str(), ".safetensors");
+    GLM_RETURN_IF_ERROR(writeSafeTensors(file, dumps));
+  }
+  ++runs_;
   for (const RowGroup &g : groups) {
     sequences_[g.slot]->length += g.count;
   }

@@ -19,6 +19,11 @@ struct CpuEngineOptions {
   /// How top-k ties are broken (indexer pools, experts). LowerIndex is the serving contract;
   /// TorchCpu reproduces the HF reference run the goldens come from.
   kernels::TopkTieRule tieRule = kernels::TopkTieRule::LowerIndex;
+  /// Tensor dumps for debugging against a reference: comma-separated globs over step names
+  /// (`blk.3.attn.*,head.*`). After each program run, the outputs of matching steps are written
+  /// under their IR names to `<dumpDir>/<run>.<program>.safetensors` (run counts from 0).
+  std::string dumpPattern;
+  std::string dumpDir = ".";
 };
 
 class CpuEngine {
@@ -61,6 +66,7 @@ private:
   Status runStep(const plan::Step &step, int64_t rows, const std::vector<RowGroup> &groups);
 
   uint8_t *address(const plan::Slice &slice);
+  bool matchesDump(const std::string &name) const;
   float *floats(const plan::TensorRef &t) { return reinterpret_cast<float *>(address(*t.slice())); }
 
   std::unique_ptr<PlanFile> plan_;
@@ -68,6 +74,7 @@ private:
   std::vector<std::vector<uint64_t>> arenas_;             // 8-byte aligned storage per arena
   std::vector<std::unique_ptr<SequenceState>> sequences_; // by slot; null when free
   int64_t vocab_ = 0;
+  int64_t runs_ = 0;
 };
 
 } // namespace glm::runtime

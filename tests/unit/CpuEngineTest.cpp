@@ -10,6 +10,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <unistd.h>
 
 namespace glm::runtime {
@@ -201,6 +202,68 @@ TEST_F(CpuEngineGolden, GenerateCommandDumpsTheGoldenTokensAndLogits) {
     EXPECT_LE(relativeL2(got + i * vocab, floatsOf("chunked.decode_logits") + i * vocab, vocab),
               kTolerance);
   }
+  std::filesystem::remove_all(dir);
+}
+
+TEST_F(CpuEngineGolden, TensorDumpsMatchTheIndexerSelectionsAndLayerInputs) {
+  // A second engine that dumps, by IR name, the indexer's selections and every layer's streams.
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("cpu_engine_dumps_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string plan = (dir / "tiny.glmp").string();
+  ASSERT_EQ(std::system((std::string(GLM_GLMC_PATH) + " compile " + kTiny.string() + " -o " + plan +
+                         " --target cpu --precision f32 --tp 1 2>/dev/null")
+                            .c_str()),
+            0);
+  Expected<std::unique_ptr<CpuEngine>> engine =
+      CpuEngine::create(std::move(PlanFile::open(plan)).value(), *checkpoint_,
+                        {.tieRule = kernels::TopkTieRule::TorchCpu,
+                         .dumpPattern = "embed.streams,blk.*.ffn_hc.post,blk.*.indexer.topk",
+                         .dumpDir = dir.string()});
+  ASSERT_TRUE(engine.ok()) << engine.status().toString();
+  const std::vector<int32_t> ids = ints("short.input_ids");
+  const int slot = *(*engine)->newSequence();
+  ASSERT_TRUE((*engine)->prefill(slot, ids).ok());
+  Expected<std::unique_ptr<SafeTensorsFile>> dump =
+      SafeTensorsFile::open(dir / "0.prefill_c512.safetensors");
+  ASSERT_TRUE(dump.ok()) << dump.status().toString();
+  const int64_t tokens = static_cast<int64_t>(ids.size());
+
+  // The streams entering layer L: the embedding's copies for L = 0, else layer L-1's output.
+  const TensorView &hidden = tensor("short.hidden_states"); // [layers, tokens, hc, hidden]
+  const int64_t layers = hidden.shape[0], perToken = hidden.shape[2] * hidden.shape[3];
+  for (int64_t layer = 0; layer < layers; ++layer) {
+    const std::string name =
+        layer == 0 ? "embed.streams" : "blk." + std::to_string(layer - 1) + ".ffn_hc.post";
+    const TensorView *got = (*dump)->find(name);
+    ASSERT_NE(got, nullptr) << name;
+    const auto *expected = reinterpret_cast<const float *>(hidden.data) + layer * tokens * perToken;
+    for (int64_t t = 0; t < tokens; ++t) {
+      EXPECT_LE(relativeL2(reinterpret_cast<const float *>(got->data) + t * perToken,
+                           expected + t * perToken, perToken),
+                kTolerance)
+          << name << " token " << t;
+    }
+  }
+  // Each indexer call's selected positions, as sets, against prefill_topk.dsa<j>.
+  int call = 0;
+  for (const TensorView &view : (*dump)->tensors()) {
+    const TensorView *t = &view;
+    if (t->name.find("indexer.topk") == std::string::npos) {
+      continue;
+    }
+    const TensorView &ref = tensor("short.prefill_topk.dsa" + std::to_string(call++));
+    const auto *a = reinterpret_cast<const int32_t *>(t->data);
+    const auto *b = reinterpret_cast<const int32_t *>(ref.data);
+    for (int64_t row = 0; row < tokens; ++row) {
+      std::set<int32_t> ours(a + row * t->shape[1], a + (row + 1) * t->shape[1]);
+      std::set<int32_t> theirs(b + row * ref.shape[1], b + (row + 1) * ref.shape[1]);
+      ours.erase(-1);
+      theirs.erase(-1);
+      EXPECT_EQ(ours, theirs) << t->name << " row " << row;
+    }
+  }
+  EXPECT_EQ(call, 2);
   std::filesystem::remove_all(dir);
 }
 

@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -82,7 +83,8 @@ int runGenerate(const std::vector<std::string> &args) {
   CommandLine cl("generate");
   cl.option("model").option("prompt").option("chat").option("prompt-ids").option("max-tokens");
   cl.option("temperature").option("top-p").option("top-k").option("min-p").option("seed");
-  cl.option("prefill-chunks").option("dump-logits").option("tie-rule");
+  cl.option("prefill-chunks").option("dump-logits").option("tie-rule").option("dump-tensors");
+  cl.option("dump-dir");
   cl.flag("greedy").positional(1, 1);
   auto fail = [](const Status &s) {
     std::fprintf(stderr, "glmc generate: %s\n", s.toString().c_str());
@@ -129,6 +131,14 @@ int runGenerate(const std::vector<std::string> &args) {
     return fail(invalidArgument("--tie-rule is lower-index or torch-cpu, got '", tieRule, "'"));
   }
 
+  // Intermediates by IR name (globs over step names, e.g. blk.3.attn.*), from the flag or
+  // GLM_DUMP; one safetensors file per program run in --dump-dir (default: the current one).
+  if (std::optional<std::string> globs = cl.get("dump-tensors")) {
+    options.dumpPattern = *globs;
+  } else if (const char *env = std::getenv("GLM_DUMP")) {
+    options.dumpPattern = env;
+  }
+  options.dumpDir = cl.get("dump-dir").value_or(".");
   Expected<glm53::Glm53Config> config = glm53::loadGlm53Config(modelDir);
   if (!config.ok()) {
     return fail(config.status());

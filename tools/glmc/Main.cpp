@@ -33,7 +33,8 @@ const Subcommand kSubcommands[] = {
      "generate PLAN.glmp --model DIR (--prompt TEXT | --chat TEXT | --prompt-ids FILE)\n"
      "        [--max-tokens N] [--greedy | --temperature T --top-p P --top-k K --min-p M --seed "
      "S]\n"
-     "        [--prefill-chunks a,b,...] [--dump-logits OUT.safetensors]   CPU plans",
+     "        [--prefill-chunks a,b,...] [--dump-logits OUT.safetensors]\n"
+     "        [--dump-tensors GLOBS (or GLM_DUMP) --dump-dir DIR]   runs CPU plans",
      glm::tools::runGenerate},
     {"inspect", "inspect PLAN.glmp [--json] [--steps]   programs, arenas, kernels, collectives",
      glm::tools::runInspect},
