@@ -26,20 +26,10 @@
 
 namespace glm::runtime {
 
-/// What one sequence keeps between steps beyond its state slots: the sparse-attention caches,
-/// held contiguously per layer as the reference kernels take them. (The plan lays these out in
-/// pages for the GPU; the CPU oracle keeps the simplest exact form.)
+/// What one sequence holds besides its state slots: the pages of the plan's state pool that keep
+/// its sparse-attention rows (MLA latents, pooled index keys), in token order.
 struct CpuEngine::SequenceState {
-  struct Indexer {
-    std::vector<float> poolKeys, openKeys, openGates;
-    kernels::DsaIndexerCache cache;
-  };
-  struct Latents {
-    std::vector<float> rows;
-    kernels::MlaLatentCache cache;
-  };
-  std::map<uint32_t, Indexer> indexers; // by plan state index
-  std::map<uint32_t, Latents> latents;
+  std::vector<int32_t> pages;
   int64_t length = 0;
 };
 
@@ -85,12 +75,6 @@ float floatParam(const plan::Step &step, const char *key, float fallback = 0) {
 
 int64_t dim(const plan::TensorRef &t, int i) { return t.shape()->Get(static_cast<uint32_t>(i)); }
 
-void growTo(std::vector<float> &v, int64_t n) {
-  if (static_cast<int64_t>(v.size()) < n) {
-    v.resize(static_cast<size_t>(n), 0.0f);
-  }
-}
-
 } // namespace
 
 CpuEngine::~CpuEngine() = default;
@@ -120,6 +104,28 @@ Expected<std::unique_ptr<CpuEngine>> CpuEngine::create(std::unique_ptr<PlanFile>
   auto *weights = reinterpret_cast<uint8_t *>(engine->arenas_[0].data());
   GLM_RETURN_IF_ERROR(loadPlanWeights(p, checkpoint, 0, {weights, engine->arenas_[0].size() * 8}));
   engine->sequences_.resize(p.state_pool() ? p.state_pool()->max_sequences() : 1);
+  if (const plan::StatePool *pool = p.state_pool()) {
+    engine->pageTokens_ = pool->page_tokens();
+    engine->pageBytes_ = pool->page_bytes();
+    for (int32_t page = static_cast<int32_t>(pool->page_count()) - 1; page >= 0; --page) {
+      engine->freePages_.push_back(page);
+    }
+  }
+  // Each indexer's open-pool tail lives in a per-sequence slot named after it.
+  if (p.states() != nullptr) {
+    for (uint32_t i = 0; i < p.states()->size(); ++i) {
+      const std::string name = p.states()->Get(i)->name()->str();
+      for (uint32_t j = 0; j < p.states()->size(); ++j) {
+        if (p.states()->Get(j)->name()->str() == name + ".tail") {
+          engine->tailOf_[i] = j;
+        }
+      }
+      const plan::StateLayout *s = p.states()->Get(i);
+      if (s->paged() && s->element() != plan::ElementType::F32) {
+        return invalidArgument(planFile->source(), ": state ", name, " is not f32");
+      }
+    }
+  }
   for (const plan::Program *program : *p.programs()) {
     for (const plan::IoSlot *io : *program->io()) {
       if (io->kind() == plan::IoKind::Logits) {
@@ -149,9 +155,34 @@ Expected<int> CpuEngine::newSequence() {
 }
 
 void CpuEngine::endSequence(int slot) {
-  if (slot >= 0 && static_cast<size_t>(slot) < sequences_.size()) {
+  if (slot >= 0 && static_cast<size_t>(slot) < sequences_.size() && sequences_[slot]) {
+    freePages_.insert(freePages_.end(), sequences_[slot]->pages.begin(),
+                      sequences_[slot]->pages.end());
     sequences_[slot].reset();
   }
+}
+
+Status CpuEngine::reservePages(SequenceState &seq, int64_t tokens) {
+  const size_t needed = static_cast<size_t>((tokens + pageTokens_ - 1) / pageTokens_);
+  while (seq.pages.size() < needed) {
+    if (freePages_.empty()) {
+      return Status(StatusCode::Unavailable,
+                    strCat("the state pool is full: a sequence of ", tokens,
+                           " tokens needs more pages than are free (the plan holds ",
+                           plan().state_pool()->max_context(), " tokens of context)"));
+    }
+    seq.pages.push_back(freePages_.back());
+    freePages_.pop_back();
+  }
+  return Status::success();
+}
+
+float *CpuEngine::pagedRow(const plan::StateLayout &state, const SequenceState &seq, int64_t row,
+                           int64_t rowsPerPage) {
+  const int32_t page = seq.pages[static_cast<size_t>(row / rowsPerPage)];
+  return reinterpret_cast<float *>(address(*state.slice()) + page * pageBytes_ +
+                                   state.offset_in_page() +
+                                   (row % rowsPerPage) * state.unit_bytes());
 }
 
 int64_t CpuEngine::length(int slot) const {
@@ -249,6 +280,31 @@ Expected<std::vector<float>> CpuEngine::run(const plan::Program &program,
         }
       }
       std::memcpy(address(*io->tensor()->slice()), tokens.data(), tokens.size() * 4);
+    }
+  }
+  // Pages for the rows this run appends, and the step context the plan's io slots describe.
+  for (const RowGroup &g : groups) {
+    GLM_RETURN_IF_ERROR(reservePages(*sequences_[g.slot], sequences_[g.slot]->length + g.count));
+  }
+  for (const plan::IoSlot *io : *program.io()) {
+    auto *words = reinterpret_cast<int32_t *>(address(*io->tensor()->slice()));
+    if (io->kind() == plan::IoKind::Positions) {
+      for (const RowGroup &g : groups) {
+        for (int64_t r = 0; r < g.count; ++r) {
+          words[g.first + r] = static_cast<int32_t>(sequences_[g.slot]->length + r);
+        }
+      }
+    } else if (io->kind() == plan::IoKind::SequenceSlots) {
+      for (size_t b = 0; b < groups.size(); ++b) {
+        words[b] = groups[b].slot;
+      }
+    } else if (io->kind() == plan::IoKind::PageTable) {
+      const int64_t perSequence = dim(*io->tensor(), 1);
+      std::fill(words, words + groups.size() * perSequence, -1);
+      for (size_t b = 0; b < groups.size(); ++b) {
+        const std::vector<int32_t> &pages = sequences_[groups[b].slot]->pages;
+        std::copy(pages.begin(), pages.end(), words + b * perSequence);
+      }
     }
   }
   std::vector<TensorSpec> dumps;
@@ -440,24 +496,49 @@ Status CpuEngine::runStep(const plan::Step &step, int64_t n, const std::vector<R
     const int64_t heads = intParam(step, "num_heads"), d = intParam(step, "head_dim");
     const int64_t kpool = intParam(step, "kpool"), topk = intParam(step, "topk");
     const int64_t width = dim(*out[0], 1);
+    if (pageTokens_ % kpool != 0) {
+      return invalidArgument("pages of ", pageTokens_, " tokens do not hold whole pools of ",
+                             kpool);
+    }
     const uint32_t stateIndex = step.states()->Get(0);
+    const plan::StateLayout &keys = *plan().states()->Get(stateIndex);
+    auto tail = tailOf_.find(stateIndex);
+    if (tail == tailOf_.end()) {
+      return internalError("indexer state ", keys.name()->str(), " has no tail slot");
+    }
+    const int64_t poolsPerPage = pageTokens_ / kpool;
     for (const RowGroup &g : groups) {
-      SequenceState::Indexer &ix = sequences_[g.slot]->indexers[stateIndex];
-      growTo(ix.openKeys, kpool * d);
-      growTo(ix.openGates, kpool * d);
-      const int64_t pools = (ix.cache.length + g.count) / kpool;
-      growTo(ix.poolKeys, std::max<int64_t>(pools, 1) * d);
-      ix.cache.poolKeys = ix.poolKeys.data();
-      ix.cache.maxPools = static_cast<int64_t>(ix.poolKeys.size()) / d;
-      ix.cache.openKeys = ix.openKeys.data();
-      ix.cache.openGates = ix.openGates.data();
+      // The reference kernel takes the sequence's keys contiguously: gather them from the pages
+      // and the tail slot, run it, and write back what it appended.
+      SequenceState &seq = *sequences_[g.slot];
+      const int64_t before = seq.length, after = seq.length + g.count;
+      const int64_t closed = before / kpool, closedAfter = after / kpool;
+      std::vector<float> poolKeys(static_cast<size_t>(std::max<int64_t>(closedAfter, 1) * d));
+      for (int64_t p = 0; p < closed; ++p) {
+        std::memcpy(poolKeys.data() + p * d, pagedRow(keys, seq, p, poolsPerPage),
+                    static_cast<size_t>(d) * 4);
+      }
+      auto *tailSlot =
+          reinterpret_cast<float *>(address(*plan().states()->Get(tail->second)->slice()) +
+                                    g.slot * plan().states()->Get(tail->second)->unit_bytes());
+      std::vector<float> openKeys(static_cast<size_t>(kpool * d)),
+          openGates(static_cast<size_t>(kpool * d));
+      for (int64_t r = 0; r < before % kpool; ++r) {
+        std::memcpy(openKeys.data() + r * d, tailSlot + r * 2 * d, static_cast<size_t>(d) * 4);
+        std::memcpy(openGates.data() + r * d, tailSlot + r * 2 * d + d, static_cast<size_t>(d) * 4);
+      }
+      kernels::DsaIndexerCache cache{.poolKeys = poolKeys.data(),
+                                     .maxPools = std::max<int64_t>(closedAfter, 1),
+                                     .openKeys = openKeys.data(),
+                                     .openGates = openGates.data(),
+                                     .length = before};
       GLM_RETURN_IF_ERROR(kernels::dsaIndexerRef(
           {.q = floats(*in[0]) + g.first * heads * d,
            .k = floats(*in[1]) + g.first * d,
            .gate = floats(*in[2]) + g.first * d,
            .headWeights = floats(*in[3]) + g.first * heads,
            .ape = weight(0),
-           .cache = &ix.cache,
+           .cache = &cache,
            .selected = reinterpret_cast<int32_t *>(address(*out[0]->slice())) + g.first * width,
            .tokens = g.count,
            .heads = heads,
@@ -466,6 +547,14 @@ Status CpuEngine::runStep(const plan::Step &step, int64_t n, const std::vector<R
            .kpool = kpool,
            .alwaysSelectTail = width == topk + kpool - 1,
            .tieRule = options_.tieRule}));
+      for (int64_t p = closed; p < closedAfter; ++p) {
+        std::memcpy(pagedRow(keys, seq, p, poolsPerPage), poolKeys.data() + p * d,
+                    static_cast<size_t>(d) * 4);
+      }
+      for (int64_t r = 0; r < after % kpool; ++r) {
+        std::memcpy(tailSlot + r * 2 * d, openKeys.data() + r * d, static_cast<size_t>(d) * 4);
+        std::memcpy(tailSlot + r * 2 * d + d, openGates.data() + r * d, static_cast<size_t>(d) * 4);
+      }
     }
     return Status::success();
   }
@@ -473,19 +562,24 @@ Status CpuEngine::runStep(const plan::Step &step, int64_t n, const std::vector<R
     const int64_t heads = intParam(step, "num_heads");
     const int64_t dqk = intParam(step, "qk_head_dim"), dv = intParam(step, "v_head_dim");
     const int64_t rank = dim(*in[1], 1), width = dim(*in[2], 1);
-    const uint32_t stateIndex = step.states()->Get(0);
+    const plan::StateLayout &latents = *plan().states()->Get(step.states()->Get(0));
     for (const RowGroup &g : groups) {
-      SequenceState::Latents &l = sequences_[g.slot]->latents[stateIndex];
-      growTo(l.rows, (l.cache.length + g.count) * rank);
-      l.cache.latents = l.rows.data();
-      l.cache.maxTokens = static_cast<int64_t>(l.rows.size()) / rank;
+      // Gather the sequence's latent rows from its pages, attend, write the new rows back.
+      SequenceState &seq = *sequences_[g.slot];
+      const int64_t before = seq.length, after = seq.length + g.count;
+      std::vector<float> rows(static_cast<size_t>(after * rank));
+      for (int64_t j = 0; j < before; ++j) {
+        std::memcpy(rows.data() + j * rank, pagedRow(latents, seq, j, pageTokens_),
+                    static_cast<size_t>(rank) * 4);
+      }
+      kernels::MlaLatentCache cache{.latents = rows.data(), .maxTokens = after, .length = before};
       GLM_RETURN_IF_ERROR(kernels::mlaSparseAttentionRef(
           {.q = floats(*in[0]) + g.first * heads * dqk,
            .latent = floats(*in[1]) + g.first * rank,
            .kvB = weight(0),
            .selected =
                reinterpret_cast<const int32_t *>(address(*in[2]->slice())) + g.first * width,
-           .cache = &l.cache,
+           .cache = &cache,
            .out = floats(*out[0]) + g.first * heads * dv,
            .tokens = g.count,
            .heads = heads,
@@ -494,6 +588,10 @@ Status CpuEngine::runStep(const plan::Step &step, int64_t n, const std::vector<R
            .kvLoraRank = rank,
            .selectedWidth = width,
            .scale = floatParam(step, "scale")}));
+      for (int64_t j = before; j < after; ++j) {
+        std::memcpy(pagedRow(latents, seq, j, pageTokens_), rows.data() + j * rank,
+                    static_cast<size_t>(rank) * 4);
+      }
     }
     return Status::success();
   }

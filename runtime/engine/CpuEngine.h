@@ -67,6 +67,11 @@ private:
 
   uint8_t *address(const plan::Slice &slice);
   bool matchesDump(const std::string &name) const;
+  /// Gives a sequence the pages its first `tokens` tokens need, from the pool's free list.
+  Status reservePages(SequenceState &seq, int64_t tokens);
+  /// Row `row` of a paged state of a sequence, `rowsPerPage` rows of it to a page.
+  float *pagedRow(const plan::StateLayout &state, const SequenceState &seq, int64_t row,
+                  int64_t rowsPerPage);
   float *floats(const plan::TensorRef &t) { return reinterpret_cast<float *>(address(*t.slice())); }
 
   std::unique_ptr<PlanFile> plan_;
@@ -75,6 +80,11 @@ private:
   std::vector<std::unique_ptr<SequenceState>> sequences_; // by slot; null when free
   int64_t vocab_ = 0;
   int64_t runs_ = 0;
+  // The state pool: pages of pageTokens_ tokens for every paged state, handed out to sequences.
+  int64_t pageTokens_ = 1;
+  uint64_t pageBytes_ = 0;
+  std::vector<int32_t> freePages_;
+  std::map<uint32_t, uint32_t> tailOf_; // indexer state -> its open-pool tail slot
 };
 
 } // namespace glm::runtime

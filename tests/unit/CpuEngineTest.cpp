@@ -267,6 +267,35 @@ TEST_F(CpuEngineGolden, TensorDumpsMatchTheIndexerSelectionsAndLayerInputs) {
   std::filesystem::remove_all(dir);
 }
 
+TEST(CpuEngine, AFullStatePoolRefusesInsteadOfOverwriting) {
+  // 64 tokens of context in pages of 64, one sequence: two pages in the pool.
+  const auto plan = std::filesystem::temp_directory_path() /
+                    ("cpu_engine_small_" + std::to_string(::getpid()) + ".glmp");
+  ASSERT_EQ(std::system((std::string(GLM_GLMC_PATH) + " compile " + kTiny.string() + " -o " +
+                         plan.string() +
+                         " --target cpu --precision f32 --tp 1 --max-seqs 1 --max-context 64"
+                         " 2>/dev/null")
+                            .c_str()),
+            0);
+  Expected<std::unique_ptr<PlanFile>> file = PlanFile::open(plan);
+  std::filesystem::remove(plan);
+  ASSERT_TRUE(file.ok());
+  EXPECT_EQ(file->get()->root().state_pool()->page_count(), 2u);
+  std::unique_ptr<Checkpoint> ck = std::move(Checkpoint::open(kTiny)).value();
+  std::unique_ptr<CpuEngine> engine =
+      std::move(CpuEngine::create(std::move(file).value(), *ck)).value();
+  const int slot = *engine->newSequence();
+  std::vector<int32_t> tokens(129, 7);
+  Expected<std::vector<float>> r = engine->prefill(slot, tokens);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::Unavailable);
+  EXPECT_NE(r.status().message().find("the state pool is full"), std::string::npos);
+  // The pages come back when the sequence ends; a prompt that fits then runs.
+  engine->endSequence(slot);
+  const int again = *engine->newSequence();
+  EXPECT_TRUE(engine->prefill(again, std::span(tokens).first(100)).ok());
+}
+
 TEST_F(CpuEngineGolden, RefusesBadInput) {
   Expected<int> slot = engine_->newSequence();
   ASSERT_TRUE(slot.ok());
