@@ -1,5 +1,6 @@
-// swiglu: the launch contract of GLM-5.3's clamped SwiGLU MLP (HF Glm5NextTextMLP): the dense MLP
-// of the first layers, the shared expert, and each routed expert.
+// swiglu: the launch contracts of GLM-5.3's clamped SwiGLU: the whole MLP (HF Glm5NextTextMLP: the
+// dense MLP of the first layers, the shared expert, each routed expert) and the activation alone,
+// which plans run between separate gate/up and down projections.
 //
 //   x       f32 [tokens, hidden]
 //   gate        [inter, hidden]      gate_proj.weight
@@ -34,5 +35,18 @@ struct SwigluArgs {
 };
 
 Status swigluRef(const SwigluArgs &args);
+
+/// The activation alone, the `glm.swiglu` op between a plan's gate/up and down projections:
+///   out[i] = silu(min(gate[i], limit)) · clamp(up[i], −limit, limit)      gate, up, out f32
+///   [count]
+struct SwigluActivationArgs {
+  const float *gate = nullptr;
+  const float *up = nullptr;
+  float *out = nullptr; // may alias gate or up
+  int64_t count = 0;
+  float limit = INFINITY;
+};
+
+Status swigluActivationRef(const SwigluActivationArgs &args);
 
 } // namespace glm::kernels

@@ -1,9 +1,12 @@
 // Step-by-step plan execution on the CPU with the reference kernels.
 #include "runtime/engine/CpuEngine.h"
 
+#include "kernels/add/add.h"
 #include "kernels/argmax/argmax.h"
+#include "kernels/concat/concat.h"
 #include "kernels/dsa_indexer/dsa_indexer.h"
 #include "kernels/embedding/embedding.h"
+#include "kernels/expand_streams/expand_streams.h"
 #include "kernels/gated_rms_norm/gated_rms_norm.h"
 #include "kernels/kda/kda.h"
 #include "kernels/layer_norm/layer_norm.h"
@@ -16,6 +19,7 @@
 #include "kernels/rms_norm/rms_norm.h"
 #include "kernels/short_conv/short_conv.h"
 #include "kernels/stream_mean/stream_mean.h"
+#include "kernels/swiglu/swiglu.h"
 #include "runtime/weights/PlanWeights.h"
 #include "runtime/weights/SafeTensorsWriter.h"
 
@@ -381,17 +385,12 @@ Status CpuEngine::runStep(const plan::Step &step, int64_t n, const std::vector<R
          .out = floats(*out[0]),
          .tokens = n,
          .copies = 1});
-  case plan::OpKind::ExpandStreams: {
-    const int64_t s = dim(*out[0], 1), h = dim(*out[0], 2);
-    const float *x = floats(*in[0]);
-    float *y = floats(*out[0]);
-    for (int64_t r = 0; r < n; ++r) {
-      for (int64_t c = 0; c < s; ++c) {
-        std::memcpy(y + (r * s + c) * h, x + r * h, static_cast<size_t>(h) * 4);
-      }
-    }
-    return Status::success();
-  }
+  case plan::OpKind::ExpandStreams:
+    return kernels::expandStreamsRef({.x = floats(*in[0]),
+                                      .out = floats(*out[0]),
+                                      .tokens = n,
+                                      .streams = dim(*out[0], 1),
+                                      .hidden = dim(*out[0], 2)});
   case plan::OpKind::StreamMean:
     return kernels::streamMeanRef({.streams = floats(*in[0]),
                                    .out = floats(*out[0]),
@@ -595,19 +594,12 @@ Status CpuEngine::runStep(const plan::Step &step, int64_t n, const std::vector<R
     }
     return Status::success();
   }
-  case plan::OpKind::SwiGlu: {
-    // The clamped SwiGLU of glm53_arch.md §2.6: the gate clamped above only, up both ways.
-    const float limit = floatParam(step, "limit", INFINITY);
-    const int64_t count = n * dim(*in[0], 1);
-    const float *gate = floats(*in[0]), *up = floats(*in[1]);
-    float *y = floats(*out[0]);
-    for (int64_t i = 0; i < count; ++i) {
-      const float a = std::min(gate[i], limit);
-      const float b = std::clamp(up[i], -limit, limit);
-      y[i] = a / (1.0f + std::exp(-a)) * b;
-    }
-    return Status::success();
-  }
+  case plan::OpKind::SwiGlu:
+    return kernels::swigluActivationRef({.gate = floats(*in[0]),
+                                         .up = floats(*in[1]),
+                                         .out = floats(*out[0]),
+                                         .count = n * dim(*in[0], 1),
+                                         .limit = floatParam(step, "limit", INFINITY)});
   case plan::OpKind::MoeRouter: {
     const kernels::WeightView w = weight(0);
     return kernels::moeRouterRef(
@@ -660,27 +652,20 @@ Status CpuEngine::runStep(const plan::Step &step, int64_t n, const std::vector<R
          .intermediate = inter,
          .swigluLimit = floatParam(step, "limit", INFINITY)});
   }
-  case plan::OpKind::Add: {
-    const int64_t count = n * (in[0]->shape()->size() > 1 ? dim(*in[0], 1) : 1);
-    const float *a = floats(*in[0]), *b = floats(*in[1]);
-    float *y = floats(*out[0]);
-    for (int64_t i = 0; i < count; ++i) {
-      y[i] = a[i] + b[i];
-    }
-    return Status::success();
-  }
+  case plan::OpKind::Add:
+    return kernels::addRef({.a = floats(*in[0]),
+                            .b = floats(*in[1]),
+                            .out = floats(*out[0]),
+                            .count = n * (in[0]->shape()->size() > 1 ? dim(*in[0], 1) : 1)});
   case plan::OpKind::Concat: {
-    const int64_t width = dim(*out[0], 1);
-    float *y = floats(*out[0]);
-    int64_t offset = 0;
+    std::vector<const float *> inputs;
+    std::vector<int64_t> widths;
     for (const plan::TensorRef *t : in) {
-      const int64_t w = dim(*t, 1);
-      for (int64_t r = 0; r < n; ++r) {
-        std::memcpy(y + r * width + offset, floats(*t) + r * w, static_cast<size_t>(w) * 4);
-      }
-      offset += w;
+      inputs.push_back(floats(*t));
+      widths.push_back(dim(*t, 1));
     }
-    return Status::success();
+    return kernels::concatRef(
+        {.inputs = inputs, .widths = widths, .out = floats(*out[0]), .rows = n});
   }
   case plan::OpKind::Sample: {
     // Greedy when the op says so or the sequence's temperature (word 0 of its sampling
