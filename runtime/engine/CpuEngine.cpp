@@ -105,8 +105,13 @@ Expected<std::unique_ptr<CpuEngine>> CpuEngine::create(std::unique_ptr<PlanFile>
   for (const plan::Arena *a : *p.arenas()) {
     engine->arenas_.emplace_back((a->size() + 7) / 8, 0);
   }
-  auto *weights = reinterpret_cast<uint8_t *>(engine->arenas_[0].data());
-  GLM_RETURN_IF_ERROR(loadPlanWeights(p, checkpoint, 0, {weights, engine->arenas_[0].size() * 8}));
+  for (uint32_t i = 0; i < p.arenas()->size(); ++i) {
+    if (p.arenas()->Get(i)->kind() == plan::ArenaKind::Weights) {
+      auto *weights = reinterpret_cast<uint8_t *>(engine->arenas_[i].data());
+      GLM_RETURN_IF_ERROR(
+          loadPlanWeights(p, checkpoint, 0, {weights, engine->arenas_[i].size() * 8}));
+    }
+  }
   engine->sequences_.resize(p.state_pool() ? p.state_pool()->max_sequences() : 1);
   if (const plan::StatePool *pool = p.state_pool()) {
     engine->pageTokens_ = pool->page_tokens();
