@@ -95,21 +95,22 @@ Expected<std::unique_ptr<CpuEngine>> CpuEngine::create(std::unique_ptr<PlanFile>
     return invalidArgument(planFile->source(), ": the CPU backend runs f32 plans "
                                                "(compile with --precision f32)");
   }
-  if (p.tp() != 1) {
-    return unimplemented(planFile->source(), ": TP ", p.tp(),
-                         " plans need the loopback transport, which comes with tensor "
-                         "parallelism");
+  const int world = options.comm != nullptr ? options.comm->world() : 1;
+  if (static_cast<int>(p.tp()) != world) {
+    return invalidArgument(planFile->source(), ": a TP ", p.tp(),
+                           " plan needs a communicator of that many ranks (given ", world, ")");
   }
   std::unique_ptr<CpuEngine> engine(new CpuEngine());
   engine->options_ = options;
+  engine->rank_ = options.comm != nullptr ? options.comm->rank() : 0;
   for (const plan::Arena *a : *p.arenas()) {
     engine->arenas_.emplace_back((a->size() + 7) / 8, 0);
   }
   for (uint32_t i = 0; i < p.arenas()->size(); ++i) {
     if (p.arenas()->Get(i)->kind() == plan::ArenaKind::Weights) {
       auto *weights = reinterpret_cast<uint8_t *>(engine->arenas_[i].data());
-      GLM_RETURN_IF_ERROR(
-          loadPlanWeights(p, checkpoint, 0, {weights, engine->arenas_[i].size() * 8}));
+      GLM_RETURN_IF_ERROR(loadPlanWeights(p, checkpoint, static_cast<uint32_t>(engine->rank_),
+                                          {weights, engine->arenas_[i].size() * 8}));
     }
   }
   engine->sequences_.resize(p.state_pool() ? p.state_pool()->max_sequences() : 1);
@@ -624,12 +625,30 @@ Status CpuEngine::runStep(const plan::Step &step, int64_t n, const std::vector<R
          .tieRule = options_.tieRule});
   }
   case plan::OpKind::MoeExperts: {
-    if (intParam(step, "expert_shards", 1) != 1) {
-      return unimplemented("expert-split MoE needs tensor parallelism");
-    }
     // Per-expert views into the stacked [E, I, H] / [E, H, I] weights.
     const kernels::WeightView gate = weight(0), up = weight(1), down = weight(2);
     const int64_t experts = gate.dim(0), inter = gate.dim(1), hidden = gate.dim(2);
+    const int64_t topK = dim(*in[1], 1);
+    const auto *ids = reinterpret_cast<const int32_t *>(address(*in[1]->slice()));
+    const float *routeWeights = floats(*in[2]);
+    // With experts split over ranks, this rank owns ids [rank E_local, (rank + 1) E_local):
+    // selections of other ranks' experts contribute an exact zero here (weight 0) and are summed
+    // by the all-reduce that follows.
+    std::vector<int32_t> localIds;
+    std::vector<float> localWeights;
+    if (intParam(step, "expert_shards", 1) > 1) {
+      const int64_t first = rank_ * experts;
+      localIds.resize(static_cast<size_t>(n * topK));
+      localWeights.resize(localIds.size());
+      for (size_t i = 0; i < localIds.size(); ++i) {
+        const int64_t local = ids[i] - first;
+        const bool mine = local >= 0 && local < experts;
+        localIds[i] = mine ? static_cast<int32_t>(local) : 0;
+        localWeights[i] = mine ? routeWeights[i] : 0.0f;
+      }
+      ids = localIds.data();
+      routeWeights = localWeights.data();
+    }
     const size_t matrix = static_cast<size_t>(inter * hidden) * dtypeSize(gate.dtype);
     std::vector<kernels::ExpertWeights> views(static_cast<size_t>(experts));
     for (int64_t e = 0; e < experts; ++e) {
@@ -644,18 +663,17 @@ Status CpuEngine::runStep(const plan::Step &step, int64_t n, const std::vector<R
       };
       views[e] = {view(gate, inter, hidden), view(up, inter, hidden), view(down, hidden, inter)};
     }
-    return kernels::moeExpertsRef(
-        {.x = floats(*in[0]),
-         .expertIds = reinterpret_cast<const int32_t *>(address(*in[1]->slice())),
-         .expertWeights = floats(*in[2]),
-         .experts = views.data(),
-         .out = floats(*out[0]),
-         .tokens = n,
-         .hidden = hidden,
-         .numExperts = experts,
-         .topK = dim(*in[1], 1),
-         .intermediate = inter,
-         .swigluLimit = floatParam(step, "limit", INFINITY)});
+    return kernels::moeExpertsRef({.x = floats(*in[0]),
+                                   .expertIds = ids,
+                                   .expertWeights = routeWeights,
+                                   .experts = views.data(),
+                                   .out = floats(*out[0]),
+                                   .tokens = n,
+                                   .hidden = hidden,
+                                   .numExperts = experts,
+                                   .topK = topK,
+                                   .intermediate = inter,
+                                   .swigluLimit = floatParam(step, "limit", INFINITY)});
   }
   case plan::OpKind::Add:
     return kernels::addRef({.a = floats(*in[0]),
@@ -690,9 +708,23 @@ Status CpuEngine::runStep(const plan::Step &step, int64_t n, const std::vector<R
     }
     return Status::success();
   }
-  case plan::OpKind::AllGather:
-  case plan::OpKind::AllReduce:
-    return unimplemented("collectives need the loopback transport");
+  case plan::OpKind::AllReduce: {
+    if (options_.comm == nullptr) {
+      return internalError("a collective in a plan without a communicator");
+    }
+    const uint64_t count =
+        static_cast<uint64_t>(n) * (in[0]->shape()->size() > 1 ? dim(*in[0], 1) : 1);
+    std::memcpy(floats(*out[0]), floats(*in[0]), count * sizeof(float));
+    return options_.comm->allReduce(floats(*out[0]), count);
+  }
+  case plan::OpKind::AllGather: {
+    if (options_.comm == nullptr) {
+      return internalError("a collective in a plan without a communicator");
+    }
+    return options_.comm->allGather(floats(*in[0]), floats(*out[0]), static_cast<size_t>(n),
+                                    static_cast<size_t>(dim(*in[0], 1)),
+                                    static_cast<int>(intParam(step, "axis", 1)));
+  }
   }
   return unimplemented("op ", plan::EnumNameOpKind(step.op()));
 }

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "kernels/common/TopK.h"
+#include "runtime/comm/Comm.h"
 #include "runtime/common/Status.h"
 #include "runtime/plan/PlanFile.h"
 #include "runtime/weights/SafeTensors.h"
@@ -24,11 +25,15 @@ struct CpuEngineOptions {
   /// under their IR names to `<dumpDir>/<run>.<program>.safetensors` (run counts from 0).
   std::string dumpPattern;
   std::string dumpDir = ".";
+  /// This rank's communicator, for plans compiled with --tp N > 1 (not owned; its rank decides
+  /// which weight slices the engine loads). Every rank must make the same calls in the same order.
+  Comm *comm = nullptr;
 };
 
 class CpuEngine {
 public:
-  /// Binds `checkpoint` to an f32 CPU plan at TP 1 (the engine owns the plan).
+  /// Binds `checkpoint` to an f32 CPU plan (the engine owns the plan). A TP N plan needs
+  /// options.comm, a communicator of world N.
   static Expected<std::unique_ptr<CpuEngine>> create(std::unique_ptr<PlanFile> plan,
                                                      const Checkpoint &checkpoint,
                                                      CpuEngineOptions options = {});
@@ -80,6 +85,7 @@ private:
   std::vector<std::unique_ptr<SequenceState>> sequences_; // by slot; null when free
   int64_t vocab_ = 0;
   int64_t runs_ = 0;
+  int rank_ = 0;
   // The state pool: pages of pageTokens_ tokens for every paged state, handed out to sequences.
   int64_t pageTokens_ = 1;
   uint64_t pageBytes_ = 0;
