@@ -11,6 +11,7 @@ int runInfo(const std::vector<std::string> &args);
 int runSynth(const std::vector<std::string> &args);
 int runInspect(const std::vector<std::string> &args);
 int runGenerate(const std::vector<std::string> &args);
+int runServe(const std::vector<std::string> &args);
 int runRenderChat(const std::vector<std::string> &args);
 int runTokenize(const std::vector<std::string> &args);
 #ifdef GLM_HAVE_COMPILER

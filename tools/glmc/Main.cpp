@@ -36,6 +36,10 @@ const Subcommand kSubcommands[] = {
      "        [--prefill-chunks a,b,...] [--dump-logits OUT.safetensors]\n"
      "        [--dump-tensors GLOBS (or GLM_DUMP) --dump-dir DIR]   runs CPU plans",
      glm::tools::runGenerate},
+    {"serve",
+     "serve PLAN.glmp --model DIR [--host H] [--port 8888] [--api-key K] [--served-name NAME]\n"
+     "        [--max-waiting N]   the OpenAI-compatible server (CPU plans)",
+     glm::tools::runServe},
     {"inspect", "inspect PLAN.glmp [--json] [--steps]   programs, arenas, kernels, collectives",
      glm::tools::runInspect},
 #ifdef GLM_HAVE_COMPILER

@@ -1,0 +1,79 @@
+// Continuous batching over the CPU backend: requests join and leave between decode steps, with a
+// bounded waiting queue. One worker thread owns the engine.
+#pragma once
+
+#include "runtime/common/Status.h"
+#include "runtime/engine/CpuEngine.h"
+#include "runtime/engine/Sampler.h"
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace glm::runtime {
+
+enum class FinishReason { Stop, Length, Cancelled, Error };
+
+/// One generation: the prompt's token ids and how to continue it.
+struct SequenceRequest {
+  std::vector<int32_t> prompt;
+  SamplingParams sampling;
+  int64_t maxTokens = 16;
+  int64_t minTokens = 0; // end-of-sequence tokens are not sampled before this many
+  bool ignoreEos = false;
+  std::vector<int32_t> eosIds;
+};
+
+/// Where a request's tokens go. Called on the scheduler thread: implementations hand the work off
+/// and return quickly. onToken returning false cancels the request (a client that went away).
+class TokenSink {
+public:
+  virtual ~TokenSink() = default;
+  virtual bool onToken(int32_t token) = 0;
+  virtual void onFinish(FinishReason reason, const Status &error) = 0;
+};
+
+struct SchedulerStats {
+  int64_t running = 0;
+  int64_t waiting = 0;
+  int64_t finished = 0;
+  int64_t generatedTokens = 0;
+};
+
+class Scheduler {
+public:
+  /// Takes the engine; at most `maxWaiting` requests wait for a free sequence slot.
+  Scheduler(std::unique_ptr<CpuEngine> engine, int64_t maxWaiting);
+  /// Stops the worker; requests still running finish with FinishReason::Cancelled.
+  ~Scheduler();
+
+  /// Queues a request. Unavailable when the waiting queue is full.
+  Status submit(SequenceRequest request, std::shared_ptr<TokenSink> sink);
+  SchedulerStats stats() const;
+
+private:
+  struct Active;
+  void loop();
+  void step(std::vector<std::unique_ptr<Active>> &running);
+  /// Samples the next token from a row of logits, honouring min_tokens and ignore_eos.
+  int32_t pick(Active &a, std::vector<float> row);
+  /// Delivers `token`; returns false once the request is over (and reports why).
+  bool deliver(Active &a, int32_t token);
+
+  std::unique_ptr<CpuEngine> engine_;
+  int64_t maxWaiting_;
+  mutable std::mutex mutex_;
+  std::condition_variable wake_;
+  std::deque<std::pair<SequenceRequest, std::shared_ptr<TokenSink>>> waiting_;
+  std::atomic<bool> stopping_{false};
+  SchedulerStats stats_;
+  std::thread worker_;
+};
+
+} // namespace glm::runtime

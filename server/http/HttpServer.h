@@ -1,0 +1,57 @@
+// The OpenAI-compatible HTTP server (cpp-httplib): endpoints, streaming, auth, limits.
+#pragma once
+
+#include "server/chat/ChatPrompt.h"
+#include "server/chat/ChatTemplate.h"
+#include "server/http/EngineApi.h"
+#include "server/tokenizer/Tokenizer.h"
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace httplib {
+class Server;
+}
+
+namespace glm::server {
+
+struct ServerOptions {
+  std::string host = "127.0.0.1";
+  int port = 8888;                  // 0: any free port (tests)
+  std::vector<std::string> apiKeys; // empty: no authentication
+  std::vector<std::string> servedNames = {"glm"};
+  int64_t maxContext = 0; // tokens a request may span (prompt + output)
+  size_t maxBodyBytes = 32u << 20;
+  int threads = 16;
+};
+
+/// What the server needs of the model directory.
+struct ServedModel {
+  const Tokenizer *tokenizer = nullptr;
+  const ChatTemplate *chatTemplate = nullptr;
+  ChatTokenizerConfig tokenizerConfig;
+  std::vector<int32_t> eosIds;
+};
+
+class HttpServer {
+public:
+  HttpServer(ServerOptions options, EngineApi &engine, ServedModel model);
+  ~HttpServer();
+
+  /// Binds the port (SO_REUSEADDR only, so a second server on the port fails instead of sharing
+  /// it). Returns the bound port.
+  Expected<int> bind();
+  /// Serves until stop(); returns when the listener closes.
+  void serve();
+  /// Stops accepting; /health answers 503 from now on.
+  void stop();
+
+private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+} // namespace glm::server

@@ -1,0 +1,1307 @@
+// The OpenAI wire protocol: request validation and the JSON of responses (reference/server.md §1).
+#include "server/openai/Protocol.h"
+
+#include "runtime/common/Status.h"
+
+#include <algorithm>
+#include <cmath>
+#include <exception>
+#include <limits>
+#include <new>
+
+namespace glm::server {
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+/// Deeper bodies are refused before a DOM is built: nothing a client legitimately sends (tool
+/// schemas included) comes near, and a 100k-deep body must not reach recursive code.
+constexpr int kMaxJsonDepth = 64;
+/// vLLM's observed limit (server.md §1.2); the spec says 4.
+constexpr size_t kMaxStopStrings = 8;
+/// Stop strings are matched against every decoded step, so their length is bounded too.
+constexpr size_t kMaxStopBytes = 1024;
+/// OpenAI's own limit on tools per request.
+constexpr size_t kMaxTools = 128;
+/// OpenAI's limit on function names.
+constexpr size_t kMaxToolNameBytes = 64;
+/// A 404 names the requested model; a huge name must not make a huge error.
+constexpr size_t kMaxEchoedModelBytes = 256;
+
+//===------------------------------------------------------------------------------------------===//
+// Errors
+//===------------------------------------------------------------------------------------------===//
+
+ApiError makeError(int status, std::string code, std::string message,
+                   std::optional<std::string> param) {
+  ApiError error;
+  error.status = status;
+  error.code = std::move(code);
+  error.message = std::move(message);
+  error.param = std::move(param);
+  return error;
+}
+
+std::string_view jsonTypeName(const Json &v) {
+  if (v.is_boolean()) {
+    return "a boolean";
+  }
+  if (v.is_number()) {
+    return "a number";
+  }
+  if (v.is_string()) {
+    return "a string";
+  }
+  if (v.is_array()) {
+    return "an array";
+  }
+  if (v.is_object()) {
+    return "an object";
+  }
+  return "null";
+}
+
+ApiError typeError(const std::string &param, std::string_view expected, const Json &got) {
+  return makeError(400, "invalid_type",
+                   strCat("Invalid type for '", param, "': expected ", expected, ", but got ",
+                          jsonTypeName(got), " instead."),
+                   param);
+}
+
+ApiError valueError(const std::string &param, std::string_view detail) {
+  return makeError(400, "invalid_value", strCat("Invalid '", param, "': ", detail, "."), param);
+}
+
+ApiError missingError(const std::string &param) {
+  return makeError(400, "missing_required_parameter",
+                   strCat("Missing required parameter: '", param, "'."), param);
+}
+
+/// A value we understand but do not implement: refused, since ignoring it would change what the
+/// client gets without telling it (server.md §0 item 3, §1.1).
+ApiError unsupportedValue(const std::string &param, std::string_view detail) {
+  return makeError(400, "unsupported_value",
+                   strCat("Unsupported value for '", param, "': ", detail, "."), param);
+}
+
+ApiError unsupportedParameter(const std::string &param, std::string_view detail) {
+  return makeError(400, "unsupported_parameter",
+                   strCat("Unsupported parameter: '", param, "': ", detail, "."), param);
+}
+
+/// Numbers are short enough to quote back; strings and structures from the body never are.
+std::string quoteNumber(const Json &v) { return v.dump(); }
+
+/// The first `maxBytes` bytes of valid UTF-8 text, never cutting a character in two.
+std::string truncateUtf8(const std::string &text, size_t maxBytes) {
+  if (text.size() <= maxBytes) {
+    return text;
+  }
+  size_t end = maxBytes;
+  while (end > 0 && (static_cast<unsigned char>(text[end]) & 0xC0) == 0x80) {
+    --end;
+  }
+  return text.substr(0, end) + "...";
+}
+
+//===------------------------------------------------------------------------------------------===//
+// Parsing the body
+//===------------------------------------------------------------------------------------------===//
+
+/// First pass over the body: builds nothing, refuses nesting beyond kMaxJsonDepth (the parser
+/// itself is iterative, so the refusal comes before any recursive DOM code sees the document)
+/// and keeps the parse error without the exception leaving the parser.
+struct BodyChecker {
+  int depth = 0;
+  bool tooDeep = false;
+  size_t errorByte = 0;
+  std::string errorWhat;
+
+  bool null() { return true; }
+  bool boolean(bool) { return true; }
+  bool number_integer(Json::number_integer_t) { return true; }
+  bool number_unsigned(Json::number_unsigned_t) { return true; }
+  bool number_float(Json::number_float_t, const Json::string_t &) { return true; }
+  bool string(Json::string_t &) { return true; }
+  bool binary(Json::binary_t &) { return true; }
+  bool start_object(std::size_t) { return enter(); }
+  bool key(Json::string_t &) { return true; }
+  bool end_object() { return leave(); }
+  bool start_array(std::size_t) { return enter(); }
+  bool end_array() { return leave(); }
+  bool parse_error(std::size_t position, const std::string &,
+                   const nlohmann::detail::exception &error) {
+    errorByte = position;
+    errorWhat = error.what();
+    return false;
+  }
+
+  bool enter() {
+    if (++depth > kMaxJsonDepth) {
+      tooDeep = true;
+      return false;
+    }
+    return true;
+  }
+  bool leave() {
+    --depth;
+    return true;
+  }
+};
+
+/// nlohmann's message without its prefix ("[json.exception.parse_error.101] parse error at line
+/// 1, column 9: ") and without what it quotes of the input ("; last read: '...'", "parsing
+/// '...'"), which may be long, binary or not UTF-8: the error must never echo the body.
+std::string describeParseError(const std::string &what) {
+  std::string text = what;
+  if (size_t bracket = text.find("] ");
+      text.rfind("[json.exception.", 0) == 0 && bracket != std::string::npos) {
+    text.erase(0, bracket + 2);
+  }
+  if (text.rfind("parse error", 0) == 0) {
+    if (size_t colon = text.find(": "); colon != std::string::npos) {
+      text.erase(0, colon + 2);
+    }
+  }
+  for (std::string_view quote : {"; last read", " parsing '", ": '"}) {
+    if (size_t at = text.find(quote); at != std::string::npos) {
+      text.erase(at);
+    }
+  }
+  // What is left is nlohmann's own wording; bound it anyway.
+  return truncateUtf8(text, 200);
+}
+
+std::variant<Json, ApiError> parseBody(std::string_view body) {
+  BodyChecker checker;
+  bool ok = Json::sax_parse(body.begin(), body.end(), &checker);
+  if (!ok) {
+    if (checker.tooDeep) {
+      return makeError(400, "invalid_json",
+                       strCat("Invalid JSON body: nested deeper than ", kMaxJsonDepth, " levels."),
+                       std::nullopt);
+    }
+    // The position counts bytes from 1, as nlohmann does (its columns do too).
+    return makeError(400, "invalid_json",
+                     strCat("Invalid JSON body at byte ", checker.errorByte, ": ",
+                            checker.errorWhat.empty() ? std::string("parse error")
+                                                      : describeParseError(checker.errorWhat),
+                            "."),
+                     std::nullopt);
+  }
+  Json root = Json::parse(body.begin(), body.end(), nullptr, /*allow_exceptions=*/false);
+  if (root.is_discarded()) {
+    return makeError(400, "invalid_json", "Invalid JSON body.", std::nullopt);
+  }
+  if (!root.is_object()) {
+    return makeError(
+        400, "invalid_type",
+        strCat("The request body must be a JSON object, but got ", jsonTypeName(root), "."),
+        std::nullopt);
+  }
+  return root;
+}
+
+//===------------------------------------------------------------------------------------------===//
+// Field readers. Each returns the error, if any; an absent or null field keeps the default.
+//===------------------------------------------------------------------------------------------===//
+
+using MaybeError = std::optional<ApiError>;
+
+/// The field, or nullptr when it is absent or null (clients send null for "not set").
+const Json *field(const Json &object, const char *key) {
+  auto it = object.find(key);
+  if (it == object.end() || it->is_null()) {
+    return nullptr;
+  }
+  return &*it;
+}
+
+/// An integral value within int64: JSON integers, and floats with no fractional part (1.0), as
+/// lenient OpenAI servers accept them.
+std::optional<int64_t> asInt64(const Json &v) {
+  if (v.is_number_unsigned()) {
+    uint64_t u = v.get<uint64_t>();
+    if (u > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+      return std::nullopt;
+    }
+    return static_cast<int64_t>(u);
+  }
+  if (v.is_number_integer()) {
+    return v.get<int64_t>();
+  }
+  if (v.is_number_float()) {
+    double d = v.get<double>();
+    // 2^63 is exactly representable; anything at or beyond it does not fit.
+    if (std::isfinite(d) && d == std::trunc(d) && d >= -9223372036854775808.0 &&
+        d < 9223372036854775808.0) {
+      return static_cast<int64_t>(d);
+    }
+  }
+  return std::nullopt;
+}
+
+std::optional<uint64_t> asUint64(const Json &v) {
+  if (v.is_number_unsigned()) {
+    return v.get<uint64_t>();
+  }
+  if (v.is_number_integer()) {
+    int64_t i = v.get<int64_t>();
+    if (i < 0) {
+      return std::nullopt;
+    }
+    return static_cast<uint64_t>(i);
+  }
+  if (v.is_number_float()) {
+    double d = v.get<double>();
+    if (std::isfinite(d) && d == std::trunc(d) && d >= 0.0 && d < 18446744073709551616.0) {
+      return static_cast<uint64_t>(d);
+    }
+  }
+  return std::nullopt;
+}
+
+MaybeError readBool(const Json &object, const char *key, bool &out) {
+  const Json *v = field(object, key);
+  if (!v) {
+    return std::nullopt;
+  }
+  if (!v->is_boolean()) {
+    return typeError(key, "a boolean", *v);
+  }
+  out = v->get<bool>();
+  return std::nullopt;
+}
+
+/// A finite number in [lo, hi] (an open end excludes the bound).
+struct Range {
+  double lo;
+  double hi;
+  bool loOpen = false;
+  bool hiOpen = false;
+  std::string_view text; // how the message states it
+};
+
+MaybeError readNumber(const Json &object, const char *key, const Range &range, double &out) {
+  const Json *v = field(object, key);
+  if (!v) {
+    return std::nullopt;
+  }
+  if (!v->is_number()) {
+    return typeError(key, "a number", *v);
+  }
+  double d = v->get<double>();
+  bool below = range.loOpen ? !(d > range.lo) : !(d >= range.lo);
+  bool above = range.hiOpen ? !(d < range.hi) : !(d <= range.hi);
+  if (!std::isfinite(d) || below || above) {
+    return valueError(key, strCat("must be ", range.text, ", got ", quoteNumber(*v)));
+  }
+  out = d;
+  return std::nullopt;
+}
+
+/// An integer in [lo, hi]; absent or null leaves `out` as it is.
+MaybeError readInteger(const Json &object, const char *key, int64_t lo, int64_t hi,
+                       std::optional<int64_t> &out) {
+  const Json *v = field(object, key);
+  if (!v) {
+    return std::nullopt;
+  }
+  if (!v->is_number()) {
+    return typeError(key, "an integer", *v);
+  }
+  std::optional<int64_t> i = asInt64(*v);
+  if (!i) {
+    return valueError(
+        key, strCat("must be an integer between ", lo, " and ", hi, ", got ", quoteNumber(*v)));
+  }
+  if (*i < lo || *i > hi) {
+    return valueError(key, strCat("must be between ", lo, " and ", hi, ", got ", quoteNumber(*v)));
+  }
+  out = *i;
+  return std::nullopt;
+}
+
+/// max_tokens and friends: at least 1; beyond the context it is context_length_exceeded, which
+/// clients recognise (server.md §1.6).
+MaybeError readMaxTokens(const Json &object, const char *key, const ProtocolLimits &limits,
+                         std::optional<int64_t> &out) {
+  std::optional<int64_t> value;
+  if (MaybeError e = readInteger(object, key, 1, std::numeric_limits<int64_t>::max(), value)) {
+    return e;
+  }
+  if (value && limits.maxContext > 0 && *value > limits.maxContext) {
+    return makeError(400, "context_length_exceeded",
+                     strCat("This model's maximum context length is ", limits.maxContext,
+                            " tokens. However, you requested ", *value, " output tokens ('", key,
+                            "')."),
+                     std::string(key));
+  }
+  if (value) {
+    out = value;
+  }
+  return std::nullopt;
+}
+
+MaybeError readStop(const Json &object, std::vector<std::string> &out) {
+  const Json *v = field(object, "stop");
+  if (!v) {
+    return std::nullopt;
+  }
+  auto checkOne = [](const Json &s, const std::string &param) -> MaybeError {
+    if (!s.is_string()) {
+      return typeError(param, "a string", s);
+    }
+    const std::string &text = s.get_ref<const std::string &>();
+    if (text.empty()) {
+      return valueError(param, "stop strings must not be empty");
+    }
+    if (text.size() > kMaxStopBytes) {
+      return valueError(param, strCat("stop strings are limited to ", kMaxStopBytes, " bytes"));
+    }
+    return std::nullopt;
+  };
+  if (v->is_string()) {
+    if (MaybeError e = checkOne(*v, "stop")) {
+      return e;
+    }
+    out = {v->get<std::string>()};
+    return std::nullopt;
+  }
+  if (!v->is_array()) {
+    return typeError("stop", "a string or an array of strings", *v);
+  }
+  if (v->size() > kMaxStopStrings) {
+    return valueError(
+        "stop", strCat("at most ", kMaxStopStrings, " stop strings are allowed, got ", v->size()));
+  }
+  std::vector<std::string> stops;
+  for (size_t i = 0; i < v->size(); ++i) {
+    if (MaybeError e = checkOne((*v)[i], strCat("stop[", i, "]"))) {
+      return e;
+    }
+    stops.push_back((*v)[i].get<std::string>());
+  }
+  out = std::move(stops);
+  return std::nullopt;
+}
+
+/// Fields both endpoints take for sampling and stopping. `chat` adds max_completion_tokens,
+/// which wins over max_tokens (vLLM and OpenAI both).
+MaybeError readSampling(const Json &body, const ProtocolLimits &limits, bool chat,
+                        SamplingOptions &out) {
+  if (MaybeError e = readNumber(body, "temperature", {0.0, 2.0, false, false, "between 0 and 2"},
+                                out.temperature)) {
+    return e;
+  }
+  if (MaybeError e = readNumber(body, "top_p", {0.0, 1.0, true, false, "in (0, 1]"}, out.topP)) {
+    return e;
+  }
+  std::optional<int64_t> topK;
+  if (MaybeError e = readInteger(body, "top_k", -1, std::numeric_limits<int64_t>::max(), topK)) {
+    return e;
+  }
+  // vLLM's -1 and 0 both mean "off".
+  out.topK = topK && *topK > 0 ? *topK : 0;
+  if (MaybeError e =
+          readNumber(body, "min_p", {0.0, 1.0, false, false, "between 0 and 1"}, out.minP)) {
+    return e;
+  }
+  if (const Json *seed = field(body, "seed")) {
+    if (!seed->is_number()) {
+      return typeError("seed", "an integer", *seed);
+    }
+    std::optional<uint64_t> value = asUint64(*seed);
+    if (!value) {
+      return valueError("seed",
+                        strCat("must be an integer between 0 and ",
+                               std::numeric_limits<uint64_t>::max(), ", got ", quoteNumber(*seed)));
+    }
+    out.seed = value;
+  }
+
+  std::optional<int64_t> maxTokens;
+  if (MaybeError e = readMaxTokens(body, "max_tokens", limits, maxTokens)) {
+    return e;
+  }
+  const char *maxTokensKey = "max_tokens";
+  if (chat) {
+    std::optional<int64_t> maxCompletionTokens;
+    if (MaybeError e = readMaxTokens(body, "max_completion_tokens", limits, maxCompletionTokens)) {
+      return e;
+    }
+    if (maxCompletionTokens) {
+      maxTokens = maxCompletionTokens;
+      maxTokensKey = "max_completion_tokens";
+    }
+  }
+  out.maxTokens = maxTokens;
+
+  std::optional<int64_t> minTokens;
+  int64_t minTokensCap =
+      limits.maxContext > 0 ? limits.maxContext : std::numeric_limits<int64_t>::max();
+  if (MaybeError e = readInteger(body, "min_tokens", 0, minTokensCap, minTokens)) {
+    return e;
+  }
+  if (minTokens && maxTokens && *minTokens > *maxTokens) {
+    return valueError("min_tokens", strCat("must not exceed '", maxTokensKey, "' (", *maxTokens,
+                                           "), got ", *minTokens));
+  }
+  out.minTokens = minTokens.value_or(0);
+
+  if (MaybeError e = readBool(body, "ignore_eos", out.ignoreEos)) {
+    return e;
+  }
+  return readStop(body, out.stop);
+}
+
+//===------------------------------------------------------------------------------------------===//
+// Fields we refuse rather than ignore
+//===------------------------------------------------------------------------------------------===//
+
+/// A number whose only supported value is its default (the penalties): wrong types and values
+/// outside [lo, hi] are invalid, other values unsupported.
+MaybeError refuseNumberUnlessDefault(const Json &body, const char *key, const Range &range,
+                                     double defaultValue) {
+  double value = defaultValue;
+  if (MaybeError e = readNumber(body, key, range, value)) {
+    return e;
+  }
+  if (value != defaultValue) {
+    return unsupportedValue(key, strCat("only the default, ", defaultValue, ", is supported yet"));
+  }
+  return std::nullopt;
+}
+
+MaybeError refuseTrue(const Json &body, const char *key, std::string_view why) {
+  bool value = false;
+  if (MaybeError e = readBool(body, key, value)) {
+    return e;
+  }
+  if (value) {
+    return unsupportedValue(key, why);
+  }
+  return std::nullopt;
+}
+
+/// An array or object field that is fine empty and unsupported otherwise.
+MaybeError refuseNonEmpty(const Json &body, const char *key, bool object, std::string_view why) {
+  const Json *v = field(body, key);
+  if (!v) {
+    return std::nullopt;
+  }
+  if (object ? !v->is_object() : !v->is_array()) {
+    return typeError(key, object ? "an object" : "an array", *v);
+  }
+  if (!v->empty()) {
+    return unsupportedValue(key, why);
+  }
+  return std::nullopt;
+}
+
+/// Any non-null value is refused.
+MaybeError refusePresent(const Json &body, const char *key, std::string_view why) {
+  if (field(body, key)) {
+    return unsupportedParameter(key, why);
+  }
+  return std::nullopt;
+}
+
+/// Constraints and outputs we do not implement. Silently ignoring a constraint would return
+/// unconstrained text as if it were constrained (vLLM's "fails open", server.md §0 item 3).
+MaybeError refuseUnsupported(const Json &body, bool chat) {
+  static constexpr const char *kConstraintFields[] = {
+      "guided_json", "guided_regex", "guided_choice", "guided_grammar", "structured_outputs"};
+  for (const char *key : kConstraintFields) {
+    if (MaybeError e = refusePresent(body, key,
+                                     "constrained decoding is not supported yet; the request is "
+                                     "refused rather than answered unconstrained")) {
+      return e;
+    }
+  }
+  if (const Json *format = field(body, "response_format")) {
+    if (!format->is_object()) {
+      return typeError("response_format", "an object", *format);
+    }
+    const Json *type = field(*format, "type");
+    if (!type) {
+      return missingError("response_format.type");
+    }
+    if (!type->is_string()) {
+      return typeError("response_format.type", "a string", *type);
+    }
+    if (type->get_ref<const std::string &>() != "text") {
+      return unsupportedValue("response_format.type",
+                              "only {\"type\": \"text\"} is supported yet (no JSON mode or JSON "
+                              "schema); the request is refused rather than answered "
+                              "unconstrained");
+    }
+  }
+
+  if (const Json *n = field(body, "n")) {
+    if (!n->is_number()) {
+      return typeError("n", "an integer", *n);
+    }
+    if (asInt64(*n) != std::optional<int64_t>(1)) {
+      return unsupportedValue("n", "only n = 1 is supported");
+    }
+  }
+  if (const Json *bestOf = field(body, "best_of")) {
+    if (!bestOf->is_number()) {
+      return typeError("best_of", "an integer", *bestOf);
+    }
+    if (asInt64(*bestOf) != std::optional<int64_t>(1)) {
+      return unsupportedValue("best_of", "only best_of = 1 is supported");
+    }
+  }
+
+  if (chat) {
+    if (MaybeError e = refuseTrue(body, "logprobs", "logprobs are not supported yet")) {
+      return e;
+    }
+    std::optional<int64_t> topLogprobs;
+    if (MaybeError e = readInteger(body, "top_logprobs", 0, 20, topLogprobs)) {
+      return e;
+    }
+    if (topLogprobs.value_or(0) > 0) {
+      return unsupportedValue("top_logprobs", "logprobs are not supported yet");
+    }
+  } else if (const Json *logprobs = field(body, "logprobs");
+             logprobs && !(logprobs->is_boolean() && !logprobs->get<bool>())) {
+    // The legacy endpoint's logprobs is a count, and even 0 asks for the sampled token's.
+    if (!logprobs->is_number() && !logprobs->is_boolean()) {
+      return typeError("logprobs", "an integer", *logprobs);
+    }
+    return unsupportedValue("logprobs", "logprobs are not supported yet");
+  }
+  if (MaybeError e = refusePresent(body, "prompt_logprobs", "prompt logprobs are not supported")) {
+    return e;
+  }
+
+  if (MaybeError e = refuseNumberUnlessDefault(body, "frequency_penalty",
+                                               {-2.0, 2.0, false, false, "between -2 and 2"}, 0)) {
+    return e;
+  }
+  if (MaybeError e = refuseNumberUnlessDefault(body, "presence_penalty",
+                                               {-2.0, 2.0, false, false, "between -2 and 2"}, 0)) {
+    return e;
+  }
+  if (MaybeError e = refuseNumberUnlessDefault(
+          body, "repetition_penalty",
+          {0.0, std::numeric_limits<double>::max(), true, false, "greater than 0"}, 1)) {
+    return e;
+  }
+  if (MaybeError e =
+          refuseNonEmpty(body, "logit_bias", /*object=*/true, "logit_bias is not supported yet")) {
+    return e;
+  }
+  for (const char *key : {"stop_token_ids", "bad_words", "allowed_token_ids"}) {
+    if (MaybeError e =
+            refuseNonEmpty(body, key, /*object=*/false, strCat(key, " is not supported yet"))) {
+      return e;
+    }
+  }
+  if (MaybeError e = refuseTrue(body, "include_stop_str_in_output",
+                                "stop strings are always removed from the output")) {
+    return e;
+  }
+  if (MaybeError e =
+          refusePresent(body, "truncate_prompt_tokens", "prompt truncation is not supported")) {
+    return e;
+  }
+
+  if (chat) {
+    if (MaybeError e = refuseTrue(body, "echo", "echo is not supported on chat completions")) {
+      return e;
+    }
+    if (MaybeError e = refuseTrue(body, "continue_final_message",
+                                  "continue_final_message is not supported yet")) {
+      return e;
+    }
+    if (MaybeError e = refusePresent(body, "chat_template",
+                                     "the server uses the checkpoint's chat template")) {
+      return e;
+    }
+    if (MaybeError e = refusePresent(body, "audio", "audio output is not supported")) {
+      return e;
+    }
+    if (MaybeError e = refusePresent(body, "web_search_options", "web search is not supported")) {
+      return e;
+    }
+    if (const Json *modalities = field(body, "modalities")) {
+      if (!modalities->is_array()) {
+        return typeError("modalities", "an array", *modalities);
+      }
+      for (const Json &m : *modalities) {
+        if (!m.is_string() || m.get_ref<const std::string &>() != "text") {
+          return unsupportedValue("modalities", "only text output is supported");
+        }
+      }
+    }
+  } else if (const Json *suffix = field(body, "suffix")) {
+    if (!suffix->is_string()) {
+      return typeError("suffix", "a string", *suffix);
+    }
+    if (!suffix->get_ref<const std::string &>().empty()) {
+      return unsupportedValue("suffix", "suffix is not supported");
+    }
+  }
+  return std::nullopt;
+}
+
+//===------------------------------------------------------------------------------------------===//
+// Shared top-level fields
+//===------------------------------------------------------------------------------------------===//
+
+MaybeError readModel(const Json &body, const ProtocolLimits &limits, std::string &out) {
+  const Json *model = field(body, "model");
+  if (!model) {
+    return missingError("model");
+  }
+  if (!model->is_string()) {
+    return typeError("model", "a string", *model);
+  }
+  const std::string &name = model->get_ref<const std::string &>();
+  if (std::find(limits.modelNames.begin(), limits.modelNames.end(), name) ==
+      limits.modelNames.end()) {
+    // vLLM's wording, OpenAI's code (server.md §1.6).
+    return makeError(
+        404, "model_not_found",
+        strCat("The model `", truncateUtf8(name, kMaxEchoedModelBytes), "` does not exist."),
+        "model");
+  }
+  out = name;
+  return std::nullopt;
+}
+
+/// stream, stream_options.include_usage.
+MaybeError readStreaming(const Json &body, bool &stream, bool &includeUsage) {
+  if (MaybeError e = readBool(body, "stream", stream)) {
+    return e;
+  }
+  const Json *options = field(body, "stream_options");
+  if (!options) {
+    return std::nullopt;
+  }
+  if (!options->is_object()) {
+    return typeError("stream_options", "an object", *options);
+  }
+  if (!stream) {
+    // As OpenAI and vLLM: options for a stream that is not one are a client bug.
+    return valueError("stream_options", "stream options can only be set when 'stream' is true");
+  }
+  if (const Json *usage = field(*options, "include_usage")) {
+    if (!usage->is_boolean()) {
+      return typeError("stream_options.include_usage", "a boolean", *usage);
+    }
+    includeUsage = usage->get<bool>();
+  }
+  if (const Json *continuous = field(*options, "continuous_usage_stats")) {
+    if (!continuous->is_boolean()) {
+      return typeError("stream_options.continuous_usage_stats", "a boolean", *continuous);
+    }
+    if (continuous->get<bool>()) {
+      return unsupportedValue("stream_options.continuous_usage_stats",
+                              "usage in every chunk is not supported yet");
+    }
+  }
+  return std::nullopt;
+}
+
+//===------------------------------------------------------------------------------------------===//
+// Chat messages and tools
+//===------------------------------------------------------------------------------------------===//
+
+bool isKnownRole(std::string_view role) {
+  return role == "system" || role == "user" || role == "assistant" || role == "tool" ||
+         role == "developer";
+}
+
+MaybeError checkContentParts(const Json &parts, const std::string &param) {
+  for (size_t j = 0; j < parts.size(); ++j) {
+    const Json &part = parts[j];
+    std::string partParam = strCat(param, "[", j, "]");
+    if (!part.is_object()) {
+      return typeError(partParam, "an object", part);
+    }
+    const Json *type = field(part, "type");
+    if (!type) {
+      return missingError(partParam + ".type");
+    }
+    if (!type->is_string()) {
+      return typeError(partParam + ".type", "a string", *type);
+    }
+    if (type->get_ref<const std::string &>() != "text") {
+      // The model reads text only; dropping an image would answer a different question.
+      return unsupportedValue(partParam + ".type", "only text content parts are supported");
+    }
+    const Json *text = field(part, "text");
+    if (!text) {
+      return missingError(partParam + ".text");
+    }
+    if (!text->is_string()) {
+      return typeError(partParam + ".text", "a string", *text);
+    }
+  }
+  return std::nullopt;
+}
+
+MaybeError checkMessageToolCalls(const Json &calls, const std::string &param) {
+  if (!calls.is_array()) {
+    return typeError(param, "an array", calls);
+  }
+  for (size_t j = 0; j < calls.size(); ++j) {
+    const Json &call = calls[j];
+    std::string callParam = strCat(param, "[", j, "]");
+    if (!call.is_object()) {
+      return typeError(callParam, "an object", call);
+    }
+    if (const Json *type = field(call, "type");
+        type && (!type->is_string() || type->get_ref<const std::string &>() != "function")) {
+      return valueError(callParam + ".type", "must be \"function\"");
+    }
+    const Json *function = field(call, "function");
+    if (!function) {
+      return missingError(callParam + ".function");
+    }
+    if (!function->is_object()) {
+      return typeError(callParam + ".function", "an object", *function);
+    }
+    const Json *name = field(*function, "name");
+    if (!name) {
+      return missingError(callParam + ".function.name");
+    }
+    if (!name->is_string()) {
+      return typeError(callParam + ".function.name", "a string", *name);
+    }
+    // OpenAI sends a JSON string; some clients send the object itself. The chat template
+    // code takes both (server/chat/ChatPrompt.h).
+    if (const Json *arguments = field(*function, "arguments");
+        arguments && !arguments->is_string() && !arguments->is_object()) {
+      return typeError(callParam + ".function.arguments", "a string", *arguments);
+    }
+  }
+  return std::nullopt;
+}
+
+MaybeError checkMessages(const Json &body) {
+  auto it = body.find("messages");
+  if (it == body.end() || it->is_null()) {
+    return missingError("messages");
+  }
+  const Json &messages = *it;
+  if (!messages.is_array()) {
+    return typeError("messages", "an array", messages);
+  }
+  if (messages.empty()) {
+    return valueError("messages", "must contain at least one message");
+  }
+  for (size_t i = 0; i < messages.size(); ++i) {
+    const Json &message = messages[i];
+    std::string param = strCat("messages[", i, "]");
+    if (!message.is_object()) {
+      return typeError(param, "an object", message);
+    }
+    const Json *role = field(message, "role");
+    if (!role) {
+      return missingError(param + ".role");
+    }
+    if (!role->is_string()) {
+      return typeError(param + ".role", "a string", *role);
+    }
+    const std::string &roleName = role->get_ref<const std::string &>();
+    if (!isKnownRole(roleName)) {
+      return valueError(param + ".role",
+                        "must be one of \"system\", \"developer\", \"user\", \"assistant\", "
+                        "\"tool\"");
+    }
+    bool assistant = roleName == "assistant";
+
+    const Json *toolCalls = field(message, "tool_calls");
+    if (toolCalls) {
+      if (!assistant) {
+        return valueError(param + ".tool_calls", "only assistant messages carry tool calls");
+      }
+      if (MaybeError e = checkMessageToolCalls(*toolCalls, param + ".tool_calls")) {
+        return e;
+      }
+    }
+
+    const Json *content = field(message, "content");
+    if (!content) {
+      // Only an assistant turn that called tools may have no content (OpenAI's rule).
+      if (!(assistant && toolCalls && !toolCalls->empty())) {
+        return missingError(param + ".content");
+      }
+    } else if (content->is_array()) {
+      if (MaybeError e = checkContentParts(*content, param + ".content")) {
+        return e;
+      }
+    } else if (!content->is_string()) {
+      return typeError(param + ".content", "a string or an array of content parts", *content);
+    }
+
+    for (const char *key : {"name", "tool_call_id", "reasoning_content", "reasoning"}) {
+      if (const Json *v = field(message, key); v && !v->is_string()) {
+        return typeError(strCat(param, ".", key), "a string", *v);
+      }
+    }
+  }
+  return std::nullopt;
+}
+
+/// Names go into the model's text between XML-like tags, so they keep to OpenAI's characters
+/// (letters, digits, '_' and '-') plus '.' and ':' that MCP-style names use.
+bool isValidToolName(const std::string &name) {
+  if (name.empty() || name.size() > kMaxToolNameBytes) {
+    return false;
+  }
+  return std::all_of(name.begin(), name.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+           c == '-' || c == '.' || c == ':';
+  });
+}
+
+/// Returns the tools array (null when none).
+MaybeError checkTools(const Json &body, Json &out) {
+  const Json *tools = field(body, "tools");
+  out = nullptr;
+  if (!tools) {
+    return std::nullopt;
+  }
+  if (!tools->is_array()) {
+    return typeError("tools", "an array", *tools);
+  }
+  if (tools->size() > kMaxTools) {
+    return valueError("tools",
+                      strCat("at most ", kMaxTools, " tools are allowed, got ", tools->size()));
+  }
+  std::vector<std::string> names;
+  for (size_t i = 0; i < tools->size(); ++i) {
+    const Json &tool = (*tools)[i];
+    std::string param = strCat("tools[", i, "]");
+    if (!tool.is_object()) {
+      return typeError(param, "an object", tool);
+    }
+    const Json *type = field(tool, "type");
+    if (!type) {
+      return missingError(param + ".type");
+    }
+    if (!type->is_string()) {
+      return typeError(param + ".type", "a string", *type);
+    }
+    if (type->get_ref<const std::string &>() != "function") {
+      return unsupportedValue(param + ".type", "only function tools are supported");
+    }
+    const Json *function = field(tool, "function");
+    if (!function) {
+      return missingError(param + ".function");
+    }
+    if (!function->is_object()) {
+      return typeError(param + ".function", "an object", *function);
+    }
+    const Json *name = field(*function, "name");
+    if (!name) {
+      return missingError(param + ".function.name");
+    }
+    if (!name->is_string()) {
+      return typeError(param + ".function.name", "a string", *name);
+    }
+    const std::string &nameText = name->get_ref<const std::string &>();
+    if (!isValidToolName(nameText)) {
+      return valueError(param + ".function.name",
+                        strCat("must be 1 to ", kMaxToolNameBytes,
+                               " characters of a-z, A-Z, 0-9, '_', '-', '.' or ':'"));
+    }
+    if (std::find(names.begin(), names.end(), nameText) != names.end()) {
+      return valueError(param + ".function.name", "tool names must be unique");
+    }
+    names.push_back(nameText);
+    if (const Json *description = field(*function, "description");
+        description && !description->is_string()) {
+      return typeError(param + ".function.description", "a string", *description);
+    }
+    if (const Json *parameters = field(*function, "parameters");
+        parameters && !parameters->is_object()) {
+      return typeError(param + ".function.parameters", "an object", *parameters);
+    }
+    // `strict` is accepted and not enforced: the GLM parser types arguments by the schema but
+    // does not constrain decoding. Refusing it would break SDKs that set it by default.
+    if (const Json *strict = field(*function, "strict"); strict && !strict->is_boolean()) {
+      return typeError(param + ".function.strict", "a boolean", *strict);
+    }
+  }
+  out = tools->empty() ? Json(nullptr) : *tools;
+  return std::nullopt;
+}
+
+/// "auto" and "none" only; a forced call ("required" or a named function) needs constrained
+/// decoding, which does not exist yet, and must not be answered with an unforced reply.
+MaybeError checkToolChoice(const Json &body, bool &none) {
+  none = false;
+  const Json *choice = field(body, "tool_choice");
+  if (!choice) {
+    return std::nullopt;
+  }
+  if (choice->is_string()) {
+    const std::string &text = choice->get_ref<const std::string &>();
+    if (text == "auto") {
+      return std::nullopt;
+    }
+    if (text == "none") {
+      none = true;
+      return std::nullopt;
+    }
+    if (text == "required") {
+      return unsupportedValue("tool_choice", "\"required\" is not supported yet; use \"auto\"");
+    }
+    return valueError("tool_choice", "must be \"auto\", \"none\" or \"required\"");
+  }
+  if (choice->is_object()) {
+    return unsupportedValue("tool_choice",
+                            "forcing a named tool is not supported yet; use \"auto\"");
+  }
+  return typeError("tool_choice", "a string", *choice);
+}
+
+MaybeError checkChatExtras(const Json &body) {
+  if (const Json *effort = field(body, "reasoning_effort")) {
+    if (!effort->is_string()) {
+      return typeError("reasoning_effort", "a string", *effort);
+    }
+    static constexpr std::string_view kEfforts[] = {"none", "minimal", "low", "medium",
+                                                    "high", "xhigh",   "max"};
+    const std::string &text = effort->get_ref<const std::string &>();
+    if (std::find(std::begin(kEfforts), std::end(kEfforts), text) == std::end(kEfforts)) {
+      return valueError("reasoning_effort", "must be one of \"none\", \"minimal\", \"low\", "
+                                            "\"medium\", \"high\", \"xhigh\", \"max\"");
+    }
+  }
+  if (const Json *kwargs = field(body, "chat_template_kwargs"); kwargs && !kwargs->is_object()) {
+    return typeError("chat_template_kwargs", "an object", *kwargs);
+  }
+  for (const char *key : {"add_generation_prompt", "parallel_tool_calls", "include_reasoning",
+                          "skip_special_tokens"}) {
+    bool ignored = false;
+    if (MaybeError e = readBool(body, key, ignored)) {
+      return e;
+    }
+  }
+  return std::nullopt;
+}
+
+//===------------------------------------------------------------------------------------------===//
+// Completion prompts
+//===------------------------------------------------------------------------------------------===//
+
+MaybeError readTokenIds(const Json &ids, const std::string &param, std::vector<int32_t> &out) {
+  if (ids.empty()) {
+    return valueError(param, "the prompt must not be empty");
+  }
+  std::vector<int32_t> tokens;
+  tokens.reserve(ids.size());
+  for (size_t i = 0; i < ids.size(); ++i) {
+    const Json &id = ids[i];
+    std::string idParam = strCat(param, "[", i, "]");
+    if (!id.is_number()) {
+      return typeError(idParam, "an integer token id", id);
+    }
+    std::optional<int64_t> value = asInt64(id);
+    if (!value || *value < 0 || *value > std::numeric_limits<int32_t>::max()) {
+      return valueError(idParam, "token ids are integers from 0");
+    }
+    tokens.push_back(static_cast<int32_t>(*value));
+  }
+  out = std::move(tokens);
+  return std::nullopt;
+}
+
+MaybeError readPrompt(const Json &body, CompletionRequest &out) {
+  const Json *prompt = field(body, "prompt");
+  if (!prompt) {
+    return missingError("prompt");
+  }
+  if (prompt->is_string()) {
+    if (prompt->get_ref<const std::string &>().empty()) {
+      return valueError("prompt", "the prompt must not be empty");
+    }
+    out.prompt = prompt->get<std::string>();
+    return std::nullopt;
+  }
+  if (!prompt->is_array()) {
+    return typeError("prompt", "a string or an array of token ids", *prompt);
+  }
+  if (prompt->empty()) {
+    return valueError("prompt", "the prompt must not be empty");
+  }
+  const Json &first = prompt->front();
+  if (first.is_number()) {
+    return readTokenIds(*prompt, "prompt", out.promptIds);
+  }
+  if (!first.is_string() && !first.is_array()) {
+    return typeError("prompt[0]", "a string, a token id or an array of token ids", first);
+  }
+  // string[] and int[][]: a batch of prompts, fine when it holds one.
+  if (prompt->size() > 1) {
+    return unsupportedValue("prompt", "batched prompts are not supported; send one prompt per "
+                                      "request");
+  }
+  if (first.is_string()) {
+    if (first.get_ref<const std::string &>().empty()) {
+      return valueError("prompt[0]", "the prompt must not be empty");
+    }
+    out.prompt = first.get<std::string>();
+    return std::nullopt;
+  }
+  return readTokenIds(first, "prompt[0]", out.promptIds);
+}
+
+//===------------------------------------------------------------------------------------------===//
+// Responses
+//===------------------------------------------------------------------------------------------===//
+
+Json usageJson(const Usage &usage) {
+  return Json{{"prompt_tokens", usage.promptTokens},
+              {"completion_tokens", usage.completionTokens},
+              {"total_tokens", usage.promptTokens + usage.completionTokens}};
+}
+
+Json toolCallJson(const ToolCall &call) {
+  return Json{{"id", call.id},
+              {"type", "function"},
+              {"function", Json{{"name", call.name}, {"arguments", call.argumentsJson}}}};
+}
+
+Json finishReasonJson(const std::optional<std::string> &finishReason) {
+  return finishReason ? Json(*finishReason) : Json(nullptr);
+}
+
+/// Exceptions never leave the parsers: JSON access is type-checked, so what remains is memory.
+template <typename Request, typename Parse> std::variant<Request, ApiError> guarded(Parse &&parse) {
+  try {
+    return parse();
+  } catch (const std::bad_alloc &) {
+    return makeError(500, "server_error", "Out of memory while reading the request.", std::nullopt);
+  } catch (const std::exception &) {
+    return makeError(500, "server_error", "Internal error while reading the request.",
+                     std::nullopt);
+  }
+}
+
+} // namespace
+
+nlohmann::ordered_json ApiError::toJson() const {
+  Json error{{"message", message},
+             {"type", type},
+             {"param", param ? Json(*param) : Json(nullptr)},
+             {"code", code.empty() ? Json(nullptr) : Json(code)}};
+  return Json{{"error", std::move(error)}};
+}
+
+std::variant<ChatRequest, ApiError> parseChatRequest(std::string_view body,
+                                                     const ProtocolLimits &limits) {
+  return guarded<ChatRequest>([&]() -> std::variant<ChatRequest, ApiError> {
+    std::variant<Json, ApiError> parsed = parseBody(body);
+    if (ApiError *error = std::get_if<ApiError>(&parsed)) {
+      return std::move(*error);
+    }
+    Json &root = std::get<Json>(parsed);
+    ChatRequest request;
+    if (MaybeError e = readModel(root, limits, request.model)) {
+      return *e;
+    }
+    if (MaybeError e = checkMessages(root)) {
+      return *e;
+    }
+    if (MaybeError e = checkTools(root, request.tools)) {
+      return *e;
+    }
+    bool toolChoiceNone = false;
+    if (MaybeError e = checkToolChoice(root, toolChoiceNone)) {
+      return *e;
+    }
+    if (toolChoiceNone) {
+      request.tools = nullptr;
+    }
+    if (MaybeError e = checkChatExtras(root)) {
+      return *e;
+    }
+    if (MaybeError e = readStreaming(root, request.stream, request.includeUsage)) {
+      return *e;
+    }
+    if (MaybeError e = readSampling(root, limits, /*chat=*/true, request.sampling)) {
+      return *e;
+    }
+    if (MaybeError e = refuseUnsupported(root, /*chat=*/true)) {
+      return *e;
+    }
+    request.body = std::move(root);
+    return request;
+  });
+}
+
+std::variant<CompletionRequest, ApiError> parseCompletionRequest(std::string_view body,
+                                                                 const ProtocolLimits &limits) {
+  return guarded<CompletionRequest>([&]() -> std::variant<CompletionRequest, ApiError> {
+    std::variant<Json, ApiError> parsed = parseBody(body);
+    if (ApiError *error = std::get_if<ApiError>(&parsed)) {
+      return std::move(*error);
+    }
+    const Json &root = std::get<Json>(parsed);
+    CompletionRequest request;
+    if (MaybeError e = readModel(root, limits, request.model)) {
+      return *e;
+    }
+    if (MaybeError e = readPrompt(root, request)) {
+      return *e;
+    }
+    if (MaybeError e = readBool(root, "echo", request.echo)) {
+      return *e;
+    }
+    if (MaybeError e = readStreaming(root, request.stream, request.includeUsage)) {
+      return *e;
+    }
+    if (MaybeError e = readSampling(root, limits, /*chat=*/false, request.sampling)) {
+      return *e;
+    }
+    if (MaybeError e = refuseUnsupported(root, /*chat=*/false)) {
+      return *e;
+    }
+    return request;
+  });
+}
+
+nlohmann::ordered_json chatCompletionJson(const std::string &id, int64_t created,
+                                          const std::string &model, const std::string &content,
+                                          const std::optional<std::string> &reasoning,
+                                          const std::vector<ToolCall> &toolCalls,
+                                          const std::string &finishReason, const Usage &usage) {
+  Json message{{"role", "assistant"}};
+  // A reply that only calls tools has null content, as OpenAI's.
+  message["content"] = content.empty() && !toolCalls.empty() ? Json(nullptr) : Json(content);
+  message["refusal"] = nullptr; // required by the schema, nullable
+  if (reasoning) {
+    message["reasoning_content"] = *reasoning;
+    message["reasoning"] = *reasoning;
+  }
+  if (!toolCalls.empty()) {
+    Json calls = Json::array();
+    for (const ToolCall &call : toolCalls) {
+      calls.push_back(toolCallJson(call));
+    }
+    message["tool_calls"] = std::move(calls);
+  }
+  Json choice{{"index", 0},
+              {"message", std::move(message)},
+              {"logprobs", nullptr},
+              {"finish_reason", finishReason}};
+  return Json{{"id", id},
+              {"object", "chat.completion"},
+              {"created", created},
+              {"model", model},
+              {"choices", Json::array({std::move(choice)})},
+              {"usage", usageJson(usage)}};
+}
+
+nlohmann::ordered_json chatDeltaJson(bool role, const std::optional<std::string> &content,
+                                     const std::optional<std::string> &reasoning,
+                                     const std::vector<ToolCall> &toolCalls,
+                                     int64_t firstToolIndex) {
+  Json delta = Json::object();
+  if (role) {
+    delta["role"] = "assistant";
+    delta["content"] = content.value_or("");
+  } else if (content) {
+    delta["content"] = *content;
+  }
+  if (reasoning) {
+    delta["reasoning_content"] = *reasoning;
+    delta["reasoning"] = *reasoning;
+  }
+  if (!toolCalls.empty()) {
+    Json calls = Json::array();
+    for (size_t i = 0; i < toolCalls.size(); ++i) {
+      // The stream's tool-call shape is the message's with `index` first.
+      Json call{{"index", firstToolIndex + static_cast<int64_t>(i)}};
+      Json whole = toolCallJson(toolCalls[i]);
+      for (auto &[key, value] : whole.items()) {
+        call[key] = std::move(value);
+      }
+      calls.push_back(std::move(call));
+    }
+    delta["tool_calls"] = std::move(calls);
+  }
+  return delta;
+}
+
+nlohmann::ordered_json chatCompletionChunkJson(const std::string &id, int64_t created,
+                                               const std::string &model,
+                                               const nlohmann::ordered_json &delta,
+                                               const std::optional<std::string> &finishReason) {
+  Json choice{{"index", 0},
+              {"delta", delta.is_object() ? delta : Json::object()},
+              {"logprobs", nullptr},
+              {"finish_reason", finishReasonJson(finishReason)}};
+  return Json{{"id", id},
+              {"object", "chat.completion.chunk"},
+              {"created", created},
+              {"model", model},
+              {"choices", Json::array({std::move(choice)})}};
+}
+
+nlohmann::ordered_json chatUsageChunkJson(const std::string &id, int64_t created,
+                                          const std::string &model, const Usage &usage) {
+  return Json{{"id", id},       {"object", "chat.completion.chunk"}, {"created", created},
+              {"model", model}, {"choices", Json::array()},          {"usage", usageJson(usage)}};
+}
+
+nlohmann::ordered_json completionJson(const std::string &id, int64_t created,
+                                      const std::string &model, const std::string &text,
+                                      const std::string &finishReason, const Usage &usage) {
+  Json choice{{"index", 0}, {"text", text}, {"logprobs", nullptr}, {"finish_reason", finishReason}};
+  return Json{{"id", id},
+              {"object", "text_completion"},
+              {"created", created},
+              {"model", model},
+              {"choices", Json::array({std::move(choice)})},
+              {"usage", usageJson(usage)}};
+}
+
+nlohmann::ordered_json completionChunkJson(const std::string &id, int64_t created,
+                                           const std::string &model, const std::string &text,
+                                           const std::optional<std::string> &finishReason) {
+  Json choice{{"index", 0},
+              {"text", text},
+              {"logprobs", nullptr},
+              {"finish_reason", finishReasonJson(finishReason)}};
+  return Json{{"id", id},
+              {"object", "text_completion"},
+              {"created", created},
+              {"model", model},
+              {"choices", Json::array({std::move(choice)})}};
+}
+
+nlohmann::ordered_json completionUsageChunkJson(const std::string &id, int64_t created,
+                                                const std::string &model, const Usage &usage) {
+  return Json{{"id", id},       {"object", "text_completion"}, {"created", created},
+              {"model", model}, {"choices", Json::array()},    {"usage", usageJson(usage)}};
+}
+
+nlohmann::ordered_json modelJson(const std::string &name, int64_t created) {
+  return Json{{"id", name}, {"object", "model"}, {"created", created}, {"owned_by", "glmc"}};
+}
+
+nlohmann::ordered_json modelsJson(const std::vector<std::string> &names, int64_t created) {
+  Json data = Json::array();
+  for (const std::string &name : names) {
+    data.push_back(modelJson(name, created));
+  }
+  return Json{{"object", "list"}, {"data", std::move(data)}};
+}
+
+std::string sseData(const nlohmann::ordered_json &json) {
+  // `replace` keeps a stray invalid UTF-8 byte (from a partial token) from throwing mid-stream.
+  return strCat("data: ", json.dump(-1, ' ', false, Json::error_handler_t::replace), "\n\n");
+}
+
+} // namespace glm::server

@@ -1,0 +1,126 @@
+// `glmc serve`: the OpenAI-compatible server over a plan (the CPU backend, for now).
+#include "models/glm53/Config.h"
+#include "runtime/engine/CpuEngine.h"
+#include "runtime/engine/Scheduler.h"
+#include "server/chat/ChatPrompt.h"
+#include "server/http/HttpServer.h"
+#include "server/tokenizer/Tokenizer.h"
+#include "tools/glmc/CommandLine.h"
+#include "tools/glmc/Commands.h"
+
+#include <csignal>
+#include <cstdio>
+#include <filesystem>
+#include <pthread.h>
+#include <thread>
+
+namespace glm::tools {
+
+int runServe(const std::vector<std::string> &args) {
+  CommandLine cl("serve");
+  cl.option("model").option("host").option("port").option("api-key").option("served-name");
+  cl.option("max-waiting").positional(1, 1);
+  auto fail = [](const Status &s) {
+    std::fprintf(stderr, "glmc serve: %s\n", s.toString().c_str());
+    return 1;
+  };
+  if (Status s = cl.parse(args); !s.ok()) {
+    std::fprintf(stderr, "%s\n", s.message().c_str());
+    return 2;
+  }
+  if (!cl.get("model")) {
+    return fail(invalidArgument("--model DIR is required"));
+  }
+  const std::string modelDir = *cl.get("model");
+  Expected<std::optional<int64_t>> port = cl.getInt("port", 0, 65535);
+  Expected<std::optional<int64_t>> maxWaiting = cl.getInt("max-waiting", 1, 1 << 20);
+  if (!port.ok() || !maxWaiting.ok()) {
+    return fail(!port.ok() ? port.status() : maxWaiting.status());
+  }
+
+  // Block the stop signals in every thread; one thread waits for them and stops the server.
+  sigset_t stopSignals;
+  sigemptyset(&stopSignals);
+  sigaddset(&stopSignals, SIGTERM);
+  sigaddset(&stopSignals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &stopSignals, nullptr);
+
+  Expected<glm53::Glm53Config> config = glm53::loadGlm53Config(modelDir);
+  if (!config.ok()) {
+    return fail(config.status());
+  }
+  Expected<server::Tokenizer> tokenizer = server::Tokenizer::fromModelDir(modelDir);
+  if (!tokenizer.ok()) {
+    return fail(tokenizer.status());
+  }
+  Expected<server::ChatTemplate> chatTemplate = server::loadChatTemplate(modelDir);
+  if (!chatTemplate.ok()) {
+    return fail(chatTemplate.status());
+  }
+  Expected<server::ChatTokenizerConfig> tokenizerConfig = server::loadChatTokenizerConfig(modelDir);
+  if (!tokenizerConfig.ok()) {
+    return fail(tokenizerConfig.status());
+  }
+  Expected<std::unique_ptr<runtime::PlanFile>> plan = runtime::PlanFile::open(cl.positionals()[0]);
+  if (!plan.ok()) {
+    return fail(plan.status());
+  }
+  const int64_t maxContext = (*plan)->root().state_pool()
+                                 ? static_cast<int64_t>((*plan)->root().state_pool()->max_context())
+                                 : 0;
+  Expected<std::unique_ptr<Checkpoint>> checkpoint = Checkpoint::open(modelDir);
+  if (!checkpoint.ok()) {
+    return fail(checkpoint.status());
+  }
+  Expected<std::unique_ptr<runtime::CpuEngine>> engine =
+      runtime::CpuEngine::create(std::move(plan).value(), **checkpoint);
+  if (!engine.ok()) {
+    return fail(engine.status());
+  }
+  server::SchedulerEngine scheduler(
+      std::make_unique<runtime::Scheduler>(std::move(engine).value(), maxWaiting->value_or(64)));
+
+  server::ServerOptions options;
+  options.host = cl.get("host").value_or("127.0.0.1");
+  options.port = static_cast<int>(port->value_or(8888));
+  if (std::optional<std::string> key = cl.get("api-key")) {
+    options.apiKeys = {*key};
+  }
+  options.servedNames = {
+      cl.get("served-name")
+          .value_or(std::filesystem::path(modelDir).lexically_normal().filename().string())};
+  options.maxContext = maxContext;
+  server::ServedModel model{
+      &*tokenizer, &*chatTemplate, *tokenizerConfig,
+      std::vector<int32_t>(config->eosTokenIds.begin(), config->eosTokenIds.end())};
+  server::HttpServer http(options, scheduler, model);
+  Expected<int> bound = http.bind();
+  if (!bound.ok()) {
+    return fail(bound.status());
+  }
+  if (options.host != "127.0.0.1" && options.host != "localhost" && options.apiKeys.empty()) {
+    std::fprintf(stderr, "glmc serve: warning: listening on %s without --api-key\n",
+                 options.host.c_str());
+  }
+  std::printf("glmc serve: ready on http://%s:%d, model '%s' (%lld tokens of context)\n",
+              options.host.c_str(), *bound, options.servedNames.front().c_str(),
+              static_cast<long long>(maxContext));
+  std::printf("  curl http://%s:%d/v1/chat/completions -H 'Content-Type: application/json' "
+              "-d '{\"model\": \"%s\", \"messages\": [{\"role\": \"user\", \"content\": "
+              "\"Hello!\"}], \"max_tokens\": 32}'\n",
+              options.host.c_str(), *bound, options.servedNames.front().c_str());
+  std::fflush(stdout);
+  std::thread signals([&] {
+    int signal = 0;
+    sigwait(&stopSignals, &signal);
+    std::fprintf(stderr, "glmc serve: stopping (signal %d)\n", signal);
+    http.stop();
+  });
+  http.serve();
+  // serve() also returns if the listener fails; wake the signal thread so it can be joined.
+  pthread_kill(signals.native_handle(), SIGTERM);
+  signals.join();
+  return 0;
+}
+
+} // namespace glm::tools
