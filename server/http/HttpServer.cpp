@@ -16,6 +16,7 @@
 #include <mutex>
 #include <random>
 #include <sys/socket.h>
+#include <thread>
 
 namespace glm::server {
 
@@ -217,6 +218,7 @@ struct HttpServer::Impl {
   httplib::Server http;
   std::atomic<bool> draining{false};
   std::atomic<int64_t> requestsTotal{0};
+  std::atomic<int64_t> inFlight{0}; // generation responses not yet fully written
   std::atomic<int64_t> requestsFailed{0};
 
   Impl(ServerOptions o, EngineApi &e, ServedModel m)
@@ -388,6 +390,9 @@ struct HttpServer::Impl {
     if (!queue) {
       return;
     }
+    // Counted until the response is written, so a graceful stop waits for it.
+    ++inFlight;
+    auto done = std::shared_ptr<void>(nullptr, [this](void *) { --inFlight; });
     // Tool-call ids must differ between replies: clients match tool results to calls by id.
     auto builder = std::make_shared<ReplyBuilder>(*model.tokenizer, chat, startsInReasoning, tools,
                                                   sampling->stop, std::random_device{}());
@@ -441,8 +446,8 @@ struct HttpServer::Impl {
 
     // Streaming: one SSE event per visible delta; a client that goes away cancels generation.
     res.set_header("Cache-Control", "no-cache");
-    res.set_chunked_content_provider("text/event-stream", [=, this](size_t,
-                                                                    httplib::DataSink &sink) {
+    res.set_chunked_content_provider("text/event-stream", [=, this, done = std::move(done)](
+                                                              size_t, httplib::DataSink &sink) {
       auto write = [&](const OrderedJson &json) {
         const std::string event = sseData(json);
         return sink.write(event.data(), event.size());
@@ -559,6 +564,19 @@ struct HttpServer::Impl {
       }
     };
     http.Get("/v1/models", models);
+    http.Get(R"(/v1/models/(.+))", [this](const httplib::Request &req, httplib::Response &res) {
+      if (!authorized(req, res)) {
+        return;
+      }
+      const std::string name = req.matches[1];
+      if (std::find(options.servedNames.begin(), options.servedNames.end(), name) ==
+          options.servedNames.end()) {
+        return sendError(res, makeError(404, "invalid_request_error", "model_not_found",
+                                        "The model `" + name.substr(0, 256) + "` does not exist.",
+                                        "model"));
+      }
+      sendJson(res, 200, modelJson(name, nowSeconds()));
+    });
     http.Post("/v1/chat/completions", [this](const httplib::Request &req, httplib::Response &res) {
       handleGeneration(req, res, true);
     });
@@ -658,8 +676,18 @@ Expected<int> HttpServer::bind() {
 
 void HttpServer::serve() { impl_->http.listen_after_bind(); }
 
-void HttpServer::stop() {
+void HttpServer::stop(int drainSeconds) {
   impl_->draining = true;
+  // cpp-httplib's stop() cuts in-flight streams (server.md §4.1), so wait for the engine to
+  // finish what it has first.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(drainSeconds);
+  while (std::chrono::steady_clock::now() < deadline) {
+    const runtime::SchedulerStats s = impl_->engine.stats();
+    if (s.running == 0 && s.waiting == 0 && impl_->inFlight.load() == 0) {
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
   impl_->http.stop();
 }
 

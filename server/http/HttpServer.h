@@ -46,8 +46,9 @@ public:
   Expected<int> bind();
   /// Serves until stop(); returns when the listener closes.
   void serve();
-  /// Stops accepting; /health answers 503 from now on.
-  void stop();
+  /// Graceful stop: new generation requests get 503 and /health answers 503 at once; requests
+  /// already running finish (up to `drainSeconds`), then the listener closes.
+  void stop(int drainSeconds = 30);
 
 private:
   struct Impl;

@@ -10,6 +10,8 @@
 #include <httplib.h>
 #include <nlohmann/json.hpp>
 
+#include <atomic>
+#include <chrono>
 #include <filesystem>
 #include <sstream>
 #include <thread>
@@ -26,6 +28,8 @@ class FakeEngine : public EngineApi {
 public:
   std::vector<int32_t> script;
   bool full = false;
+  int delayMs = 0; // between tokens
+  std::atomic<int> running{0};
   runtime::SequenceRequest last;
 
   Status submit(runtime::SequenceRequest request,
@@ -34,22 +38,28 @@ public:
       return Status(StatusCode::Unavailable, "the waiting queue is full (0 requests)");
     }
     last = request;
-    std::thread([sink, tokens = script, max = request.maxTokens] {
+    ++running;
+    std::thread([this, sink, tokens = script, max = request.maxTokens, delay = delayMs] {
       int64_t n = 0;
+      runtime::FinishReason reason = runtime::FinishReason::Stop;
       for (int32_t t : tokens) {
         if (n == max) {
-          return sink->onFinish(runtime::FinishReason::Length, Status::success());
+          reason = runtime::FinishReason::Length;
+          break;
         }
         ++n;
+        std::this_thread::sleep_for(std::chrono::milliseconds(delay));
         if (!sink->onToken(t)) {
-          return sink->onFinish(runtime::FinishReason::Cancelled, Status::success());
+          reason = runtime::FinishReason::Cancelled;
+          break;
         }
       }
-      sink->onFinish(runtime::FinishReason::Stop, Status::success());
+      --running;
+      sink->onFinish(reason, Status::success());
     }).detach();
     return Status::success();
   }
-  runtime::SchedulerStats stats() const override { return {}; }
+  runtime::SchedulerStats stats() const override { return {.running = running.load()}; }
 };
 
 /// A server on a free loopback port over an engine, torn down with the test.
@@ -71,9 +81,12 @@ public:
     port_ = *server_->bind();
     thread_ = std::thread([this] { server_->serve(); });
   }
-  ~Running() {
-    server_->stop();
-    thread_.join();
+  ~Running() { stop(); }
+  void stop() {
+    if (thread_.joinable()) {
+      server_->stop();
+      thread_.join();
+    }
   }
   httplib::Client client() const {
     httplib::Client c("127.0.0.1", port_);
@@ -137,6 +150,12 @@ TEST(HttpServer, HealthModelsAndUnknownPaths) {
   Json m = Json::parse(models->body);
   EXPECT_EQ(m["object"], "list");
   EXPECT_EQ(m["data"][0]["id"], "tiny");
+  auto one = c.Get("/v1/models/tiny");
+  ASSERT_TRUE(one);
+  EXPECT_EQ(Json::parse(one->body)["id"], "tiny");
+  auto other = c.Get("/v1/models/other");
+  ASSERT_TRUE(other);
+  EXPECT_EQ(other->status, 404);
   auto missing = c.Get("/v1/nothing");
   ASSERT_TRUE(missing);
   EXPECT_EQ(missing->status, 404);
@@ -305,6 +324,38 @@ TEST(HttpServer, TokenizeAndDetokenize) {
   Json d = post(server, "/v1/detokenize", {{"tokens", t["tokens"]}}, 200);
   EXPECT_EQ(d["prompt"], "Hello world");
   post(server, "/detokenize", {{"tokens", {1 << 20}}}, 400);
+}
+
+TEST(HttpServer, AGracefulStopFinishesTheStreamsInFlight) {
+  FakeEngine engine;
+  engine.delayMs = 20;
+  Running server(engine);
+  engine.script = encode(server.tokenizer(), "</think>a slow reply of several tokens");
+  std::string body;
+  std::thread client([&] {
+    Json request = chat("Hi");
+    request["stream"] = true;
+    httplib::Client c = server.client();
+    auto res = c.Post("/v1/chat/completions", request.dump(), "application/json");
+    if (res) {
+      body = res->body;
+    }
+  });
+  while (engine.running.load() == 0) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  server.stop(); // returns once the stream has been written
+  client.join();
+  std::vector<Json> ev = events(body);
+  ASSERT_FALSE(ev.empty());
+  EXPECT_EQ(ev.back(), "[DONE]");
+  std::string content;
+  for (const Json &e : ev) {
+    if (e.is_object() && !e["choices"].empty()) {
+      content += e["choices"][0]["delta"].value("content", "");
+    }
+  }
+  EXPECT_EQ(content, "a slow reply of several tokens");
 }
 
 TEST(HttpServerEndToEnd, GreedyRepliesMatchTheEngineAndStreamsRunConcurrently) {
