@@ -21,7 +21,7 @@ PACKAGES=(
   # RDMA transport for tensor parallelism
   libibverbs-dev
   # tests
-  libgtest-dev libgmock-dev
+  libgtest-dev libgmock-dev curl
 )
 
 if [[ $(id -u) -ne 0 ]]; then
@@ -37,12 +37,23 @@ for p in "${PACKAGES[@]}"; do
   fi
 done
 
-if ((${#missing[@]} == 0)); then
-  echo "install-deps: all ${#PACKAGES[@]} packages present"
-  exit 0
+# The end-to-end tests drive the server with the official OpenAI SDK on Node (20 on the machine
+# image; Debian's nodejs otherwise).
+if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
+  missing+=(nodejs npm)
 fi
 
-echo "install-deps: installing ${missing[*]}"
-export DEBIAN_FRONTEND=noninteractive
-$SUDO apt-get update -qq
-$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+if ((${#missing[@]} == 0)); then
+  echo "install-deps: all ${#PACKAGES[@]} packages present"
+else
+  echo "install-deps: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+# The SDK at the version package-lock.json pins, into tests/e2e/openai-sdk/node_modules.
+sdk="$(dirname "$0")/../tests/e2e/openai-sdk"
+if [[ ! -d "$sdk/node_modules/openai" ]]; then
+  npm ci --prefix "$sdk" --no-audit --no-fund --loglevel=error
+fi

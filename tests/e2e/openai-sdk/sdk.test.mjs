@@ -1,0 +1,124 @@
+// glmc serve driven by the official OpenAI Node SDK: chat (plain, streamed, with tools),
+// completions, usage, errors, and eight concurrent streams. Usage: node sdk.test.mjs BASE_URL MODEL
+import OpenAI from 'openai';
+
+const [baseURL, model] = process.argv.slice(2);
+const client = new OpenAI({ baseURL, apiKey: 'unused', maxRetries: 0, timeout: 60_000 });
+let passed = 0;
+let failed = 0;
+
+async function test(name, body) {
+  try {
+    await body();
+    passed++;
+    console.log(`ok ${name}`);
+  } catch (e) {
+    failed++;
+    console.log(`FAILED ${name}: ${e?.stack ?? e}`);
+  }
+}
+
+function check(condition, message) {
+  if (!condition) throw new Error(message);
+}
+
+const hello = [{ role: 'user', content: 'Hello!' }];
+
+await test('chat completion', async () => {
+  const r = await client.chat.completions.create({ model, messages: hello, max_tokens: 8 });
+  check(r.object === 'chat.completion', `object ${r.object}`);
+  check(r.choices.length === 1 && r.choices[0].message.role === 'assistant', 'one assistant choice');
+  check(['stop', 'length'].includes(r.choices[0].finish_reason), `finish ${r.choices[0].finish_reason}`);
+  check(r.usage.completion_tokens <= 8 && r.usage.prompt_tokens > 0, 'usage');
+  check(r.usage.total_tokens === r.usage.prompt_tokens + r.usage.completion_tokens, 'total');
+});
+
+await test('streamed chat with usage', async () => {
+  const stream = await client.chat.completions.create({
+    model, messages: hello, max_tokens: 6, stream: true, stream_options: { include_usage: true },
+  });
+  let chunks = 0, finish = null, usage = null;
+  for await (const chunk of stream) {
+    chunks++;
+    check(chunk.object === 'chat.completion.chunk', `object ${chunk.object}`);
+    if (chunk.choices.length && chunk.choices[0].finish_reason) finish = chunk.choices[0].finish_reason;
+    if (chunk.usage) usage = chunk.usage;
+  }
+  check(chunks >= 2, `${chunks} chunks`);
+  check(finish !== null, 'a finish reason');
+  check(usage && usage.completion_tokens <= 6, 'usage chunk');
+});
+
+await test('greedy replies are deterministic', async () => {
+  const ask = () => client.chat.completions.create({ model, messages: hello, max_tokens: 8, temperature: 0 });
+  const [a, b] = await Promise.all([ask(), ask()]);
+  const text = (r) => (r.choices[0].message.content ?? '') + (r.choices[0].message.reasoning_content ?? '');
+  check(text(a) === text(b), 'same reply at temperature 0, batched together');
+});
+
+await test('request with tools', async () => {
+  const r = await client.chat.completions.create({
+    model, messages: [{ role: 'user', content: 'Weather in Paris?' }], max_tokens: 8,
+    tools: [{ type: 'function', function: { name: 'get_weather', parameters: {
+      type: 'object', properties: { city: { type: 'string' } }, required: ['city'] } } }],
+  });
+  check(r.choices[0].message.role === 'assistant', 'assistant message');
+});
+
+await test('completion', async () => {
+  const r = await client.completions.create({ model, prompt: 'tensor parallel', max_tokens: 5 });
+  check(r.object === 'text_completion' && typeof r.choices[0].text === 'string', 'text completion');
+  check(r.usage.completion_tokens <= 5, 'usage');
+});
+
+await test('models', async () => {
+  const list = await client.models.list();
+  check(list.data.some((m) => m.id === model), 'served model listed');
+});
+
+await test('unknown model is NotFoundError', async () => {
+  try {
+    await client.chat.completions.create({ model: 'no-such-model', messages: hello });
+    throw new Error('accepted');
+  } catch (e) {
+    check(e instanceof OpenAI.NotFoundError, `got ${e?.constructor?.name}`);
+    check(e.code === 'model_not_found', `code ${e.code}`);
+  }
+});
+
+await test('bad parameter is BadRequestError naming it', async () => {
+  try {
+    await client.chat.completions.create({ model, messages: hello, temperature: 7 });
+    throw new Error('accepted');
+  } catch (e) {
+    check(e instanceof OpenAI.BadRequestError, `got ${e?.constructor?.name}`);
+    check(e.param === 'temperature', `param ${e.param}`);
+  }
+});
+
+await test('context length exceeded', async () => {
+  try {
+    await client.chat.completions.create({ model, messages: hello, max_tokens: 100000000 });
+    throw new Error('accepted');
+  } catch (e) {
+    check(e instanceof OpenAI.BadRequestError, `got ${e?.constructor?.name}`);
+  }
+});
+
+await test('eight concurrent streams', async () => {
+  const one = async (i) => {
+    const stream = await client.chat.completions.create({
+      model, messages: [{ role: 'user', content: `Stream ${i}` }], max_tokens: 6, stream: true,
+    });
+    let finish = null;
+    for await (const chunk of stream) {
+      if (chunk.choices.length && chunk.choices[0].finish_reason) finish = chunk.choices[0].finish_reason;
+    }
+    return finish;
+  };
+  const results = await Promise.all([...Array(8).keys()].map(one));
+  check(results.every((f) => f !== null), `finish reasons ${results}`);
+});
+
+console.log(`${passed} passed, ${failed} failed`);
+process.exit(failed === 0 ? 0 : 1);
