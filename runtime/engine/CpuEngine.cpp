@@ -39,21 +39,6 @@ struct CpuEngine::SequenceState {
 
 namespace {
 
-DType dtypeOf(plan::ElementType e) {
-  switch (e) {
-  case plan::ElementType::BF16:
-    return DType::BF16;
-  case plan::ElementType::F16:
-    return DType::F16;
-  case plan::ElementType::F8E4M3:
-    return DType::F8_E4M3;
-  case plan::ElementType::I32:
-    return DType::I32;
-  default:
-    return DType::F32;
-  }
-}
-
 /// A step's parameter by key.
 const plan::Attribute *param(const plan::Step &step, const char *key) {
   if (step.attributes() == nullptr) {
@@ -370,7 +355,7 @@ Status CpuEngine::runStep(const plan::Step &step, int64_t n, const std::vector<R
     }
     const plan::WeightBinding *w = plan().weights()->Get(step.weights()->Get(i));
     v.data = address(*w->slice());
-    v.dtype = dtypeOf(w->element());
+    v.dtype = dtypeOfElement(w->element()).value();
     v.rank = static_cast<int>(w->rank_shape()->size());
     for (int d = 0; d < v.rank && d < kernels::WeightView::kMaxRank; ++d) {
       v.shape[d] = w->rank_shape()->Get(static_cast<uint32_t>(d));

@@ -10,28 +10,6 @@
 namespace glm {
 namespace {
 
-Expected<DType> dtypeOf(plan::ElementType element) {
-  switch (element) {
-  case plan::ElementType::F32:
-    return DType::F32;
-  case plan::ElementType::BF16:
-    return DType::BF16;
-  case plan::ElementType::F16:
-    return DType::F16;
-  case plan::ElementType::F8E4M3:
-    return DType::F8_E4M3;
-  case plan::ElementType::I32:
-    return DType::I32;
-  case plan::ElementType::I64:
-    return DType::I64;
-  case plan::ElementType::I16:
-    return DType::I16;
-  case plan::ElementType::U8:
-    return DType::U8;
-  }
-  return invalidArgument("unknown plan element type");
-}
-
 std::string shapeText(const std::vector<int64_t> &shape) {
   std::string s = "[";
   for (size_t i = 0; i < shape.size(); ++i) {
@@ -69,6 +47,28 @@ struct CopyJob {
 
 } // namespace
 
+Expected<DType> dtypeOfElement(plan::ElementType element) {
+  switch (element) {
+  case plan::ElementType::F32:
+    return DType::F32;
+  case plan::ElementType::BF16:
+    return DType::BF16;
+  case plan::ElementType::F16:
+    return DType::F16;
+  case plan::ElementType::F8E4M3:
+    return DType::F8_E4M3;
+  case plan::ElementType::I32:
+    return DType::I32;
+  case plan::ElementType::I64:
+    return DType::I64;
+  case plan::ElementType::I16:
+    return DType::I16;
+  case plan::ElementType::U8:
+    return DType::U8;
+  }
+  return invalidArgument("unknown plan element type");
+}
+
 Status loadPlanWeights(const plan::Plan &plan, const Checkpoint &checkpoint, uint32_t rank,
                        std::span<uint8_t> arena, ProgressReporter *progress) {
   if (rank >= plan.tp()) {
@@ -86,7 +86,7 @@ Status loadPlanWeights(const plan::Plan &plan, const Checkpoint &checkpoint, uin
                            plan::EnumNameWeightFormat(w->format()),
                            " tensors comes with their kernels");
     }
-    GLM_ASSIGN_OR_RETURN(DType dtype, dtypeOf(w->element()));
+    GLM_ASSIGN_OR_RETURN(DType dtype, dtypeOfElement(w->element()));
     std::vector<int64_t> global(w->global_shape()->begin(), w->global_shape()->end());
     std::vector<int64_t> local(w->rank_shape()->begin(), w->rank_shape()->end());
     if (global.empty() || local.size() != global.size()) {

@@ -16,6 +16,9 @@ namespace glm {
 /// (per expert for stacked experts, whose `{e}` names expert ids) and be stored in the binding's
 /// element type; errors name the tensor and the file. Tensors are copied on all cores; `progress`
 /// (optional) counts bytes.
+/// The checkpoint dtype of a plan element type.
+Expected<DType> dtypeOfElement(plan::ElementType element);
+
 Status loadPlanWeights(const plan::Plan &plan, const Checkpoint &checkpoint, uint32_t rank,
                        std::span<uint8_t> arena, ProgressReporter *progress = nullptr);
 

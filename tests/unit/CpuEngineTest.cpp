@@ -2,6 +2,8 @@
 // logits (whole and chunked), greedy tokens and decode logits, several sequences at once.
 #include "runtime/engine/CpuEngine.h"
 
+#include "tests/unit/support/Compare.h"
+
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -19,15 +21,7 @@ namespace {
 const std::filesystem::path kTiny = std::filesystem::path(GLM_FIXTURES_DIR) / "glm53-tiny";
 constexpr double kTolerance = 1e-4; // an exact fp32 plan lands near 1e-6
 
-double relativeL2(const float *a, const float *b, int64_t n) {
-  double diff = 0.0, ref = 0.0;
-  for (int64_t i = 0; i < n; ++i) {
-    const double d = static_cast<double>(a[i]) - b[i];
-    diff += d * d;
-    ref += static_cast<double>(b[i]) * b[i];
-  }
-  return std::sqrt(diff) / std::max(std::sqrt(ref), 1e-30);
-}
+using glm::testing::relativeL2;
 
 int32_t argmax(const float *row, int64_t vocab) {
   int32_t best = 0;

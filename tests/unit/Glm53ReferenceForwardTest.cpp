@@ -4,6 +4,8 @@
 #include "runtime/weights/SafeTensors.h"
 #include "tests/unit/support/ReferenceForward.h"
 
+#include "tests/unit/support/Compare.h"
+
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -28,16 +30,7 @@ constexpr double kTolerance = 1e-4;
 /// Relative score gap (to the row's largest |score|) below which two pools count as tied in fp32.
 constexpr double kNearTie = 1e-5;
 
-/// ‖a − b‖₂ / ‖b‖₂ over n values.
-double relativeL2(const float *a, const float *b, int64_t n) {
-  double diff = 0.0, ref = 0.0;
-  for (int64_t i = 0; i < n; ++i) {
-    const double d = static_cast<double>(a[i]) - b[i];
-    diff += d * d;
-    ref += static_cast<double>(b[i]) * b[i];
-  }
-  return std::sqrt(diff) / std::max(std::sqrt(ref), 1e-30);
-}
+using glm::testing::relativeL2;
 
 int32_t argmax(const float *row, int64_t vocab) {
   int32_t id = -1;

@@ -3,6 +3,8 @@
 #include "runtime/comm/LoopbackComm.h"
 #include "runtime/engine/CpuEngine.h"
 
+#include "tests/unit/support/Compare.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -17,15 +19,7 @@ namespace {
 
 const std::filesystem::path kTiny = std::filesystem::path(GLM_FIXTURES_DIR) / "glm53-tiny";
 
-double relativeL2(const float *a, const float *b, int64_t n) {
-  double diff = 0.0, ref = 0.0;
-  for (int64_t i = 0; i < n; ++i) {
-    const double d = static_cast<double>(a[i]) - b[i];
-    diff += d * d;
-    ref += static_cast<double>(b[i]) * b[i];
-  }
-  return std::sqrt(diff) / std::max(std::sqrt(ref), 1e-30);
-}
+using glm::testing::relativeL2;
 
 std::vector<uint8_t> compile(int tp) {
   const auto path = std::filesystem::temp_directory_path() /
