@@ -10,6 +10,7 @@
 
 #include <httplib.h>
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
@@ -60,16 +61,74 @@ ApiError makeError(int status, std::string type, std::string code, std::string m
   return e;
 }
 
-/// Tokens from the scheduler thread to the handler thread.
+/// A Prometheus histogram with fixed buckets (upper bounds in seconds).
+class Histogram {
+public:
+  explicit Histogram(std::vector<double> bounds)
+      : bounds_(std::move(bounds)), counts_(bounds_.size() + 1, 0) {}
+  void observe(double seconds) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    const size_t i = static_cast<size_t>(std::lower_bound(bounds_.begin(), bounds_.end(), seconds) -
+                                         bounds_.begin());
+    ++counts_[i];
+    sum_ += seconds;
+  }
+  std::string render(const std::string &name, const std::string &labels) const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    std::string out = "# TYPE " + name + " histogram\n";
+    uint64_t cumulative = 0;
+    char le[32];
+    for (size_t i = 0; i < bounds_.size(); ++i) {
+      cumulative += counts_[i];
+      std::snprintf(le, sizeof le, "%g", bounds_[i]);
+      out += strCat(name, "_bucket{", labels, ",le=\"", le, "\"} ", cumulative, "\n");
+    }
+    cumulative += counts_.back();
+    out += strCat(name, "_bucket{", labels, ",le=\"+Inf\"} ", cumulative, "\n");
+    out += strCat(name, "_sum{", labels, "} ", sum_, "\n");
+    out += strCat(name, "_count{", labels, "} ", cumulative, "\n");
+    return out;
+  }
+
+private:
+  mutable std::mutex mutex_;
+  std::vector<double> bounds_;
+  std::vector<uint64_t> counts_;
+  double sum_ = 0;
+};
+
+/// Request latencies as vLLM names and buckets them (server.md §1.11, §3).
+struct LatencyMetrics {
+  Histogram timeToFirstToken{{0.001, 0.005, 0.01, 0.02,  0.04,  0.06,  0.08, 0.1,
+                              0.25,  0.5,   0.75, 1.0,   2.5,   5.0,   7.5,  10.0,
+                              20.0,  40.0,  80.0, 160.0, 640.0, 2560.0}};
+  Histogram interTokenLatency{{0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0,
+                               2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0}};
+  Histogram endToEnd{{0.3,  0.5,  0.8,  1.0,  1.5,   2.0,   2.5,   5.0,   10.0,   15.0,  20.0,
+                      30.0, 40.0, 50.0, 60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0}};
+  std::atomic<int64_t> promptTokens{0};
+};
+
+/// Tokens from the scheduler thread to the handler thread. The times are taken here, as the
+/// engine produces tokens, not when a handler happens to wake up.
 class TokenQueue : public runtime::TokenSink {
 public:
+  explicit TokenQueue(LatencyMetrics &metrics)
+      : metrics_(metrics), submitted_(std::chrono::steady_clock::now()), last_(submitted_) {}
+
   bool onToken(int32_t token) override {
+    const auto now = std::chrono::steady_clock::now();
+    const double gap = std::chrono::duration<double>(now - last_).count();
+    (tokensSeen_++ == 0 ? metrics_.timeToFirstToken : metrics_.interTokenLatency).observe(gap);
+    last_ = now;
     std::lock_guard<std::mutex> lock(mutex_);
     tokens_.push_back(token);
     ready_.notify_all();
     return !cancelled_;
   }
   void onFinish(runtime::FinishReason reason, const Status &error) override {
+    metrics_.endToEnd.observe(
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - submitted_).count());
     std::lock_guard<std::mutex> lock(mutex_);
     finished_ = true;
     reason_ = reason;
@@ -94,6 +153,9 @@ public:
   }
 
 private:
+  LatencyMetrics &metrics_;
+  std::chrono::steady_clock::time_point submitted_, last_;
+  int64_t tokensSeen_ = 0;
   std::mutex mutex_;
   std::condition_variable ready_;
   std::deque<int32_t> tokens_;
@@ -220,6 +282,7 @@ struct HttpServer::Impl {
   std::atomic<int64_t> requestsTotal{0};
   std::atomic<int64_t> inFlight{0}; // generation responses not yet fully written
   std::atomic<int64_t> requestsFailed{0};
+  LatencyMetrics latency;
 
   Impl(ServerOptions o, EngineApi &e, ServedModel m)
       : options(std::move(o)), engine(e), model(std::move(m)) {}
@@ -300,7 +363,7 @@ struct HttpServer::Impl {
 
   /// Submits; on a full queue answers 503 (with Retry-After) and returns null.
   std::shared_ptr<TokenQueue> submit(runtime::SequenceRequest request, httplib::Response &res) {
-    auto queue = std::make_shared<TokenQueue>();
+    auto queue = std::make_shared<TokenQueue>(latency);
     Status s = engine.submit(std::move(request), queue);
     if (!s.ok()) {
       res.set_header("Retry-After", "1");
@@ -390,6 +453,7 @@ struct HttpServer::Impl {
     if (!queue) {
       return;
     }
+    latency.promptTokens += prepared.promptTokens;
     // Counted until the response is written, so a graceful stop waits for it.
     ++inFlight;
     auto done = std::shared_ptr<void>(nullptr, [this](void *) { --inFlight; });
@@ -642,6 +706,11 @@ struct HttpServer::Impl {
       gauge("vllm:generation_tokens_total", "counter", s.generatedTokens);
       gauge("glmc:http_requests_total", "counter", requestsTotal.load());
       gauge("glmc:http_requests_failed_total", "counter", requestsFailed.load());
+      gauge("vllm:prompt_tokens_total", "counter", latency.promptTokens.load());
+      const std::string labels = "model_name=\"" + name + "\"";
+      text += latency.timeToFirstToken.render("vllm:time_to_first_token_seconds", labels);
+      text += latency.interTokenLatency.render("vllm:inter_token_latency_seconds", labels);
+      text += latency.endToEnd.render("vllm:e2e_request_latency_seconds", labels);
       res.set_content(text, "text/plain; version=0.0.4");
     });
   }

@@ -173,6 +173,20 @@ TEST(HttpServer, ChatSplitsReasoningFromContent) {
   EXPECT_EQ(r["choices"][0]["finish_reason"], "stop");
   EXPECT_EQ(r["usage"]["completion_tokens"], engine.script.size());
   EXPECT_EQ(r["usage"]["prompt_tokens"], engine.last.prompt.size());
+  // The request shows in the latency histograms: one first token, the rest inter-token gaps.
+  httplib::Client c = server.client();
+  auto metrics = c.Get("/metrics");
+  ASSERT_TRUE(metrics);
+  EXPECT_NE(metrics->body.find("vllm:time_to_first_token_seconds_count{model_name=\"tiny\"} 1"),
+            std::string::npos)
+      << metrics->body;
+  EXPECT_NE(
+      metrics->body.find(strCat("vllm:inter_token_latency_seconds_count{model_name=\"tiny\"} ",
+                                engine.script.size() - 1)),
+      std::string::npos);
+  EXPECT_NE(metrics->body.find(
+                "vllm:e2e_request_latency_seconds_bucket{model_name=\"tiny\",le=\"+Inf\"} 1"),
+            std::string::npos);
   // The prompt is the chat template's rendering, ending in the open think block.
   const std::string prompt = std::move(server.tokenizer().decode(engine.last.prompt)).value();
   EXPECT_EQ(prompt, "[gMASK]<sop><|system|>Reasoning Effort: Max<|user|>Hi<|assistant|><think>");
