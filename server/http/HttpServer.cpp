@@ -282,6 +282,7 @@ struct HttpServer::Impl {
   std::atomic<int64_t> requestsTotal{0};
   std::atomic<int64_t> inFlight{0}; // generation responses not yet fully written
   std::atomic<int64_t> requestsFailed{0};
+  std::atomic<int64_t> clientsDisconnected{0};
   LatencyMetrics latency;
 
   Impl(ServerOptions o, EngineApi &e, ServedModel m)
@@ -359,6 +360,14 @@ struct HttpServer::Impl {
     s.sampling.minP = static_cast<float>(sampling.minP);
     s.sampling.seed = sampling.seed ? *sampling.seed : std::random_device{}();
     return std::nullopt;
+  }
+
+  /// The client went away: stop its generation at the engine's next step, and count it.
+  /// Returns false, which tells cpp-httplib to close the connection.
+  bool abandon(TokenQueue &queue) {
+    queue.cancel();
+    ++clientsDisconnected;
+    return false;
   }
 
   /// Submits; on a full queue answers 503 (with Retry-After) and returns null.
@@ -465,47 +474,63 @@ struct HttpServer::Impl {
     const int64_t promptTokens = prepared.promptTokens;
 
     if (!stream) {
-      std::string content, reasoning;
-      std::vector<ToolCall> calls;
-      int64_t completionTokens = 0;
-      bool finished = false, stoppedByString = false;
-      runtime::FinishReason reason = runtime::FinishReason::Stop;
-      Status error;
-      while (!finished) {
-        for (int32_t token : queue->take(std::chrono::milliseconds(50), finished, reason, error)) {
-          ++completionTokens;
-          Expected<ReplyBuilder::Delta> d = builder->feed(token);
-          if (d.ok()) {
-            reasoning += d->reasoning;
-            content += d->content;
-            calls.insert(calls.end(), d->calls.begin(), d->calls.end());
-            if (d->stopped) {
-              stoppedByString = true;
-              queue->cancel();
+      // The body is written through a chunked provider, not set_content, because only a provider
+      // can poll is_writable(): a client that gives up while its request waits, prefills or
+      // decodes cancels it (cpp-httplib 0.11.4 has no Request::is_connection_closed). The cost is
+      // that the 200 status is sent before generation; an engine failure then comes as an OpenAI
+      // error object in the body.
+      res.set_chunked_content_provider("application/json", [=, this, done = std::move(done)](
+                                                               size_t, httplib::DataSink &sink) {
+        std::string content, reasoning;
+        std::vector<ToolCall> calls;
+        int64_t completionTokens = 0;
+        bool finished = false, stoppedByString = false;
+        runtime::FinishReason reason = runtime::FinishReason::Stop;
+        Status error;
+        while (!finished) {
+          if (!sink.is_writable()) {
+            return abandon(*queue);
+          }
+          for (int32_t token :
+               queue->take(std::chrono::milliseconds(50), finished, reason, error)) {
+            ++completionTokens;
+            Expected<ReplyBuilder::Delta> d = builder->feed(token);
+            if (d.ok()) {
+              reasoning += d->reasoning;
+              content += d->content;
+              calls.insert(calls.end(), d->calls.begin(), d->calls.end());
+              if (d->stopped) {
+                stoppedByString = true;
+                queue->cancel();
+              }
             }
           }
         }
-      }
-      if (reason == runtime::FinishReason::Error) {
-        ++requestsFailed;
-        return sendError(res, makeError(500, "server_error", "engine_error", error.message()));
-      }
-      Expected<ReplyBuilder::Delta> rest = builder->finish();
-      if (rest.ok()) {
-        reasoning += rest->reasoning;
-        content += rest->content;
-        calls.insert(calls.end(), rest->calls.begin(), rest->calls.end());
-      }
-      const std::string finish = finishReasonText(reason, stoppedByString, !calls.empty());
-      const Usage usage{promptTokens, completionTokens};
-      if (chat) {
-        return sendJson(
-            res, 200,
-            chatCompletionJson(id, created, modelName, content,
-                               startsInReasoning ? std::optional(reasoning) : std::nullopt, calls,
-                               finish, usage));
-      }
-      return sendJson(res, 200, completionJson(id, created, modelName, content, finish, usage));
+        std::string body;
+        if (reason == runtime::FinishReason::Error) {
+          ++requestsFailed;
+          body = makeError(500, "server_error", "engine_error", error.message()).toJson().dump();
+        } else {
+          Expected<ReplyBuilder::Delta> rest = builder->finish();
+          if (rest.ok()) {
+            reasoning += rest->reasoning;
+            content += rest->content;
+            calls.insert(calls.end(), rest->calls.begin(), rest->calls.end());
+          }
+          const std::string finish = finishReasonText(reason, stoppedByString, !calls.empty());
+          const Usage usage{promptTokens, completionTokens};
+          body =
+              chat ? chatCompletionJson(id, created, modelName, content,
+                                        startsInReasoning ? std::optional(reasoning) : std::nullopt,
+                                        calls, finish, usage)
+                         .dump()
+                   : completionJson(id, created, modelName, content, finish, usage).dump();
+        }
+        sink.write(body.data(), body.size());
+        sink.done();
+        return true;
+      });
+      return;
     }
 
     // Streaming: one SSE event per visible delta; a client that goes away cancels generation.
@@ -519,8 +544,7 @@ struct HttpServer::Impl {
       if (chat &&
           !write(chatCompletionChunkJson(id, created, modelName,
                                          {{"role", "assistant"}, {"content", ""}}, std::nullopt))) {
-        queue->cancel();
-        return false;
+        return abandon(*queue);
       }
       int64_t completionTokens = 0;
       bool finished = false, stoppedByString = false, anyCalls = false;
@@ -556,8 +580,7 @@ struct HttpServer::Impl {
       };
       while (!finished) {
         if (!sink.is_writable()) {
-          queue->cancel();
-          return false;
+          return abandon(*queue);
         }
         for (int32_t token : queue->take(std::chrono::milliseconds(50), finished, reason, error)) {
           ++completionTokens;
@@ -566,8 +589,7 @@ struct HttpServer::Impl {
             continue;
           }
           if (!emit(*d)) {
-            queue->cancel();
-            return false;
+            return abandon(*queue);
           }
           if (d->stopped) {
             stoppedByString = true;
@@ -706,6 +728,7 @@ struct HttpServer::Impl {
       gauge("vllm:generation_tokens_total", "counter", s.generatedTokens);
       gauge("glmc:http_requests_total", "counter", requestsTotal.load());
       gauge("glmc:http_requests_failed_total", "counter", requestsFailed.load());
+      gauge("vllm:http_requests_client_disconnected_total", "counter", clientsDisconnected.load());
       gauge("vllm:prompt_tokens_total", "counter", latency.promptTokens.load());
       const std::string labels = "model_name=\"" + name + "\"";
       text += latency.timeToFirstToken.render("vllm:time_to_first_token_seconds", labels);

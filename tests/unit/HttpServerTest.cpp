@@ -30,6 +30,7 @@ public:
   bool full = false;
   int delayMs = 0; // between tokens
   std::atomic<int> running{0};
+  std::atomic<int> cancelled{0}; // requests whose sink asked to stop
   runtime::SequenceRequest last;
 
   Status submit(runtime::SequenceRequest request,
@@ -50,6 +51,7 @@ public:
         ++n;
         std::this_thread::sleep_for(std::chrono::milliseconds(delay));
         if (!sink->onToken(t)) {
+          ++cancelled;
           reason = runtime::FinishReason::Cancelled;
           break;
         }
@@ -370,6 +372,41 @@ TEST(HttpServer, AGracefulStopFinishesTheStreamsInFlight) {
     }
   }
   EXPECT_EQ(content, "a slow reply of several tokens");
+}
+
+/// A client that gives up cancels its generation, streamed or not; the engine would otherwise run
+/// every script to its end.
+TEST(HttpServer, AClientThatLeavesCancelsItsGeneration) {
+  FakeEngine engine;
+  engine.delayMs = 10; // 3 s for the whole reply
+  Running server(engine);
+  std::string longReply = "</think>";
+  for (int i = 0; i < 300; ++i) {
+    longReply += " word";
+  }
+  engine.script = encode(server.tokenizer(), longReply);
+  ASSERT_GE(engine.script.size(), 300u);
+  for (bool stream : {false, true}) {
+    Json request = chat("Hi");
+    request["stream"] = stream;
+    httplib::Client c = server.client();
+    std::thread client([&] { c.Post("/v1/chat/completions", request.dump(), "application/json"); });
+    while (engine.running.load() == 0) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    c.stop(); // shuts the socket mid-reply
+    client.join();
+    while (engine.running.load() != 0) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+  }
+  EXPECT_EQ(engine.cancelled.load(), 2);
+  auto metrics = server.client().Get("/metrics");
+  ASSERT_TRUE(metrics);
+  EXPECT_NE(
+      metrics->body.find("vllm:http_requests_client_disconnected_total{model_name=\"tiny\"} 2"),
+      std::string::npos)
+      << metrics->body;
 }
 
 TEST(HttpServerEndToEnd, GreedyRepliesMatchTheEngineAndStreamsRunConcurrently) {
