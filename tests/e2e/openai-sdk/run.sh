@@ -4,8 +4,8 @@
 set -euo pipefail
 glmc=$1 fixtures=$2 work=$3
 here=$(cd "$(dirname "$0")" && pwd)
-if [[ ! -d "$here/node_modules/openai" ]]; then
-  echo "openai SDK missing: run scripts/install-deps.sh (npm ci in tests/e2e/openai-sdk)" >&2
+if [[ ! -d "$here/node_modules/openai" || ! -d "$here/node_modules/ajv" ]]; then
+  echo "openai SDK or ajv missing: run scripts/install-deps.sh (npm ci in tests/e2e/openai-sdk)" >&2
   exit 1
 fi
 mkdir -p "$work"
@@ -23,4 +23,4 @@ for _ in $(seq 300); do
   sleep 0.1
 done
 [[ -n "${port:-}" ]] || { echo "glmc serve did not become ready" >&2; cat "$work/serve.log" >&2; exit 1; }
-node "$here/sdk.test.mjs" "http://127.0.0.1:$port/v1" tiny
+node "$here/sdk.test.mjs" "http://127.0.0.1:$port/v1" tiny "$fixtures/../reference/openai-openapi.yaml"

@@ -1,8 +1,12 @@
 // glmc serve driven by the official OpenAI Node SDK: chat (plain, streamed, with tools),
-// completions, usage, errors, and eight concurrent streams. Usage: node sdk.test.mjs BASE_URL MODEL
+// completions, usage, errors, and eight concurrent streams. Every response, chunk and error is
+// also checked against OpenAI's published schema.
+// Usage: node sdk.test.mjs BASE_URL MODEL OPENAPI_YAML
 import OpenAI from 'openai';
+import { loadSchemas } from './schema.mjs';
 
-const [baseURL, model] = process.argv.slice(2);
+const [baseURL, model, specPath] = process.argv.slice(2);
+const conform = loadSchemas(specPath);
 const client = new OpenAI({ baseURL, apiKey: 'unused', maxRetries: 0, timeout: 60_000 });
 let passed = 0;
 let failed = 0;
@@ -26,6 +30,7 @@ const hello = [{ role: 'user', content: 'Hello!' }];
 
 await test('chat completion', async () => {
   const r = await client.chat.completions.create({ model, messages: hello, max_tokens: 8 });
+  conform('CreateChatCompletionResponse', r);
   check(r.object === 'chat.completion', `object ${r.object}`);
   check(r.choices.length === 1 && r.choices[0].message.role === 'assistant', 'one assistant choice');
   check(['stop', 'length'].includes(r.choices[0].finish_reason), `finish ${r.choices[0].finish_reason}`);
@@ -40,6 +45,7 @@ await test('streamed chat with usage', async () => {
   let chunks = 0, finish = null, usage = null;
   for await (const chunk of stream) {
     chunks++;
+    conform('CreateChatCompletionStreamResponse', chunk);
     check(chunk.object === 'chat.completion.chunk', `object ${chunk.object}`);
     if (chunk.choices.length && chunk.choices[0].finish_reason) finish = chunk.choices[0].finish_reason;
     if (chunk.usage) usage = chunk.usage;
@@ -52,6 +58,8 @@ await test('streamed chat with usage', async () => {
 await test('greedy replies are deterministic', async () => {
   const ask = () => client.chat.completions.create({ model, messages: hello, max_tokens: 8, temperature: 0 });
   const [a, b] = await Promise.all([ask(), ask()]);
+  conform('CreateChatCompletionResponse', a);
+  conform('CreateChatCompletionResponse', b);
   const text = (r) => (r.choices[0].message.content ?? '') + (r.choices[0].message.reasoning_content ?? '');
   check(text(a) === text(b), 'same reply at temperature 0, batched together');
 });
@@ -62,11 +70,13 @@ await test('request with tools', async () => {
     tools: [{ type: 'function', function: { name: 'get_weather', parameters: {
       type: 'object', properties: { city: { type: 'string' } }, required: ['city'] } } }],
   });
+  conform('CreateChatCompletionResponse', r);
   check(r.choices[0].message.role === 'assistant', 'assistant message');
 });
 
 await test('completion', async () => {
   const r = await client.completions.create({ model, prompt: 'tensor parallel', max_tokens: 5 });
+  conform('CreateCompletionResponse', r);
   check(r.object === 'text_completion' && typeof r.choices[0].text === 'string', 'text completion');
   check(r.usage.completion_tokens <= 5, 'usage');
 });
@@ -74,6 +84,10 @@ await test('completion', async () => {
 await test('models', async () => {
   const list = await client.models.list();
   check(list.data.some((m) => m.id === model), 'served model listed');
+  // The SDK hands back a page object, so the list body is fetched as it came over the wire.
+  const raw = await (await fetch(`${baseURL}/models`)).json();
+  conform('ListModelsResponse', raw);
+  conform('Model', await client.models.retrieve(model));
 });
 
 await test('unknown model is NotFoundError', async () => {
@@ -82,6 +96,7 @@ await test('unknown model is NotFoundError', async () => {
     throw new Error('accepted');
   } catch (e) {
     check(e instanceof OpenAI.NotFoundError, `got ${e?.constructor?.name}`);
+    conform('ErrorResponse', { error: e.error });
     check(e.code === 'model_not_found', `code ${e.code}`);
   }
 });
@@ -92,6 +107,7 @@ await test('bad parameter is BadRequestError naming it', async () => {
     throw new Error('accepted');
   } catch (e) {
     check(e instanceof OpenAI.BadRequestError, `got ${e?.constructor?.name}`);
+    conform('ErrorResponse', { error: e.error });
     check(e.param === 'temperature', `param ${e.param}`);
   }
 });
@@ -102,6 +118,8 @@ await test('context length exceeded', async () => {
     throw new Error('accepted');
   } catch (e) {
     check(e instanceof OpenAI.BadRequestError, `got ${e?.constructor?.name}`);
+    conform('ErrorResponse', { error: e.error });
+    check(e.code === 'context_length_exceeded', `code ${e.code}`);
   }
 });
 
@@ -112,6 +130,7 @@ await test('eight concurrent streams', async () => {
     });
     let finish = null;
     for await (const chunk of stream) {
+      conform('CreateChatCompletionStreamResponse', chunk);
       if (chunk.choices.length && chunk.choices[0].finish_reason) finish = chunk.choices[0].finish_reason;
     }
     return finish;
