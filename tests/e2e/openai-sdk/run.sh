@@ -11,7 +11,7 @@ fi
 mkdir -p "$work"
 "$glmc" compile "$fixtures/glm53-tiny" -o "$work/tiny.glmp" --target cpu --precision f32 --tp 1 \
   --max-seqs 4 --max-context 4096 2>/dev/null
-"$glmc" serve "$work/tiny.glmp" --model "$fixtures/glm53-tiny" --port 0 --served-name tiny \
+"$glmc" serve "$work/tiny.glmp" --model "$fixtures/glm53-tiny" --port 0 --served-name tiny --api-key e2e-key \
   > "$work/serve.log" 2>&1 &
 server=$!
 trap 'kill -TERM $server 2>/dev/null; wait $server 2>/dev/null || true' EXIT
@@ -23,4 +23,5 @@ for _ in $(seq 300); do
   sleep 0.1
 done
 [[ -n "${port:-}" ]] || { echo "glmc serve did not become ready" >&2; cat "$work/serve.log" >&2; exit 1; }
-node "$here/sdk.test.mjs" "http://127.0.0.1:$port/v1" tiny "$fixtures/../reference/openai-openapi.yaml"
+node "$here/sdk.test.mjs" "http://127.0.0.1:$port/v1" tiny \
+  "$fixtures/../reference/openai-openapi.yaml" e2e-key

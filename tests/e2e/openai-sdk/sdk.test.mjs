@@ -1,13 +1,14 @@
 // glmc serve driven by the official OpenAI Node SDK: chat (plain, streamed, with tools),
-// completions, usage, errors, and eight concurrent streams. Every response, chunk and error is
-// also checked against OpenAI's published schema.
-// Usage: node sdk.test.mjs BASE_URL MODEL OPENAPI_YAML
+// completions, usage, API keys, errors (400, 401, 404, 413), and eight concurrent streams. Every
+// response, chunk and error is also checked against OpenAI's published schema.
+// Usage: node sdk.test.mjs BASE_URL MODEL OPENAPI_YAML API_KEY
 import OpenAI from 'openai';
 import { loadSchemas } from './schema.mjs';
 
-const [baseURL, model, specPath] = process.argv.slice(2);
+const [baseURL, model, specPath, apiKey] = process.argv.slice(2);
 const conform = loadSchemas(specPath);
-const client = new OpenAI({ baseURL, apiKey: 'unused', maxRetries: 0, timeout: 60_000 });
+const client = new OpenAI({ baseURL, apiKey, maxRetries: 0, timeout: 60_000 });
+const auth = { Authorization: `Bearer ${apiKey}` };
 let passed = 0;
 let failed = 0;
 
@@ -85,7 +86,7 @@ await test('models', async () => {
   const list = await client.models.list();
   check(list.data.some((m) => m.id === model), 'served model listed');
   // The SDK hands back a page object, so the list body is fetched as it came over the wire.
-  const raw = await (await fetch(`${baseURL}/models`)).json();
+  const raw = await (await fetch(`${baseURL}/models`, { headers: auth })).json();
   conform('ListModelsResponse', raw);
   conform('Model', await client.models.retrieve(model));
 });
@@ -121,6 +122,48 @@ await test('context length exceeded', async () => {
     conform('ErrorResponse', { error: e.error });
     check(e.code === 'context_length_exceeded', `code ${e.code}`);
   }
+});
+
+await test('wrong API key is AuthenticationError', async () => {
+  const stranger = new OpenAI({ baseURL, apiKey: `not-${apiKey}`, maxRetries: 0 });
+  try {
+    await stranger.models.list();
+    throw new Error('accepted');
+  } catch (e) {
+    check(e instanceof OpenAI.AuthenticationError, `got ${e?.constructor?.name}`);
+    conform('ErrorResponse', { error: e.error });
+  }
+});
+
+await test('wrong type is BadRequestError naming it', async () => {
+  try {
+    await client.chat.completions.create({ model, messages: hello, max_tokens: 'eight' });
+    throw new Error('accepted');
+  } catch (e) {
+    check(e instanceof OpenAI.BadRequestError, `got ${e?.constructor?.name}`);
+    conform('ErrorResponse', { error: e.error });
+    check(e.param === 'max_tokens', `param ${e.param}`);
+  }
+});
+
+// The SDK cannot send these, so they go through fetch.
+async function rawPost(body, headers = {}) {
+  const res = await fetch(`${baseURL}/chat/completions`, {
+    method: 'POST', body, headers: { ...auth, 'Content-Type': 'application/json', ...headers },
+  });
+  const json = await res.json();
+  conform('ErrorResponse', json);
+  return { status: res.status, error: json.error };
+}
+
+await test('malformed JSON is 400', async () => {
+  const { status, error } = await rawPost('{"model": "tiny", "messages": [');
+  check(status === 400 && error.type === 'invalid_request_error', `${status} ${error.type}`);
+});
+
+await test('oversized body is 413', async () => {
+  const { status } = await rawPost(JSON.stringify({ model, prompt: 'x'.repeat(33 << 20) }));
+  check(status === 413, `status ${status}`);
 });
 
 await test('eight concurrent streams', async () => {
