@@ -541,13 +541,8 @@ struct HttpServer::Impl {
         const std::string event = sseData(json);
         return sink.write(event.data(), event.size());
       };
-      if (chat &&
-          !write(chatCompletionChunkJson(id, created, modelName,
-                                         {{"role", "assistant"}, {"content", ""}}, std::nullopt))) {
-        return abandon(*queue);
-      }
       int64_t completionTokens = 0;
-      bool finished = false, stoppedByString = false, anyCalls = false;
+      bool finished = false, stoppedByString = false, anyCalls = false, roleSent = false;
       int callIndex = 0;
       runtime::FinishReason reason = runtime::FinishReason::Stop;
       Status error;
@@ -582,7 +577,20 @@ struct HttpServer::Impl {
         if (!sink.is_writable()) {
           return abandon(*queue);
         }
-        for (int32_t token : queue->take(std::chrono::milliseconds(50), finished, reason, error)) {
+        std::vector<int32_t> tokens =
+            queue->take(std::chrono::milliseconds(50), finished, reason, error);
+        // The role chunk goes with the first engine output, as vLLM sends it: clients (and
+        // `vllm bench serve`) take the first chunk as the first token, so sending it at request
+        // receipt would report a time to first token that excludes queueing and prefill.
+        if (chat && !roleSent && (!tokens.empty() || finished)) {
+          roleSent = true;
+          if (!write(chatCompletionChunkJson(id, created, modelName,
+                                             {{"role", "assistant"}, {"content", ""}},
+                                             std::nullopt))) {
+            return abandon(*queue);
+          }
+        }
+        for (int32_t token : tokens) {
           ++completionTokens;
           Expected<ReplyBuilder::Delta> d = builder->feed(token);
           if (!d.ok()) {

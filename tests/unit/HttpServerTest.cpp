@@ -31,6 +31,7 @@ public:
   int delayMs = 0; // between tokens
   std::atomic<int> running{0};
   std::atomic<int> cancelled{0}; // requests whose sink asked to stop
+  std::atomic<int> emitted{0};   // tokens handed to sinks, counted before the handing
   runtime::SequenceRequest last;
 
   Status submit(runtime::SequenceRequest request,
@@ -50,6 +51,7 @@ public:
         }
         ++n;
         std::this_thread::sleep_for(std::chrono::milliseconds(delay));
+        ++emitted;
         if (!sink->onToken(t)) {
           ++cancelled;
           reason = runtime::FinishReason::Cancelled;
@@ -238,6 +240,33 @@ TEST(HttpServer, StreamsChunksUsageAndDone) {
   const Json &usage = ev[ev.size() - 2];
   EXPECT_TRUE(usage["choices"].empty());
   EXPECT_EQ(usage["usage"]["completion_tokens"], engine.script.size());
+}
+
+/// The first chunk (the role chunk) leaves only once the engine has produced a token, so a client's
+/// time to first token includes queueing and prefill, as with vLLM.
+TEST(HttpServer, TheRoleChunkWaitsForTheFirstToken) {
+  FakeEngine engine;
+  engine.delayMs = 50; // before every token, the first included
+  Running server(engine);
+  engine.script = encode(server.tokenizer(), "</think>ok");
+  Json request = chat("Hi");
+  request["stream"] = true;
+  httplib::Request req;
+  req.method = "POST";
+  req.path = "/v1/chat/completions";
+  req.body = request.dump();
+  req.set_header("Content-Type", "application/json");
+  int emittedAtFirstChunk = -1;
+  req.content_receiver = [&](const char *, size_t, uint64_t, uint64_t) {
+    if (emittedAtFirstChunk < 0) {
+      emittedAtFirstChunk = engine.emitted.load();
+    }
+    return true;
+  };
+  httplib::Client c = server.client();
+  auto res = c.send(req);
+  ASSERT_TRUE(res);
+  EXPECT_GE(emittedAtFirstChunk, 1);
 }
 
 TEST(HttpServer, ToolCallsAreTypedByTheSchema) {
