@@ -1,0 +1,328 @@
+// glmc-serve-bench: measures an OpenAI-compatible server the way `vllm bench serve` does, so
+// that glmc's numbers sit beside vLLM's (server.md §3.3). Streamed chat requests with
+// include_usage and ignore_eos, all sent at once behind a concurrency limit, at each level asked.
+//
+//   TTFT  send → first chunk with choices      ITL   gaps between later chunks with choices
+//   E2EL  send → last chunk with choices       TPOT  (E2EL − TTFT) / (output tokens − 1)
+//
+// Output tokens come from the usage chunk. Results print under vLLM's labels and, with --json,
+// are saved with vLLM's keys, one object per concurrency level.
+#include "tools/glmc/CommandLine.h"
+
+#include <httplib.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <atomic>
+#include <cctype>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <mutex>
+#include <numeric>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using Json = nlohmann::json;
+
+struct Options {
+  std::string host = "127.0.0.1";
+  int port = 8888;
+  std::string model;
+  std::string apiKey;
+  std::string prompt;
+  int64_t outputTokens = 128;
+  int64_t requests = 0; // per level; 0 means 4 × the level
+  std::vector<int64_t> levels{1, 8};
+};
+
+struct RequestResult {
+  bool ok = false;
+  std::string error;
+  double ttft = 0, e2el = 0;
+  std::vector<double> itl;
+  int64_t promptTokens = 0, outputTokens = 0;
+};
+
+/// One streamed request, timed at each SSE event's arrival.
+RequestResult runOne(const Options &o) {
+  RequestResult r;
+  Json body = {{"model", o.model},
+               {"messages", {{{"role", "user"}, {"content", o.prompt}}}},
+               {"stream", true},
+               {"stream_options", {{"include_usage", true}}},
+               {"max_completion_tokens", o.outputTokens},
+               {"ignore_eos", true},
+               {"temperature", 0}};
+  httplib::Client client(o.host, o.port);
+  client.set_read_timeout(600, 0);
+  httplib::Request req;
+  req.method = "POST";
+  req.path = "/v1/chat/completions";
+  req.body = body.dump();
+  req.set_header("Content-Type", "application/json");
+  if (!o.apiKey.empty()) {
+    req.set_header("Authorization", "Bearer " + o.apiKey);
+  }
+  std::string pending;
+  Clock::time_point last;
+  const Clock::time_point start = Clock::now();
+  bool sawChoices = false;
+  req.content_receiver = [&](const char *data, size_t size, uint64_t, uint64_t) {
+    const Clock::time_point now = Clock::now();
+    pending.append(data, size);
+    size_t end;
+    while ((end = pending.find("\n\n")) != std::string::npos) {
+      const std::string event = pending.substr(0, end);
+      pending.erase(0, end + 2);
+      if (event.rfind("data: ", 0) != 0 || event == "data: [DONE]") {
+        continue;
+      }
+      Json chunk = Json::parse(event.substr(6), nullptr, false);
+      if (chunk.is_discarded()) {
+        r.error = "a stream event is not JSON: " + event.substr(0, 120);
+        return false;
+      }
+      if (chunk.contains("error")) {
+        r.error = chunk["error"].value("message", "error event");
+        return false;
+      }
+      if (chunk.contains("choices") && !chunk["choices"].empty()) {
+        if (sawChoices) {
+          r.itl.push_back(std::chrono::duration<double>(now - last).count());
+        } else {
+          r.ttft = std::chrono::duration<double>(now - start).count();
+          sawChoices = true;
+        }
+        last = now;
+      } else if (chunk.contains("usage") && chunk["usage"].is_object()) {
+        r.promptTokens = chunk["usage"].value("prompt_tokens", int64_t{0});
+        r.outputTokens = chunk["usage"].value("completion_tokens", int64_t{0});
+      }
+    }
+    return true;
+  };
+  httplib::Result res = client.send(req);
+  if (!res) {
+    if (r.error.empty()) {
+      r.error = "request failed: " + httplib::to_string(res.error());
+    }
+    return r;
+  }
+  if (res->status != 200) {
+    r.error = "HTTP " + std::to_string(res->status) + ": " + res->body.substr(0, 200);
+    return r;
+  }
+  r.e2el = std::chrono::duration<double>(last - start).count();
+  r.ok = sawChoices && r.error.empty();
+  if (!sawChoices && r.error.empty()) {
+    r.error = "the stream carried no choices";
+  }
+  return r;
+}
+
+struct Summary {
+  double mean = 0, median = 0, stdev = 0, p99 = 0;
+};
+
+/// vLLM's statistics: numpy mean, median, population std and linear-interpolated percentile.
+Summary summarise(std::vector<double> v) {
+  Summary s;
+  if (v.empty()) {
+    return s;
+  }
+  std::sort(v.begin(), v.end());
+  const double n = static_cast<double>(v.size());
+  s.mean = std::accumulate(v.begin(), v.end(), 0.0) / n;
+  double sq = 0;
+  for (double x : v) {
+    sq += (x - s.mean) * (x - s.mean);
+  }
+  s.stdev = std::sqrt(sq / n);
+  auto percentile = [&](double p) {
+    const double pos = p / 100.0 * (n - 1);
+    const size_t lo = static_cast<size_t>(std::floor(pos));
+    const size_t hi = std::min(lo + 1, v.size() - 1);
+    return v[lo] + (v[hi] - v[lo]) * (pos - static_cast<double>(lo));
+  };
+  s.median = percentile(50);
+  s.p99 = percentile(99);
+  return s;
+}
+
+Json runLevel(const Options &o, int64_t concurrency) {
+  const int64_t total = o.requests > 0 ? o.requests : 4 * concurrency;
+  std::vector<RequestResult> results(static_cast<size_t>(total));
+  std::atomic<int64_t> next{0};
+  const Clock::time_point start = Clock::now();
+  std::vector<std::thread> workers;
+  for (int64_t w = 0; w < std::min(concurrency, total); ++w) {
+    workers.emplace_back([&] {
+      for (int64_t i; (i = next++) < total;) {
+        results[static_cast<size_t>(i)] = runOne(o);
+      }
+    });
+  }
+  for (std::thread &t : workers) {
+    t.join();
+  }
+  const double duration = std::chrono::duration<double>(Clock::now() - start).count();
+
+  std::vector<double> ttft, tpot, itl, e2el;
+  int64_t completed = 0, inputTokens = 0, outputTokens = 0;
+  for (const RequestResult &r : results) {
+    if (!r.ok) {
+      std::fprintf(stderr, "glmc-serve-bench: %s\n", r.error.c_str());
+      continue;
+    }
+    ++completed;
+    inputTokens += r.promptTokens;
+    outputTokens += r.outputTokens;
+    ttft.push_back(r.ttft * 1e3);
+    e2el.push_back(r.e2el * 1e3);
+    for (double gap : r.itl) {
+      itl.push_back(gap * 1e3);
+    }
+    if (r.outputTokens > 1) {
+      tpot.push_back((r.e2el - r.ttft) * 1e3 / static_cast<double>(r.outputTokens - 1));
+    }
+  }
+  Json out = {
+      {"max_concurrency", concurrency},
+      {"num_prompts", total},
+      {"completed", completed},
+      {"failed", total - completed},
+      {"duration", duration},
+      {"total_input_tokens", inputTokens},
+      {"total_output_tokens", outputTokens},
+      {"request_throughput", static_cast<double>(completed) / duration},
+      {"output_throughput", static_cast<double>(outputTokens) / duration},
+      {"total_token_throughput", static_cast<double>(inputTokens + outputTokens) / duration}};
+  const std::pair<const char *, std::vector<double> *> metrics[] = {
+      {"ttft", &ttft}, {"tpot", &tpot}, {"itl", &itl}, {"e2el", &e2el}};
+  for (const auto &[name, values] : metrics) {
+    const Summary s = summarise(*values);
+    const std::string n = name;
+    out["mean_" + n + "_ms"] = s.mean;
+    out["median_" + n + "_ms"] = s.median;
+    out["std_" + n + "_ms"] = s.stdev;
+    out["p99_" + n + "_ms"] = s.p99;
+  }
+  return out;
+}
+
+void printLevel(const Json &r) {
+  auto line = [](const char *label, double value) { std::printf("%-40s %-10.2f\n", label, value); };
+  auto count = [](const char *label, int64_t value) {
+    std::printf("%-40s %-10lld\n", label, static_cast<long long>(value));
+  };
+  std::printf("============ Serving Benchmark Result ============\n");
+  count("Maximum request concurrency:", r["max_concurrency"]);
+  count("Successful requests:", r["completed"]);
+  count("Failed requests:", r["failed"]);
+  line("Benchmark duration (s):", r["duration"]);
+  count("Total input tokens:", r["total_input_tokens"]);
+  count("Total generated tokens:", r["total_output_tokens"]);
+  line("Request throughput (req/s):", r["request_throughput"]);
+  line("Output token throughput (tok/s):", r["output_throughput"]);
+  line("Total token throughput (tok/s):", r["total_token_throughput"]);
+  const std::pair<const char *, const char *> sections[] = {
+      {"ttft", "Time to First Token"},
+      {"tpot", "Time per Output Token (excl. 1st token)"},
+      {"itl", "Inter-token Latency"},
+      {"e2el", "End-to-end Latency"}};
+  for (const auto &[key, title] : sections) {
+    std::printf("-%s-\n", title);
+    char upper[8] = {};
+    for (size_t i = 0; key[i] != '\0' && i + 1 < sizeof upper; ++i) {
+      upper[i] = static_cast<char>(std::toupper(static_cast<unsigned char>(key[i])));
+    }
+    const std::string k = key;
+    for (const char *stat : {"Mean", "Median", "P99"}) {
+      char label[64];
+      std::snprintf(label, sizeof label, "%s %s (ms):", stat, upper);
+      std::string field = std::string(stat) + "_" + k + "_ms";
+      std::transform(field.begin(), field.end(), field.begin(),
+                     [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+      line(label, r[field]);
+    }
+  }
+  std::printf("==================================================\n");
+}
+
+int fail(const std::string &message) {
+  std::fprintf(stderr, "glmc-serve-bench: %s\n", message.c_str());
+  return 2;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  glm::tools::CommandLine cl("serve-bench");
+  cl.option("host").option("port").option("model").option("api-key").option("prompt");
+  cl.option("output-tokens").option("requests").option("concurrency").option("json");
+  if (glm::Status s = cl.parse(std::vector<std::string>(argv + 1, argv + argc)); !s.ok()) {
+    return fail(s.message() +
+                "\nusage: glmc-serve-bench --model NAME [--host H] [--port 8888] [--api-key K]\n"
+                "         [--prompt TEXT] [--output-tokens 128] [--concurrency 1,8]\n"
+                "         [--requests N (default 4 x concurrency)] [--json OUT]");
+  }
+  Options o;
+  if (!cl.get("model")) {
+    return fail("--model NAME is required (the served model name)");
+  }
+  o.model = *cl.get("model");
+  o.host = cl.get("host").value_or(o.host);
+  o.apiKey = cl.get("api-key").value_or("");
+  o.prompt = cl.get("prompt").value_or(
+      "Explain how tensor parallelism splits a transformer's attention and MLP across GPUs.");
+  auto port = cl.getInt("port", 1, 65535);
+  auto outputTokens = cl.getInt("output-tokens", 1, 1 << 20);
+  auto requests = cl.getInt("requests", 1, 1 << 20);
+  for (auto *v : {&port, &outputTokens, &requests}) {
+    if (!v->ok()) {
+      return fail(v->status().message());
+    }
+  }
+  o.port = static_cast<int>(port->value_or(o.port));
+  o.outputTokens = outputTokens->value_or(o.outputTokens);
+  o.requests = requests->value_or(0);
+  if (std::optional<std::string> levels = cl.get("concurrency")) {
+    o.levels.clear();
+    std::stringstream in(*levels);
+    for (std::string item; std::getline(in, item, ',');) {
+      char *end = nullptr;
+      const long long level = std::strtoll(item.c_str(), &end, 10);
+      if (item.empty() || *end != '\0' || level < 1 || level > 4096) {
+        return fail("--concurrency wants a comma-separated list of levels in [1, 4096], not '" +
+                    *levels + "'");
+      }
+      o.levels.push_back(level);
+    }
+  }
+  Json all = Json::array();
+  for (int64_t level : o.levels) {
+    Json r = runLevel(o, level);
+    printLevel(r);
+    all.push_back(r);
+  }
+  if (std::optional<std::string> path = cl.get("json")) {
+    std::ofstream out(*path);
+    out << all.dump(2) << "\n";
+    if (!out) {
+      return fail("cannot write " + *path);
+    }
+  }
+  for (const Json &r : all) {
+    if (r["failed"].get<int64_t>() != 0) {
+      return 1;
+    }
+  }
+  return 0;
+}
