@@ -124,6 +124,12 @@ void Scheduler::step(std::vector<std::unique_ptr<Active>> &running) {
       if (waiting_.empty()) {
         break;
       }
+      if (waiting_.front().second->cancelled()) {
+        waiting_.front().second->onFinish(FinishReason::Cancelled, Status::success());
+        waiting_.pop_front();
+        --stats_.waiting;
+        continue;
+      }
       Expected<int> slot = engine_->newSequence();
       if (!slot.ok()) {
         break; // no free slot: it waits for a running request to end

@@ -37,6 +37,9 @@ public:
   virtual ~TokenSink() = default;
   virtual bool onToken(int32_t token) = 0;
   virtual void onFinish(FinishReason reason, const Status &error) = 0;
+  /// True once the consumer is gone. Asked of waiting requests, so that one whose client left
+  /// is dropped before it costs a prefill. May be called from any thread.
+  virtual bool cancelled() const { return false; }
 };
 
 struct SchedulerStats {

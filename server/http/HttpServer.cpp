@@ -135,10 +135,8 @@ public:
     error_ = error;
     ready_.notify_all();
   }
-  void cancel() {
-    std::lock_guard<std::mutex> lock(mutex_);
-    cancelled_ = true;
-  }
+  bool cancelled() const override { return cancelled_.load(); }
+  void cancel() { cancelled_ = true; }
   /// Waits up to `timeout` for tokens or the end; returns what arrived.
   std::vector<int32_t> take(std::chrono::milliseconds timeout, bool &finished,
                             runtime::FinishReason &reason, Status &error) {
@@ -160,7 +158,7 @@ private:
   std::condition_variable ready_;
   std::deque<int32_t> tokens_;
   bool finished_ = false;
-  bool cancelled_ = false;
+  std::atomic<bool> cancelled_{false};
   runtime::FinishReason reason_ = runtime::FinishReason::Stop;
   Status error_;
 };
