@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Starts glmc serve on the tiny fixture's CPU plan at a free port, runs the SDK tests, stops it.
-# Usage: run.sh GLMC FIXTURES_DIR WORK_DIR
+# Starts two glmc serve instances on the tiny fixture's CPU plans at free ports (the main one, and
+# a one-slot one with a one-request waiting queue for the overload test), runs the SDK tests,
+# stops them. Usage: run.sh GLMC FIXTURES_DIR WORK_DIR
 set -euo pipefail
 glmc=$1 fixtures=$2 work=$3
 here=$(cd "$(dirname "$0")" && pwd)
@@ -9,19 +10,35 @@ if [[ ! -d "$here/node_modules/openai" || ! -d "$here/node_modules/ajv" ]]; then
   exit 1
 fi
 mkdir -p "$work"
-"$glmc" compile "$fixtures/glm53-tiny" -o "$work/tiny.glmp" --target cpu --precision f32 --tp 1 \
-  --max-seqs 4 --max-context 4096 2>/dev/null
-"$glmc" serve "$work/tiny.glmp" --model "$fixtures/glm53-tiny" --port 0 --served-name tiny --api-key e2e-key \
-  > "$work/serve.log" 2>&1 &
-server=$!
-trap 'kill -TERM $server 2>/dev/null; wait $server 2>/dev/null || true' EXIT
-# The ready line names the port; give the server at most 30 s to print it.
-for _ in $(seq 300); do
-  port=$(sed -n 's|.*ready on http://127.0.0.1:\([0-9]*\).*|\1|p' "$work/serve.log")
-  [[ -n "$port" ]] && break
-  kill -0 $server 2>/dev/null || { cat "$work/serve.log" >&2; exit 1; }
-  sleep 0.1
-done
-[[ -n "${port:-}" ]] || { echo "glmc serve did not become ready" >&2; cat "$work/serve.log" >&2; exit 1; }
-node "$here/sdk.test.mjs" "http://127.0.0.1:$port/v1" tiny \
-  "$fixtures/../reference/openai-openapi.yaml" e2e-key
+servers=()
+trap 'for s in "${servers[@]}"; do kill -TERM $s 2>/dev/null; done; wait 2>/dev/null || true' EXIT
+
+# serve NAME MAX_SEQS [serve options...]: compiles a plan, serves it, and sets $port once ready.
+serve() {
+  local name=$1 seqs=$2
+  shift 2
+  "$glmc" compile "$fixtures/glm53-tiny" -o "$work/$name.glmp" --target cpu --precision f32 \
+    --tp 1 --max-seqs "$seqs" --max-context 4096 2>/dev/null
+  "$glmc" serve "$work/$name.glmp" --model "$fixtures/glm53-tiny" --port 0 --served-name tiny \
+    --api-key e2e-key "$@" > "$work/$name.log" 2>&1 &
+  local pid=$!
+  servers+=($pid)
+  port=
+  # The ready line names the port; give the server at most 30 s to print it.
+  for _ in $(seq 300); do
+    port=$(sed -n 's|.*ready on http://127.0.0.1:\([0-9]*\).*|\1|p' "$work/$name.log")
+    [[ -n "$port" ]] && return 0
+    kill -0 $pid 2>/dev/null || { cat "$work/$name.log" >&2; exit 1; }
+    sleep 0.1
+  done
+  echo "glmc serve did not become ready" >&2
+  cat "$work/$name.log" >&2
+  exit 1
+}
+
+serve main 4
+main=$port
+serve busy 1 --max-waiting 1
+busy=$port
+node "$here/sdk.test.mjs" "http://127.0.0.1:$main/v1" tiny \
+  "$fixtures/../reference/openai-openapi.yaml" e2e-key "http://127.0.0.1:$busy/v1"

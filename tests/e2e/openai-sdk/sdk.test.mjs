@@ -1,11 +1,12 @@
 // glmc serve driven by the official OpenAI Node SDK: chat (plain, streamed, with tools),
-// completions, usage, API keys, errors (400, 401, 404, 413), and eight concurrent streams. Every
-// response, chunk and error is also checked against OpenAI's published schema.
-// Usage: node sdk.test.mjs BASE_URL MODEL OPENAPI_YAML API_KEY
+// completions, usage, API keys, errors (400, 401, 404, 413, 503), clients that leave, and eight
+// concurrent streams. Every response, chunk and error is also checked against OpenAI's published
+// schema. BUSY_URL is a server with one slot and a one-request waiting queue.
+// Usage: node sdk.test.mjs BASE_URL MODEL OPENAPI_YAML API_KEY BUSY_URL
 import OpenAI from 'openai';
 import { loadSchemas } from './schema.mjs';
 
-const [baseURL, model, specPath, apiKey] = process.argv.slice(2);
+const [baseURL, model, specPath, apiKey, busyURL] = process.argv.slice(2);
 const conform = loadSchemas(specPath);
 const client = new OpenAI({ baseURL, apiKey, maxRetries: 0, timeout: 60_000 });
 const auth = { Authorization: `Bearer ${apiKey}` };
@@ -164,6 +165,40 @@ await test('malformed JSON is 400', async () => {
 await test('oversized body is 413', async () => {
   const { status } = await rawPost(JSON.stringify({ model, prompt: 'x'.repeat(33 << 20) }));
   check(status === 413, `status ${status}`);
+});
+
+// The metric's value in BASE's Prometheus text, or NaN.
+async function metric(base, name) {
+  const text = await (await fetch(`${base.replace(/\/v1$/, '')}/metrics`, { headers: auth })).text();
+  const line = text.split('\n').find((l) => l.startsWith(`${name}{`));
+  return line ? Number(line.split(' ').pop()) : NaN;
+}
+
+await test('a full waiting queue is 503; clients that leave free the server', async () => {
+  const busy = new OpenAI({ baseURL: busyURL, apiKey, maxRetries: 0 });
+  const leave = new AbortController();
+  // Long enough to hold the only slot for seconds: nothing finishes on its own during the test.
+  const long = { model, messages: hello, max_tokens: 3000, ignore_eos: true, stream: true };
+  const running = await busy.chat.completions.create(long, { signal: leave.signal });
+  await running[Symbol.asyncIterator]().next(); // its first token: it holds the slot
+  // A streamed reply's headers come once the request is queued, so this one is waiting.
+  await busy.chat.completions.create(long, { signal: leave.signal });
+  try {
+    await busy.chat.completions.create({ model, messages: hello, max_tokens: 4 });
+    throw new Error('accepted');
+  } catch (e) {
+    check(e instanceof OpenAI.InternalServerError && e.status === 503, `got ${e?.status} ${e}`);
+    conform('ErrorResponse', { error: e.error });
+  }
+  leave.abort();
+  // Both cancelled: the running one at its next step, the waiting one before it is admitted.
+  while ((await metric(busyURL, 'vllm:http_requests_client_disconnected_total')) !== 2 ||
+         (await metric(busyURL, 'vllm:num_requests_running')) !== 0 ||
+         (await metric(busyURL, 'vllm:num_requests_waiting')) !== 0) {
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+  const r = await busy.chat.completions.create({ model, messages: hello, max_tokens: 4 });
+  conform('CreateChatCompletionResponse', r);
 });
 
 await test('eight concurrent streams', async () => {
