@@ -206,16 +206,26 @@ uint8_t *CpuEngine::address(const plan::Slice &slice) {
   return reinterpret_cast<uint8_t *>(arenas_[slice.arena()].data()) + slice.offset();
 }
 
-Expected<std::vector<float>> CpuEngine::prefill(int slot, std::span<const int32_t> tokens) {
-  if (slot < 0 || static_cast<size_t>(slot) >= sequences_.size() || !sequences_[slot]) {
-    return invalidArgument("sequence slot ", slot, " is not in use");
-  }
+const plan::Program *CpuEngine::largestPrefill() const {
   const plan::Program *program = nullptr;
   for (const plan::Program *p : *plan().programs()) {
     if (p->kind() == plan::ProgramKind::Prefill && (!program || p->rows() > program->rows())) {
       program = p;
     }
   }
+  return program;
+}
+
+int64_t CpuEngine::prefillChunk() const {
+  const plan::Program *program = largestPrefill();
+  return program ? program->rows() : 0;
+}
+
+Expected<std::vector<float>> CpuEngine::prefill(int slot, std::span<const int32_t> tokens) {
+  if (slot < 0 || static_cast<size_t>(slot) >= sequences_.size() || !sequences_[slot]) {
+    return invalidArgument("sequence slot ", slot, " is not in use");
+  }
+  const plan::Program *program = largestPrefill();
   if (program == nullptr) {
     return invalidArgument(plan_->source(), ": the plan has no prefill program");
   }

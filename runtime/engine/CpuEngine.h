@@ -52,6 +52,10 @@ public:
   /// One decode step: token i goes to sequence slots[i]. Returns [slots, vocab] logits.
   Expected<std::vector<float>> decode(std::span<const int> slots, std::span<const int32_t> tokens);
 
+  /// Tokens one prefill program takes (the largest); prefill() splits longer inputs at multiples
+  /// of it. 0 when the plan has no prefill program.
+  int64_t prefillChunk() const;
+
   int64_t vocabSize() const { return vocab_; }
   const plan::Plan &plan() const { return plan_->root(); }
 
@@ -68,6 +72,7 @@ private:
   };
   Expected<std::vector<float>> run(const plan::Program &program, std::span<const int32_t> tokens,
                                    const std::vector<RowGroup> &groups);
+  const plan::Program *largestPrefill() const;
   Status runStep(const plan::Step &step, int64_t rows, const std::vector<RowGroup> &groups);
 
   uint8_t *address(const plan::Slice &slice);

@@ -1,9 +1,12 @@
-// The scheduler loop: admit waiting requests into free slots (prefilling each), then advance every
-// running sequence by one token in a single decode step.
+// The scheduler loop: admit waiting requests into free slots, prefill at most one prefill
+// program's worth of prompt tokens, then advance every prefilled sequence by one token in a
+// single decode step. Bounding the prefill per step bounds how long a long prompt stalls the
+// streams already decoding (chunked prefill).
 #include "runtime/engine/Scheduler.h"
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 namespace glm::runtime {
 
@@ -11,6 +14,7 @@ struct Scheduler::Active {
   SequenceRequest request;
   std::shared_ptr<TokenSink> sink;
   int slot = -1;
+  int64_t prefilled = 0; // prompt tokens in the engine so far
   int64_t position = 0;  // absolute position of the next token
   int64_t generated = 0; // tokens delivered
   int32_t last = 0;      // the token to feed next
@@ -28,6 +32,9 @@ Scheduler::~Scheduler() {
 }
 
 Status Scheduler::submit(SequenceRequest request, std::shared_ptr<TokenSink> sink) {
+  if (request.prompt.empty()) {
+    return invalidArgument("a request needs at least one prompt token");
+  }
   std::lock_guard<std::mutex> lock(mutex_);
   if (stopping_) {
     return Status(StatusCode::Unavailable, "the server is shutting down");
@@ -116,69 +123,103 @@ void Scheduler::step(std::vector<std::unique_ptr<Active>> &running) {
     --stats_.running;
     ++stats_.finished;
   };
-  // 1. Admit: each waiting request that gets a slot is prefilled and yields its first token.
+  // 1. Admit: each waiting request that gets a slot joins the running set, not yet prefilled. One
+  // whose client already left is dropped before it costs anything.
   while (true) {
-    std::unique_ptr<Active> a;
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      if (waiting_.empty()) {
-        break;
-      }
-      if (waiting_.front().second->cancelled()) {
-        waiting_.front().second->onFinish(FinishReason::Cancelled, Status::success());
-        waiting_.pop_front();
-        --stats_.waiting;
-        continue;
-      }
-      Expected<int> slot = engine_->newSequence();
-      if (!slot.ok()) {
-        break; // no free slot: it waits for a running request to end
-      }
-      a = std::make_unique<Active>();
-      a->request = std::move(waiting_.front().first);
-      a->sink = std::move(waiting_.front().second);
-      a->slot = *slot;
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (waiting_.empty()) {
+      break;
+    }
+    if (waiting_.front().second->cancelled()) {
+      waiting_.front().second->onFinish(FinishReason::Cancelled, Status::success());
       waiting_.pop_front();
       --stats_.waiting;
-      ++stats_.running;
-    }
-    Expected<std::vector<float>> logits = engine_->prefill(a->slot, a->request.prompt);
-    running.push_back(std::move(a));
-    Active &admitted = *running.back();
-    if (!logits.ok()) {
-      admitted.sink->onFinish(FinishReason::Error, logits.status());
-      finish(running.size() - 1);
       continue;
     }
-    const int64_t vocab = engine_->vocabSize();
-    admitted.position = static_cast<int64_t>(admitted.request.prompt.size());
-    std::vector<float> last(logits->end() - vocab, logits->end());
-    if (!deliver(admitted, pick(admitted, std::move(last)))) {
-      finish(running.size() - 1);
+    Expected<int> slot = engine_->newSequence();
+    if (!slot.ok()) {
+      break; // no free slot: it waits for a running request to end
     }
+    auto a = std::make_unique<Active>();
+    a->request = std::move(waiting_.front().first);
+    a->sink = std::move(waiting_.front().second);
+    a->slot = *slot;
+    waiting_.pop_front();
+    --stats_.waiting;
+    ++stats_.running;
+    running.push_back(std::move(a));
   }
-  if (running.empty()) {
-    return;
+
+  // 2. Prefill, oldest first, at most one prefill program's worth of tokens in all. A prompt is
+  // split only at multiples of that size, where the engine splits it anyway, so a reply does not
+  // depend on what else was running.
+  // (A plan without prefill programs gets the whole prompt, so that the engine's error names it.)
+  const int64_t chunk =
+      engine_->prefillChunk() > 0 ? engine_->prefillChunk() : std::numeric_limits<int64_t>::max();
+  const int64_t vocab = engine_->vocabSize();
+  int64_t budget = chunk;
+  for (size_t i = 0; i < running.size() && budget > 0;) {
+    Active &a = *running[i];
+    const int64_t promptSize = static_cast<int64_t>(a.request.prompt.size());
+    if (a.prefilled == promptSize) {
+      ++i;
+      continue;
+    }
+    if (a.sink->cancelled()) {
+      a.sink->onFinish(FinishReason::Cancelled, Status::success());
+      finish(i);
+      continue;
+    }
+    const int64_t n = std::min(promptSize - a.prefilled, chunk);
+    if (n > budget) {
+      break;
+    }
+    budget -= n;
+    Expected<std::vector<float>> logits = engine_->prefill(
+        a.slot, std::span<const int32_t>(a.request.prompt).subspan(a.prefilled, n));
+    if (!logits.ok()) {
+      a.sink->onFinish(FinishReason::Error, logits.status());
+      finish(i);
+      continue;
+    }
+    a.prefilled += n;
+    if (a.prefilled == promptSize) {
+      // The prompt is in: its last row gives the first token.
+      a.position = promptSize;
+      std::vector<float> last(logits->end() - vocab, logits->end());
+      if (!deliver(a, pick(a, std::move(last)))) {
+        finish(i);
+        continue;
+      }
+    }
+    ++i;
   }
-  // 2. One decode step for every running sequence.
+
+  // 3. One decode step for every sequence whose prompt is in.
+  std::vector<size_t> decoding;
   std::vector<int> slots;
   std::vector<int32_t> tokens;
-  for (const auto &a : running) {
-    slots.push_back(a->slot);
-    tokens.push_back(a->last);
-  }
-  Expected<std::vector<float>> logits = engine_->decode(slots, tokens);
-  if (!logits.ok()) {
-    for (size_t i = running.size(); i-- > 0;) {
-      running[i]->sink->onFinish(FinishReason::Error, logits.status());
-      finish(i);
+  for (size_t i = 0; i < running.size(); ++i) {
+    if (running[i]->prefilled == static_cast<int64_t>(running[i]->request.prompt.size())) {
+      decoding.push_back(i);
+      slots.push_back(running[i]->slot);
+      tokens.push_back(running[i]->last);
     }
+  }
+  if (decoding.empty()) {
     return;
   }
-  const int64_t vocab = engine_->vocabSize();
-  for (size_t i = running.size(); i-- > 0;) {
-    std::vector<float> row(logits->begin() + static_cast<std::ptrdiff_t>(i * vocab),
-                           logits->begin() + static_cast<std::ptrdiff_t>((i + 1) * vocab));
+  Expected<std::vector<float>> logits = engine_->decode(slots, tokens);
+  // Backwards, so that finishing one does not move the indices still to come.
+  for (size_t k = decoding.size(); k-- > 0;) {
+    const size_t i = decoding[k];
+    if (!logits.ok()) {
+      running[i]->sink->onFinish(FinishReason::Error, logits.status());
+      finish(i);
+      continue;
+    }
+    std::vector<float> row(logits->begin() + static_cast<std::ptrdiff_t>(k * vocab),
+                           logits->begin() + static_cast<std::ptrdiff_t>((k + 1) * vocab));
     if (!deliver(*running[i], pick(*running[i], std::move(row)))) {
       finish(i);
     }

@@ -4,10 +4,12 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdlib>
 #include <filesystem>
 #include <mutex>
+#include <thread>
 #include <unistd.h>
 
 namespace glm::runtime {
@@ -48,19 +50,33 @@ private:
   int tokens_ = 0;
 };
 
+/// The tiny fixture's f32 CPU plan compiled with `options`, bound to the fixture's weights.
+class Engine {
+public:
+  explicit Engine(const std::string &options) {
+    const std::filesystem::path plan = std::filesystem::temp_directory_path() /
+                                       ("scheduler_test_" + std::to_string(::getpid()) + ".glmp");
+    const std::string command = std::string(GLM_GLMC_PATH) + " compile " + kTiny.string() + " -o " +
+                                plan.string() + " --target cpu --precision f32 --tp 1 " + options +
+                                " 2>/dev/null";
+    EXPECT_EQ(std::system(command.c_str()), 0) << command;
+    checkpoint_ = std::move(Checkpoint::open(kTiny)).value();
+    Expected<std::unique_ptr<CpuEngine>> engine =
+        CpuEngine::create(std::move(PlanFile::open(plan)).value(), *checkpoint_);
+    std::filesystem::remove(plan);
+    EXPECT_TRUE(engine.ok()) << engine.status().toString();
+    engine_ = std::move(engine).value();
+  }
+  std::unique_ptr<CpuEngine> take() { return std::move(engine_); }
+
+private:
+  std::unique_ptr<Checkpoint> checkpoint_;
+  std::unique_ptr<CpuEngine> engine_;
+};
+
 TEST(Scheduler, ARequestWhoseClientLeftWhileWaitingIsNeverPrefilled) {
-  const std::filesystem::path plan = std::filesystem::temp_directory_path() /
-                                     ("scheduler_test_" + std::to_string(::getpid()) + ".glmp");
-  const std::string command = std::string(GLM_GLMC_PATH) + " compile " + kTiny.string() + " -o " +
-                              plan.string() +
-                              " --target cpu --precision f32 --tp 1 --max-seqs 1 2>/dev/null";
-  ASSERT_EQ(std::system(command.c_str()), 0) << command;
-  std::unique_ptr<Checkpoint> checkpoint = std::move(Checkpoint::open(kTiny)).value();
-  Expected<std::unique_ptr<CpuEngine>> engine =
-      CpuEngine::create(std::move(PlanFile::open(plan)).value(), *checkpoint);
-  std::filesystem::remove(plan);
-  ASSERT_TRUE(engine.ok()) << engine.status().toString();
-  Scheduler scheduler(std::move(engine).value(), 4);
+  Engine engine("--max-seqs 1");
+  Scheduler scheduler(engine.take(), 4);
 
   SequenceRequest request;
   request.prompt = {11, 12, 13, 14};
@@ -76,6 +92,62 @@ TEST(Scheduler, ARequestWhoseClientLeftWhileWaitingIsNeverPrefilled) {
   ASSERT_TRUE(scheduler.submit(request, stays).ok());
   EXPECT_EQ(stays->wait(), std::make_pair(FinishReason::Length, 3));
   EXPECT_EQ(scheduler.stats().waiting, 0);
+}
+
+/// Counts a running request's tokens and notes how many it had when another one began.
+class StreamingSink : public RecordingSink {
+public:
+  StreamingSink() : RecordingSink(false) {}
+  bool onToken(int32_t token) override {
+    ++count;
+    return RecordingSink::onToken(token);
+  }
+  std::atomic<int> count{0};
+};
+
+class FirstTokenSink : public RecordingSink {
+public:
+  explicit FirstTokenSink(const StreamingSink &other) : RecordingSink(false), other_(other) {}
+  bool onToken(int32_t token) override {
+    if (otherAtFirstToken < 0) {
+      otherAtFirstToken = other_.count.load();
+    }
+    return RecordingSink::onToken(token);
+  }
+  int otherAtFirstToken = -1;
+
+private:
+  const StreamingSink &other_;
+};
+
+TEST(Scheduler, ALongPromptIsPrefilledInChunksBetweenDecodeSteps) {
+  // Prefill programs of 16 tokens: a 48-token prompt takes three steps, and the stream already
+  // running gets a token in each of the first two. Prefilled whole, the new prompt would delay
+  // that stream by a step at most, so it would get at most one token (from a step already under
+  // way when the request came) before the new request's first.
+  Engine engine("--max-seqs 2 --prefill 16 --decode 1x1,2x1");
+  Scheduler scheduler(engine.take(), 4);
+  SequenceRequest streaming;
+  streaming.prompt = {11, 12, 13};
+  streaming.maxTokens = 400;
+  streaming.ignoreEos = true;
+  auto stream = std::make_shared<StreamingSink>();
+  ASSERT_TRUE(scheduler.submit(streaming, stream).ok());
+  while (stream->count.load() == 0) {
+    std::this_thread::yield();
+  }
+  const int before = stream->count.load();
+
+  SequenceRequest longPrompt;
+  for (int32_t t = 0; t < 48; ++t) {
+    longPrompt.prompt.push_back(20 + t);
+  }
+  longPrompt.maxTokens = 1;
+  longPrompt.ignoreEos = true;
+  auto late = std::make_shared<FirstTokenSink>(*stream);
+  ASSERT_TRUE(scheduler.submit(longPrompt, late).ok());
+  EXPECT_EQ(late->wait(), std::make_pair(FinishReason::Length, 1));
+  EXPECT_GE(late->otherAtFirstToken - before, 2);
 }
 
 } // namespace
