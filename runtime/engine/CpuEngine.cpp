@@ -186,6 +186,18 @@ int64_t CpuEngine::length(int slot) const {
              : 0;
 }
 
+int64_t CpuEngine::pagesNeeded(int slot, int64_t more) const {
+  if (plan().state_pool() == nullptr) {
+    return 0;
+  }
+  const int64_t held =
+      slot >= 0 && static_cast<size_t>(slot) < sequences_.size() && sequences_[slot]
+          ? static_cast<int64_t>(sequences_[slot]->pages.size())
+          : 0;
+  const int64_t needed = (length(slot) + more + pageTokens_ - 1) / pageTokens_;
+  return std::max<int64_t>(needed - held, 0);
+}
+
 bool CpuEngine::matchesDump(const std::string &name) const {
   size_t start = 0;
   while (start <= options_.dumpPattern.size()) {

@@ -45,6 +45,10 @@ public:
   void endSequence(int slot);
   /// Tokens a sequence holds.
   int64_t length(int slot) const;
+  /// State-pool pages a sequence must still take to hold `more` further tokens (0 for a plan
+  /// without a pool), and the pages free now: the scheduler admits and preempts by them.
+  int64_t pagesNeeded(int slot, int64_t more) const;
+  int64_t freePages() const { return static_cast<int64_t>(freePages_.size()); }
 
   /// Appends `tokens` to a sequence through the plan's prefill programs (in chunks of at most the
   /// largest prefill size) and returns every row's logits, [tokens, vocab].

@@ -1,7 +1,9 @@
 // The scheduler loop: admit waiting requests into free slots, prefill at most one prefill
 // program's worth of prompt tokens, then advance every prefilled sequence by one token in a
 // single decode step. Bounding the prefill per step bounds how long a long prompt stalls the
-// streams already decoding (chunked prefill).
+// streams already decoding (chunked prefill). The state pool is shared: a sequence takes pages
+// as it grows, and when they run out the newest sequence gives its pages back and is later
+// prefilled again from its tokens (preemption by recomputation, as vLLM does).
 #include "runtime/engine/Scheduler.h"
 
 #include <algorithm>
@@ -13,11 +15,19 @@ namespace glm::runtime {
 struct Scheduler::Active {
   SequenceRequest request;
   std::shared_ptr<TokenSink> sink;
-  int slot = -1;
-  int64_t prefilled = 0; // prompt tokens in the engine so far
-  int64_t position = 0;  // absolute position of the next token
-  int64_t generated = 0; // tokens delivered
-  int32_t last = 0;      // the token to feed next
+  int slot = -1;               // -1 while preempted
+  std::vector<int32_t> tokens; // the prompt, then every token delivered
+  int64_t inEngine = 0;        // tokens[0, inEngine) are in the engine's state
+  int64_t generated = 0;       // tokens delivered
+
+  /// Tokens the engine must hold before this sequence decodes: the prompt at first; after a
+  /// preemption, everything but the last token, which the next decode step feeds.
+  int64_t prefillTarget() const {
+    return static_cast<int64_t>(tokens.size()) - (generated > 0 ? 1 : 0);
+  }
+  bool decoding() const {
+    return slot >= 0 && generated > 0 && inEngine == static_cast<int64_t>(tokens.size()) - 1;
+  }
 };
 
 Scheduler::Scheduler(std::unique_ptr<CpuEngine> engine, int64_t maxWaiting)
@@ -63,7 +73,7 @@ int32_t Scheduler::pick(Active &a, std::vector<float> row) {
       }
     }
   }
-  return sampleToken(row, a.request.sampling, a.position);
+  return sampleToken(row, a.request.sampling, static_cast<int64_t>(a.tokens.size()));
 }
 
 bool Scheduler::deliver(Active &a, int32_t token) {
@@ -87,8 +97,7 @@ bool Scheduler::deliver(Active &a, int32_t token) {
     a.sink->onFinish(FinishReason::Length, Status::success());
     return false;
   }
-  a.last = token;
-  ++a.position;
+  a.tokens.push_back(token);
   return true;
 }
 
@@ -106,7 +115,9 @@ void Scheduler::loop() {
   }
   for (auto &a : running) {
     a->sink->onFinish(FinishReason::Cancelled, Status::success());
-    engine_->endSequence(a->slot);
+    if (a->slot >= 0) {
+      engine_->endSequence(a->slot);
+    }
   }
   std::lock_guard<std::mutex> lock(mutex_);
   for (auto &[request, sink] : waiting_) {
@@ -117,15 +128,42 @@ void Scheduler::loop() {
 
 void Scheduler::step(std::vector<std::unique_ptr<Active>> &running) {
   auto finish = [&](size_t i) {
-    engine_->endSequence(running[i]->slot);
+    if (running[i]->slot >= 0) {
+      engine_->endSequence(running[i]->slot);
+    }
     running.erase(running.begin() + static_cast<std::ptrdiff_t>(i));
     std::lock_guard<std::mutex> lock(mutex_);
     --stats_.running;
     ++stats_.finished;
   };
-  // 1. Admit: each waiting request that gets a slot joins the running set, not yet prefilled. One
-  // whose client already left is dropped before it costs anything.
-  while (true) {
+  // Frees the newest sequence's state, except `keep`'s; it will be prefilled again from its
+  // tokens (preemption by recomputation). False when there is nothing to free.
+  auto preemptNewest = [&](const Active *keep) {
+    for (size_t i = running.size(); i-- > 0;) {
+      if (running[i]->slot >= 0 && running[i].get() != keep) {
+        engine_->endSequence(running[i]->slot);
+        running[i]->slot = -1;
+        running[i]->inEngine = 0;
+        return true;
+      }
+    }
+    return false;
+  };
+
+  // 1. Slots: preempted sequences first (they are older), then waiting requests, not yet
+  // prefilled. A waiting request whose client already left is dropped before it costs anything.
+  bool slotless = false;
+  for (auto &a : running) {
+    if (a->slot < 0) {
+      Expected<int> slot = engine_->newSequence();
+      if (!slot.ok()) {
+        slotless = true;
+        break;
+      }
+      a->slot = *slot;
+    }
+  }
+  while (!slotless) {
     std::lock_guard<std::mutex> lock(mutex_);
     if (waiting_.empty()) {
       break;
@@ -142,6 +180,7 @@ void Scheduler::step(std::vector<std::unique_ptr<Active>> &running) {
     }
     auto a = std::make_unique<Active>();
     a->request = std::move(waiting_.front().first);
+    a->tokens = std::move(a->request.prompt);
     a->sink = std::move(waiting_.front().second);
     a->slot = *slot;
     waiting_.pop_front();
@@ -152,16 +191,22 @@ void Scheduler::step(std::vector<std::unique_ptr<Active>> &running) {
 
   // 2. Prefill, oldest first, at most one prefill program's worth of tokens in all. A prompt is
   // split only at multiples of that size, where the engine splits it anyway, so a reply does not
-  // depend on what else was running.
+  // depend on what else was running. Pages the decoding sequences need next are kept for them.
   // (A plan without prefill programs gets the whole prompt, so that the engine's error names it.)
   const int64_t chunk =
       engine_->prefillChunk() > 0 ? engine_->prefillChunk() : std::numeric_limits<int64_t>::max();
   const int64_t vocab = engine_->vocabSize();
+  int64_t reserved = 0;
+  for (const auto &a : running) {
+    reserved += a->decoding() ? engine_->pagesNeeded(a->slot, 1) : 0;
+  }
   int64_t budget = chunk;
+  const Active *blocked = nullptr; // the oldest prefill that waits for pages
+  bool prefilled = false;
   for (size_t i = 0; i < running.size() && budget > 0;) {
     Active &a = *running[i];
-    const int64_t promptSize = static_cast<int64_t>(a.request.prompt.size());
-    if (a.prefilled == promptSize) {
+    const int64_t target = a.prefillTarget();
+    if (a.slot < 0 || a.inEngine >= target) {
       ++i;
       continue;
     }
@@ -170,22 +215,27 @@ void Scheduler::step(std::vector<std::unique_ptr<Active>> &running) {
       finish(i);
       continue;
     }
-    const int64_t n = std::min(promptSize - a.prefilled, chunk);
+    const int64_t n = std::min(target - a.inEngine, chunk);
     if (n > budget) {
       break;
     }
+    if (engine_->pagesNeeded(a.slot, n) > engine_->freePages() - reserved) {
+      blocked = &a;
+      break;
+    }
     budget -= n;
-    Expected<std::vector<float>> logits = engine_->prefill(
-        a.slot, std::span<const int32_t>(a.request.prompt).subspan(a.prefilled, n));
+    Expected<std::vector<float>> logits =
+        engine_->prefill(a.slot, std::span<const int32_t>(a.tokens).subspan(
+                                     static_cast<size_t>(a.inEngine), static_cast<size_t>(n)));
     if (!logits.ok()) {
       a.sink->onFinish(FinishReason::Error, logits.status());
       finish(i);
       continue;
     }
-    a.prefilled += n;
-    if (a.prefilled == promptSize) {
+    prefilled = true;
+    a.inEngine += n;
+    if (a.inEngine == target && a.generated == 0) {
       // The prompt is in: its last row gives the first token.
-      a.position = promptSize;
       std::vector<float> last(logits->end() - vocab, logits->end());
       if (!deliver(a, pick(a, std::move(last)))) {
         finish(i);
@@ -195,19 +245,45 @@ void Scheduler::step(std::vector<std::unique_ptr<Active>> &running) {
     ++i;
   }
 
-  // 3. One decode step for every sequence whose prompt is in.
+  // 3. One decode step for every sequence whose tokens are in. When the pool cannot give each
+  // its next page, the newest sequences give theirs back until it can.
   std::vector<size_t> decoding;
-  std::vector<int> slots;
-  std::vector<int32_t> tokens;
-  for (size_t i = 0; i < running.size(); ++i) {
-    if (running[i]->prefilled == static_cast<int64_t>(running[i]->request.prompt.size())) {
-      decoding.push_back(i);
-      slots.push_back(running[i]->slot);
-      tokens.push_back(running[i]->last);
+  while (true) {
+    decoding.clear();
+    int64_t needed = 0;
+    for (size_t i = 0; i < running.size(); ++i) {
+      if (running[i]->decoding()) {
+        decoding.push_back(i);
+        needed += engine_->pagesNeeded(running[i]->slot, 1);
+      }
+    }
+    if (needed <= engine_->freePages() || !preemptNewest(nullptr)) {
+      break;
     }
   }
   if (decoding.empty()) {
+    // Nothing decodes and the oldest prefill waits for pages that newer prefills hold: free
+    // theirs. A request that cannot fit even alone has to fail.
+    if (blocked != nullptr && !prefilled && !preemptNewest(blocked)) {
+      for (size_t i = 0; i < running.size(); ++i) {
+        if (running[i].get() == blocked) {
+          blocked->sink->onFinish(
+              FinishReason::Error,
+              Status(StatusCode::Unavailable,
+                     strCat("a sequence of ", blocked->prefillTarget(),
+                            " tokens needs more state pages than the plan's pool holds")));
+          finish(i);
+          break;
+        }
+      }
+    }
     return;
+  }
+  std::vector<int> slots;
+  std::vector<int32_t> tokens;
+  for (size_t i : decoding) {
+    slots.push_back(running[i]->slot);
+    tokens.push_back(running[i]->tokens.back());
   }
   Expected<std::vector<float>> logits = engine_->decode(slots, tokens);
   // Backwards, so that finishing one does not move the indices still to come.
@@ -218,6 +294,7 @@ void Scheduler::step(std::vector<std::unique_ptr<Active>> &running) {
       finish(i);
       continue;
     }
+    ++running[i]->inEngine;
     std::vector<float> row(logits->begin() + static_cast<std::ptrdiff_t>(k * vocab),
                            logits->begin() + static_cast<std::ptrdiff_t>((k + 1) * vocab));
     if (!deliver(*running[i], pick(*running[i], std::move(row)))) {

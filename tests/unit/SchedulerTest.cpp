@@ -11,6 +11,7 @@
 #include <mutex>
 #include <thread>
 #include <unistd.h>
+#include <vector>
 
 namespace glm::runtime {
 namespace {
@@ -21,9 +22,10 @@ const std::filesystem::path kTiny = std::filesystem::path(GLM_FIXTURES_DIR) / "g
 class RecordingSink : public TokenSink {
 public:
   explicit RecordingSink(bool gone) : gone_(gone) {}
-  bool onToken(int32_t) override {
+  bool onToken(int32_t token) override {
     std::lock_guard<std::mutex> lock(mutex_);
     ++tokens_;
+    received_.push_back(token);
     return !gone_;
   }
   void onFinish(FinishReason reason, const Status &) override {
@@ -40,6 +42,10 @@ public:
     done_.wait(lock, [&] { return finished_; });
     return {reason_, tokens_};
   }
+  std::vector<int32_t> received() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return received_;
+  }
 
 private:
   const bool gone_;
@@ -48,6 +54,7 @@ private:
   bool finished_ = false;
   FinishReason reason_ = FinishReason::Error;
   int tokens_ = 0;
+  std::vector<int32_t> received_;
 };
 
 /// The tiny fixture's f32 CPU plan compiled with `options`, bound to the fixture's weights.
@@ -148,6 +155,38 @@ TEST(Scheduler, ALongPromptIsPrefilledInChunksBetweenDecodeSteps) {
   ASSERT_TRUE(scheduler.submit(longPrompt, late).ok());
   EXPECT_EQ(late->wait(), std::make_pair(FinishReason::Length, 1));
   EXPECT_GE(late->otherAtFirstToken - before, 2);
+}
+
+TEST(Scheduler, SequencesThatOutgrowThePoolArePreemptedAndRecomputed) {
+  // A pool of 256 tokens and two sequences that grow to 232 tokens each: they cannot both hold
+  // their state, so the newer gives its pages back and is prefilled again later. Each reply must
+  // equal the one it gets alone, and neither may fail.
+  Engine engine("--max-seqs 2 --max-context 256 --prefill 64 --decode 1x1,2x1");
+  Scheduler scheduler(engine.take(), 4);
+  std::vector<SequenceRequest> requests(2);
+  for (size_t r = 0; r < requests.size(); ++r) {
+    for (int32_t t = 0; t < 100; ++t) {
+      requests[r].prompt.push_back(static_cast<int32_t>(30 + 7 * r + t % 50));
+    }
+    requests[r].maxTokens = 132;
+    requests[r].ignoreEos = true;
+  }
+  std::vector<std::vector<int32_t>> alone;
+  for (const SequenceRequest &request : requests) {
+    auto sink = std::make_shared<RecordingSink>(false);
+    ASSERT_TRUE(scheduler.submit(request, sink).ok());
+    ASSERT_EQ(sink->wait(), std::make_pair(FinishReason::Length, 132));
+    alone.push_back(sink->received());
+  }
+  std::vector<std::shared_ptr<RecordingSink>> together;
+  for (const SequenceRequest &request : requests) {
+    together.push_back(std::make_shared<RecordingSink>(false));
+    ASSERT_TRUE(scheduler.submit(request, together.back()).ok());
+  }
+  for (size_t r = 0; r < requests.size(); ++r) {
+    EXPECT_EQ(together[r]->wait(), std::make_pair(FinishReason::Length, 132)) << "request " << r;
+    EXPECT_EQ(together[r]->received(), alone[r]) << "request " << r;
+  }
 }
 
 } // namespace
