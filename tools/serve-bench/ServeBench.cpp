@@ -7,6 +7,10 @@
 //
 // Output tokens come from the usage chunk. Results print under vLLM's labels and, with --json,
 // are saved with vLLM's keys, one object per concurrency level.
+//
+// Lengths can vary as in vLLM's random dataset: with --range-ratio R, each request's output
+// length, and its prompt length when --input-words N is given, is drawn uniformly from
+// [L(1-R), L(1+R)] (seeded). A mixed workload is what shows how prefills stall running streams.
 #include "tools/glmc/CommandLine.h"
 
 #include <httplib.h>
@@ -19,8 +23,11 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <iterator>
+#include <limits>
 #include <mutex>
 #include <numeric>
+#include <random>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -37,7 +44,10 @@ struct Options {
   std::string model;
   std::string apiKey;
   std::string prompt;
+  int64_t inputWords = 0; // 0: the prompt as given
   int64_t outputTokens = 128;
+  double rangeRatio = 0;
+  uint64_t seed = 0;
   int64_t requests = 0; // per level; 0 means 4 × the level
   std::vector<int64_t> levels{1, 8};
 };
@@ -50,14 +60,47 @@ struct RequestResult {
   int64_t promptTokens = 0, outputTokens = 0;
 };
 
+/// What one request asks for.
+struct RequestShape {
+  std::string prompt;
+  int64_t outputTokens = 0;
+};
+
+/// The requests of one level, drawn from a generator seeded by --seed and the level.
+std::vector<RequestShape> makeShapes(const Options &o, int64_t count, int64_t level) {
+  std::mt19937_64 rng(o.seed * 1000003u + static_cast<uint64_t>(level));
+  auto draw = [&](int64_t base) {
+    const auto lo =
+        static_cast<int64_t>(std::floor(static_cast<double>(base) * (1 - o.rangeRatio)));
+    const auto hi = static_cast<int64_t>(std::ceil(static_cast<double>(base) * (1 + o.rangeRatio)));
+    return std::uniform_int_distribution<int64_t>(std::max<int64_t>(lo, 1),
+                                                  std::max<int64_t>(hi, 1))(rng);
+  };
+  static const char *const kWords[] = {"model", "tensor", "parallel", "expert", "token",
+                                       "cache", "kernel", "memory",   "stream", "layer"};
+  std::vector<RequestShape> shapes(static_cast<size_t>(count));
+  for (RequestShape &shape : shapes) {
+    shape.prompt = o.prompt;
+    if (o.inputWords > 0) {
+      shape.prompt.clear();
+      for (int64_t w = draw(o.inputWords); w > 0; --w) {
+        shape.prompt += kWords[rng() % std::size(kWords)];
+        shape.prompt += w > 1 ? " " : ".";
+      }
+    }
+    shape.outputTokens = draw(o.outputTokens);
+  }
+  return shapes;
+}
+
 /// One streamed request, timed at each SSE event's arrival.
-RequestResult runOne(const Options &o) {
+RequestResult runOne(const Options &o, const RequestShape &shape) {
   RequestResult r;
   Json body = {{"model", o.model},
-               {"messages", {{{"role", "user"}, {"content", o.prompt}}}},
+               {"messages", {{{"role", "user"}, {"content", shape.prompt}}}},
                {"stream", true},
                {"stream_options", {{"include_usage", true}}},
-               {"max_completion_tokens", o.outputTokens},
+               {"max_completion_tokens", shape.outputTokens},
                {"ignore_eos", true},
                {"temperature", 0}};
   httplib::Client client(o.host, o.port);
@@ -158,6 +201,7 @@ Summary summarise(std::vector<double> v) {
 
 Json runLevel(const Options &o, int64_t concurrency) {
   const int64_t total = o.requests > 0 ? o.requests : 4 * concurrency;
+  const std::vector<RequestShape> shapes = makeShapes(o, total, concurrency);
   std::vector<RequestResult> results(static_cast<size_t>(total));
   std::atomic<int64_t> next{0};
   const Clock::time_point start = Clock::now();
@@ -165,7 +209,7 @@ Json runLevel(const Options &o, int64_t concurrency) {
   for (int64_t w = 0; w < std::min(concurrency, total); ++w) {
     workers.emplace_back([&] {
       for (int64_t i; (i = next++) < total;) {
-        results[static_cast<size_t>(i)] = runOne(o);
+        results[static_cast<size_t>(i)] = runOne(o, shapes[static_cast<size_t>(i)]);
       }
     });
   }
@@ -267,10 +311,13 @@ int main(int argc, char **argv) {
   glm::tools::CommandLine cl("serve-bench");
   cl.option("host").option("port").option("model").option("api-key").option("prompt");
   cl.option("output-tokens").option("requests").option("concurrency").option("json");
+  cl.option("input-words").option("range-ratio").option("seed");
   if (glm::Status s = cl.parse(std::vector<std::string>(argv + 1, argv + argc)); !s.ok()) {
-    return fail(s.message() +
-                "\nusage: glmc-serve-bench --model NAME [--host H] [--port 8888] [--api-key K]\n"
-                "         [--prompt TEXT] [--output-tokens 128] [--concurrency 1,8]\n"
+    // The parser's message already names the command.
+    std::fprintf(stderr, "%s\n", s.message().c_str());
+    return fail("usage: glmc-serve-bench --model NAME [--host H] [--port 8888] [--api-key K]\n"
+                "         [--prompt TEXT | --input-words N] [--output-tokens 128]\n"
+                "         [--range-ratio R (0..1)] [--seed S] [--concurrency 1,8]\n"
                 "         [--requests N (default 4 x concurrency)] [--json OUT]");
   }
   Options o;
@@ -285,7 +332,9 @@ int main(int argc, char **argv) {
   auto port = cl.getInt("port", 1, 65535);
   auto outputTokens = cl.getInt("output-tokens", 1, 1 << 20);
   auto requests = cl.getInt("requests", 1, 1 << 20);
-  for (auto *v : {&port, &outputTokens, &requests}) {
+  auto inputWords = cl.getInt("input-words", 1, 1 << 20);
+  auto seed = cl.getInt("seed", 0, std::numeric_limits<int32_t>::max());
+  for (auto *v : {&port, &outputTokens, &requests, &inputWords, &seed}) {
     if (!v->ok()) {
       return fail(v->status().message());
     }
@@ -293,6 +342,15 @@ int main(int argc, char **argv) {
   o.port = static_cast<int>(port->value_or(o.port));
   o.outputTokens = outputTokens->value_or(o.outputTokens);
   o.requests = requests->value_or(0);
+  o.inputWords = inputWords->value_or(0);
+  o.seed = static_cast<uint64_t>(seed->value_or(0));
+  if (std::optional<std::string> ratio = cl.get("range-ratio")) {
+    char *end = nullptr;
+    o.rangeRatio = std::strtod(ratio->c_str(), &end);
+    if (ratio->empty() || *end != '\0' || !(o.rangeRatio >= 0 && o.rangeRatio < 1)) {
+      return fail("--range-ratio wants a number in [0, 1), not '" + *ratio + "'");
+    }
+  }
   if (std::optional<std::string> levels = cl.get("concurrency")) {
     o.levels.clear();
     std::stringstream in(*levels);
