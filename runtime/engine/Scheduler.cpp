@@ -144,6 +144,8 @@ void Scheduler::step(std::vector<std::unique_ptr<Active>> &running) {
         engine_->endSequence(running[i]->slot);
         running[i]->slot = -1;
         running[i]->inEngine = 0;
+        std::lock_guard<std::mutex> lock(mutex_);
+        ++stats_.preemptions;
         return true;
       }
     }

@@ -47,6 +47,7 @@ struct SchedulerStats {
   int64_t waiting = 0;
   int64_t finished = 0;
   int64_t generatedTokens = 0;
+  int64_t preemptions = 0; // sequences that gave their state back to be recomputed
 };
 
 class Scheduler {

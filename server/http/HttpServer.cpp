@@ -732,6 +732,7 @@ struct HttpServer::Impl {
       gauge("vllm:num_requests_waiting", "gauge", s.waiting);
       gauge("vllm:request_success_total", "counter", s.finished);
       gauge("vllm:generation_tokens_total", "counter", s.generatedTokens);
+      gauge("vllm:num_preemptions_total", "counter", s.preemptions);
       gauge("glmc:http_requests_total", "counter", requestsTotal.load());
       gauge("glmc:http_requests_failed_total", "counter", requestsFailed.load());
       gauge("vllm:http_requests_client_disconnected_total", "counter", clientsDisconnected.load());

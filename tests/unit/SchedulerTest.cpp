@@ -187,6 +187,7 @@ TEST(Scheduler, SequencesThatOutgrowThePoolArePreemptedAndRecomputed) {
     EXPECT_EQ(together[r]->wait(), std::make_pair(FinishReason::Length, 132)) << "request " << r;
     EXPECT_EQ(together[r]->received(), alone[r]) << "request " << r;
   }
+  EXPECT_GE(scheduler.stats().preemptions, 1);
 }
 
 } // namespace
