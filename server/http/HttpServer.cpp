@@ -14,6 +14,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <mutex>
 #include <random>
 #include <sys/socket.h>
@@ -368,6 +369,52 @@ struct HttpServer::Impl {
     return false;
   }
 
+  /// How a reply's generation ended.
+  struct Generation {
+    int64_t completionTokens = 0;
+    bool stoppedByString = false;
+    runtime::FinishReason reason = runtime::FinishReason::Stop;
+    Status error;
+  };
+
+  /// Feeds a request's tokens through its ReplyBuilder until the engine finishes, polling the
+  /// client between waits. `onFirstOutput` runs once, when the engine first produces anything;
+  /// `onDelta` gets every builder delta (not the one from builder.finish()). Either returning
+  /// false, or the client going away, abandons the request and returns false.
+  bool pump(TokenQueue &queue, ReplyBuilder &builder, httplib::DataSink &sink, Generation &g,
+            const std::function<bool()> &onFirstOutput,
+            const std::function<bool(const ReplyBuilder::Delta &)> &onDelta) {
+    bool finished = false, started = false;
+    while (!finished) {
+      if (!sink.is_writable()) {
+        return abandon(queue);
+      }
+      std::vector<int32_t> tokens =
+          queue.take(std::chrono::milliseconds(50), finished, g.reason, g.error);
+      if (!started && (!tokens.empty() || finished)) {
+        started = true;
+        if (!onFirstOutput()) {
+          return abandon(queue);
+        }
+      }
+      for (int32_t token : tokens) {
+        ++g.completionTokens;
+        Expected<ReplyBuilder::Delta> d = builder.feed(token);
+        if (!d.ok()) {
+          continue;
+        }
+        if (!onDelta(*d)) {
+          return abandon(queue);
+        }
+        if (d->stopped) {
+          g.stoppedByString = true;
+          queue.cancel();
+        }
+      }
+    }
+    return true;
+  }
+
   /// Submits; on a full queue answers 503 (with Retry-After) and returns null.
   std::shared_ptr<TokenQueue> submit(runtime::SequenceRequest request, httplib::Response &res) {
     auto queue = std::make_shared<TokenQueue>(latency);
@@ -481,42 +528,26 @@ struct HttpServer::Impl {
                                                                size_t, httplib::DataSink &sink) {
         std::string content, reasoning;
         std::vector<ToolCall> calls;
-        int64_t completionTokens = 0;
-        bool finished = false, stoppedByString = false;
-        runtime::FinishReason reason = runtime::FinishReason::Stop;
-        Status error;
-        while (!finished) {
-          if (!sink.is_writable()) {
-            return abandon(*queue);
-          }
-          for (int32_t token :
-               queue->take(std::chrono::milliseconds(50), finished, reason, error)) {
-            ++completionTokens;
-            Expected<ReplyBuilder::Delta> d = builder->feed(token);
-            if (d.ok()) {
-              reasoning += d->reasoning;
-              content += d->content;
-              calls.insert(calls.end(), d->calls.begin(), d->calls.end());
-              if (d->stopped) {
-                stoppedByString = true;
-                queue->cancel();
-              }
-            }
-          }
+        auto collect = [&](const ReplyBuilder::Delta &d) {
+          reasoning += d.reasoning;
+          content += d.content;
+          calls.insert(calls.end(), d.calls.begin(), d.calls.end());
+          return true;
+        };
+        Generation g;
+        if (!pump(*queue, *builder, sink, g, [] { return true; }, collect)) {
+          return false;
         }
         std::string body;
-        if (reason == runtime::FinishReason::Error) {
+        if (g.reason == runtime::FinishReason::Error) {
           ++requestsFailed;
-          body = makeError(500, "server_error", "engine_error", error.message()).toJson().dump();
+          body = makeError(500, "server_error", "engine_error", g.error.message()).toJson().dump();
         } else {
-          Expected<ReplyBuilder::Delta> rest = builder->finish();
-          if (rest.ok()) {
-            reasoning += rest->reasoning;
-            content += rest->content;
-            calls.insert(calls.end(), rest->calls.begin(), rest->calls.end());
+          if (Expected<ReplyBuilder::Delta> rest = builder->finish(); rest.ok()) {
+            collect(*rest);
           }
-          const std::string finish = finishReasonText(reason, stoppedByString, !calls.empty());
-          const Usage usage{promptTokens, completionTokens};
+          const std::string finish = finishReasonText(g.reason, g.stoppedByString, !calls.empty());
+          const Usage usage{promptTokens, g.completionTokens};
           body =
               chat ? chatCompletionJson(id, created, modelName, content,
                                         startsInReasoning ? std::optional(reasoning) : std::nullopt,
@@ -539,11 +570,8 @@ struct HttpServer::Impl {
         const std::string event = sseData(json);
         return sink.write(event.data(), event.size());
       };
-      int64_t completionTokens = 0;
-      bool finished = false, stoppedByString = false, anyCalls = false, roleSent = false;
+      bool anyCalls = false;
       int callIndex = 0;
-      runtime::FinishReason reason = runtime::FinishReason::Stop;
-      Status error;
       auto emit = [&](const ReplyBuilder::Delta &d) {
         if (!chat) {
           return d.content.empty() ||
@@ -571,51 +599,30 @@ struct HttpServer::Impl {
         return delta.empty() ||
                write(chatCompletionChunkJson(id, created, modelName, delta, std::nullopt));
       };
-      while (!finished) {
-        if (!sink.is_writable()) {
-          return abandon(*queue);
-        }
-        std::vector<int32_t> tokens =
-            queue->take(std::chrono::milliseconds(50), finished, reason, error);
-        // The role chunk goes with the first engine output, as vLLM sends it: clients (and
-        // `vllm bench serve`) take the first chunk as the first token, so sending it at request
-        // receipt would report a time to first token that excludes queueing and prefill.
-        if (chat && !roleSent && (!tokens.empty() || finished)) {
-          roleSent = true;
-          if (!write(chatCompletionChunkJson(id, created, modelName,
-                                             {{"role", "assistant"}, {"content", ""}},
-                                             std::nullopt))) {
-            return abandon(*queue);
-          }
-        }
-        for (int32_t token : tokens) {
-          ++completionTokens;
-          Expected<ReplyBuilder::Delta> d = builder->feed(token);
-          if (!d.ok()) {
-            continue;
-          }
-          if (!emit(*d)) {
-            return abandon(*queue);
-          }
-          if (d->stopped) {
-            stoppedByString = true;
-            queue->cancel();
-          }
-        }
+      // The role chunk goes with the first engine output, as vLLM sends it: clients (and
+      // `vllm bench serve`) take the first chunk as the first token, so sending it at request
+      // receipt would report a time to first token that excludes queueing and prefill.
+      auto role = [&] {
+        return !chat ||
+               write(chatCompletionChunkJson(
+                   id, created, modelName, {{"role", "assistant"}, {"content", ""}}, std::nullopt));
+      };
+      Generation g;
+      if (!pump(*queue, *builder, sink, g, role, emit)) {
+        return false;
       }
-      if (reason == runtime::FinishReason::Error) {
+      if (g.reason == runtime::FinishReason::Error) {
         ++requestsFailed;
-        write(makeError(500, "server_error", "engine_error", error.message()).toJson());
+        write(makeError(500, "server_error", "engine_error", g.error.message()).toJson());
       } else {
-        Expected<ReplyBuilder::Delta> rest = builder->finish();
-        if (rest.ok()) {
+        if (Expected<ReplyBuilder::Delta> rest = builder->finish(); rest.ok()) {
           emit(*rest);
         }
-        const std::string finish = finishReasonText(reason, stoppedByString, anyCalls);
+        const std::string finish = finishReasonText(g.reason, g.stoppedByString, anyCalls);
         write(chat ? chatCompletionChunkJson(id, created, modelName, OrderedJson::object(), finish)
                    : completionChunkJson(id, created, modelName, "", finish));
         if (includeUsage) {
-          const Usage usage{promptTokens, completionTokens};
+          const Usage usage{promptTokens, g.completionTokens};
           write(chat ? chatUsageChunkJson(id, created, modelName, usage)
                      : completionUsageChunkJson(id, created, modelName, usage));
         }
