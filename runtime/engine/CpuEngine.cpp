@@ -99,6 +99,13 @@ Expected<std::unique_ptr<CpuEngine>> CpuEngine::create(std::unique_ptr<PlanFile>
     }
   }
   engine->sequences_.resize(p.state_pool() ? p.state_pool()->max_sequences() : 1);
+  // Prompts run through the largest prefill program, in chunks of its rows.
+  for (const plan::Program *program : *p.programs()) {
+    if (program->kind() == plan::ProgramKind::Prefill &&
+        (!engine->prefill_ || program->rows() > engine->prefill_->rows())) {
+      engine->prefill_ = program;
+    }
+  }
   if (const plan::StatePool *pool = p.state_pool()) {
     engine->pageTokens_ = pool->page_tokens();
     engine->pageBytes_ = pool->page_bytes();
@@ -218,26 +225,13 @@ uint8_t *CpuEngine::address(const plan::Slice &slice) {
   return reinterpret_cast<uint8_t *>(arenas_[slice.arena()].data()) + slice.offset();
 }
 
-const plan::Program *CpuEngine::largestPrefill() const {
-  const plan::Program *program = nullptr;
-  for (const plan::Program *p : *plan().programs()) {
-    if (p->kind() == plan::ProgramKind::Prefill && (!program || p->rows() > program->rows())) {
-      program = p;
-    }
-  }
-  return program;
-}
-
-int64_t CpuEngine::prefillChunk() const {
-  const plan::Program *program = largestPrefill();
-  return program ? program->rows() : 0;
-}
+int64_t CpuEngine::prefillChunk() const { return prefill_ ? prefill_->rows() : 0; }
 
 Expected<std::vector<float>> CpuEngine::prefill(int slot, std::span<const int32_t> tokens) {
   if (slot < 0 || static_cast<size_t>(slot) >= sequences_.size() || !sequences_[slot]) {
     return invalidArgument("sequence slot ", slot, " is not in use");
   }
-  const plan::Program *program = largestPrefill();
+  const plan::Program *program = prefill_;
   if (program == nullptr) {
     return invalidArgument(plan_->source(), ": the plan has no prefill program");
   }

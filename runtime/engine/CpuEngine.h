@@ -76,7 +76,6 @@ private:
   };
   Expected<std::vector<float>> run(const plan::Program &program, std::span<const int32_t> tokens,
                                    const std::vector<RowGroup> &groups);
-  const plan::Program *largestPrefill() const;
   Status runStep(const plan::Step &step, int64_t rows, const std::vector<RowGroup> &groups);
 
   uint8_t *address(const plan::Slice &slice);
@@ -95,6 +94,7 @@ private:
   int64_t vocab_ = 0;
   int64_t runs_ = 0;
   int rank_ = 0;
+  const plan::Program *prefill_ = nullptr; // the largest prefill program, found once
   // The state pool: pages of pageTokens_ tokens for every paged state, handed out to sequences.
   int64_t pageTokens_ = 1;
   uint64_t pageBytes_ = 0;

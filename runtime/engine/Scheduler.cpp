@@ -195,8 +195,8 @@ void Scheduler::step(std::vector<std::unique_ptr<Active>> &running) {
   // split only at multiples of that size, where the engine splits it anyway, so a reply does not
   // depend on what else was running. Pages the decoding sequences need next are kept for them.
   // (A plan without prefill programs gets the whole prompt, so that the engine's error names it.)
-  const int64_t chunk =
-      engine_->prefillChunk() > 0 ? engine_->prefillChunk() : std::numeric_limits<int64_t>::max();
+  const int64_t programRows = engine_->prefillChunk();
+  const int64_t chunk = programRows > 0 ? programRows : std::numeric_limits<int64_t>::max();
   const int64_t vocab = engine_->vocabSize();
   int64_t reserved = 0;
   for (const auto &a : running) {
