@@ -1,6 +1,8 @@
 // Maps safetensors files and checkpoint directories, validating every header field before use.
 #include "runtime/weights/SafeTensors.h"
 
+#include "runtime/common/JsonChecker.h"
+
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -88,30 +90,17 @@ struct ParsedJson {
 /// A SAX pass that checks syntax and depth and records what the DOM loses: the root object's key
 /// order and repeated keys. (A DOM parse with a callback could do this in one pass, but nlohmann's
 /// callback parser rescans the parent object at every object end: quadratic in the tensor count.)
-class KeyScanner {
+class KeyScanner : public JsonChecker {
 public:
-  explicit KeyScanner(ParsedJson &out) : out_(out) {}
+  explicit KeyScanner(ParsedJson &out) : JsonChecker(kMaxJsonDepth), out_(out) {}
 
-  bool null() { return true; }
-  bool boolean(bool) { return true; }
-  bool number_integer(Json::number_integer_t) { return true; }
-  bool number_unsigned(Json::number_unsigned_t) { return true; }
-  bool number_float(Json::number_float_t, const Json::string_t &) { return true; }
-  bool string(Json::string_t &) { return true; }
-  bool binary(Json::binary_t &) { return true; }
-  bool start_object(std::size_t) {
+  bool start_object(std::size_t n) {
     keysPerObject_.emplace_back();
-    return enter();
+    return JsonChecker::start_object(n);
   }
   bool end_object() {
     keysPerObject_.pop_back();
-    --depth_;
-    return true;
-  }
-  bool start_array(std::size_t) { return enter(); }
-  bool end_array() {
-    --depth_;
-    return true;
+    return JsonChecker::end_object();
   }
   bool key(Json::string_t &key) {
     // Keys only occur directly inside an object, so the innermost key set is this object's.
@@ -119,27 +108,14 @@ public:
       if (out_.duplicateKey.empty()) {
         out_.duplicateKey = key;
       }
-    } else if (depth_ == 1) {
+    } else if (depth() == 1) {
       out_.topLevelKeys.push_back(key);
     }
     return true;
   }
-  bool parse_error(std::size_t, const std::string &, const nlohmann::detail::exception &error) {
-    out_.error = strCat("is not valid JSON (", error.what(), ")");
-    return false;
-  }
 
 private:
-  bool enter() {
-    if (++depth_ > kMaxJsonDepth) {
-      out_.error = strCat("nests deeper than ", kMaxJsonDepth, " levels");
-      return false;
-    }
-    return true;
-  }
-
   ParsedJson &out_;
-  size_t depth_ = 0;
   std::vector<std::set<std::string>> keysPerObject_;
 };
 
@@ -148,9 +124,9 @@ ParsedJson parseJson(std::string_view text) {
   ParsedJson parsed;
   KeyScanner scanner(parsed);
   if (!Json::sax_parse(text.begin(), text.end(), &scanner)) {
-    if (parsed.error.empty()) {
-      parsed.error = "is not valid JSON";
-    }
+    parsed.error = scanner.tooDeep() ? strCat("nests deeper than ", kMaxJsonDepth, " levels")
+                   : scanner.error().empty() ? std::string("is not valid JSON")
+                                             : strCat("is not valid JSON (", scanner.error(), ")");
     return parsed;
   }
   parsed.value = Json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);

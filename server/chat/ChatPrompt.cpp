@@ -1,6 +1,8 @@
 // Chat-completions request to prompt text: transformers' template variables plus vLLM's extras.
 #include "server/chat/ChatPrompt.h"
 
+#include "runtime/common/JsonChecker.h"
+
 #include <algorithm>
 #include <optional>
 #include <system_error>
@@ -10,28 +12,8 @@ namespace {
 
 using Json = nlohmann::ordered_json;
 
-/// A SAX consumer that accepts everything and keeps the parser's error message, so that a
-/// malformed document is reported with its position without throwing.
-struct JsonErrorCatcher {
-  std::string message;
-
-  bool null() { return true; }
-  bool boolean(bool) { return true; }
-  bool number_integer(Json::number_integer_t) { return true; }
-  bool number_unsigned(Json::number_unsigned_t) { return true; }
-  bool number_float(Json::number_float_t, const Json::string_t &) { return true; }
-  bool string(Json::string_t &) { return true; }
-  bool binary(Json::binary_t &) { return true; }
-  bool start_object(std::size_t) { return true; }
-  bool key(Json::string_t &) { return true; }
-  bool end_object() { return true; }
-  bool start_array(std::size_t) { return true; }
-  bool end_array() { return true; }
-  bool parse_error(std::size_t, const std::string &, const nlohmann::detail::exception &error) {
-    message = error.what();
-    return false;
-  }
-};
+/// Deeper than any chat request or tokenizer config needs; the same cap as an HTTP body's.
+constexpr size_t kMaxJsonDepth = 64;
 
 /// transformers' special_tokens_map, in its order.
 constexpr std::string_view kSpecialTokenNames[] = {
@@ -94,10 +76,13 @@ Status parseToolCallArguments(Json &message, size_t messageIndex) {
 } // namespace
 
 Expected<Json> parseJsonText(std::string_view text, std::string_view source) {
-  JsonErrorCatcher catcher;
-  if (!Json::sax_parse(text.begin(), text.end(), &catcher)) {
+  JsonChecker checker(kMaxJsonDepth);
+  if (!Json::sax_parse(text.begin(), text.end(), &checker)) {
+    if (checker.tooDeep()) {
+      return invalidArgument(source, ": nests deeper than ", kMaxJsonDepth, " levels");
+    }
     return invalidArgument(source, ": not valid JSON (",
-                           catcher.message.empty() ? "parse error" : catcher.message, ")");
+                           checker.error().empty() ? "parse error" : checker.error(), ")");
   }
   Json value = Json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
   if (value.is_discarded()) {

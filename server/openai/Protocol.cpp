@@ -1,6 +1,8 @@
 // The OpenAI wire protocol: request validation and the JSON of responses (reference/server.md §1).
 #include "server/openai/Protocol.h"
 
+#include "runtime/common/JsonChecker.h"
+
 #include "runtime/common/Status.h"
 
 #include <algorithm>
@@ -108,47 +110,6 @@ std::string truncateUtf8(const std::string &text, size_t maxBytes) {
 // Parsing the body
 //===------------------------------------------------------------------------------------------===//
 
-/// First pass over the body: builds nothing, refuses nesting beyond kMaxJsonDepth (the parser
-/// itself is iterative, so the refusal comes before any recursive DOM code sees the document)
-/// and keeps the parse error without the exception leaving the parser.
-struct BodyChecker {
-  int depth = 0;
-  bool tooDeep = false;
-  size_t errorByte = 0;
-  std::string errorWhat;
-
-  bool null() { return true; }
-  bool boolean(bool) { return true; }
-  bool number_integer(Json::number_integer_t) { return true; }
-  bool number_unsigned(Json::number_unsigned_t) { return true; }
-  bool number_float(Json::number_float_t, const Json::string_t &) { return true; }
-  bool string(Json::string_t &) { return true; }
-  bool binary(Json::binary_t &) { return true; }
-  bool start_object(std::size_t) { return enter(); }
-  bool key(Json::string_t &) { return true; }
-  bool end_object() { return leave(); }
-  bool start_array(std::size_t) { return enter(); }
-  bool end_array() { return leave(); }
-  bool parse_error(std::size_t position, const std::string &,
-                   const nlohmann::detail::exception &error) {
-    errorByte = position;
-    errorWhat = error.what();
-    return false;
-  }
-
-  bool enter() {
-    if (++depth > kMaxJsonDepth) {
-      tooDeep = true;
-      return false;
-    }
-    return true;
-  }
-  bool leave() {
-    --depth;
-    return true;
-  }
-};
-
 /// nlohmann's message without its prefix ("[json.exception.parse_error.101] parse error at line
 /// 1, column 9: ") and without what it quotes of the input ("; last read: '...'", "parsing
 /// '...'"), which may be long, binary or not UTF-8: the error must never echo the body.
@@ -173,19 +134,18 @@ std::string describeParseError(const std::string &what) {
 }
 
 std::variant<Json, ApiError> parseBody(std::string_view body) {
-  BodyChecker checker;
-  bool ok = Json::sax_parse(body.begin(), body.end(), &checker);
-  if (!ok) {
-    if (checker.tooDeep) {
+  JsonChecker checker(kMaxJsonDepth);
+  if (!Json::sax_parse(body.begin(), body.end(), &checker)) {
+    if (checker.tooDeep()) {
       return makeError(400, "invalid_json",
                        strCat("Invalid JSON body: nested deeper than ", kMaxJsonDepth, " levels."),
                        std::nullopt);
     }
     // The position counts bytes from 1, as nlohmann does (its columns do too).
     return makeError(400, "invalid_json",
-                     strCat("Invalid JSON body at byte ", checker.errorByte, ": ",
-                            checker.errorWhat.empty() ? std::string("parse error")
-                                                      : describeParseError(checker.errorWhat),
+                     strCat("Invalid JSON body at byte ", checker.errorByte(), ": ",
+                            checker.error().empty() ? std::string("parse error")
+                                                    : describeParseError(checker.error()),
                             "."),
                      std::nullopt);
   }

@@ -388,5 +388,18 @@ TEST(LoadChatTemplateTest, MissingTemplateIsNotFound) {
       << tmpl.status().message();
 }
 
+TEST(ParseJsonTextTest, RefusesMalformedAndTooDeepDocumentsNamingTheSource) {
+  Expected<Json> bad = parseJsonText("{\"messages\": [", "request.json");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("request.json: not valid JSON"), std::string::npos)
+      << bad.status().message();
+  const std::string deep = std::string(65, '[') + std::string(65, ']');
+  Expected<Json> tooDeep = parseJsonText(deep, "request.json");
+  ASSERT_FALSE(tooDeep.ok());
+  EXPECT_EQ(tooDeep.status().message(), "request.json: nests deeper than 64 levels");
+  const std::string deepest = std::string(64, '[') + std::string(64, ']');
+  EXPECT_TRUE(parseJsonText(deepest, "request.json").ok());
+}
+
 } // namespace
 } // namespace glm::server
