@@ -2,8 +2,23 @@
 #include "tools/glmc/CommandLine.h"
 
 #include <charconv>
+#include <cstdio>
 
 namespace glm::tools {
+
+bool CommandLine::parseOrReport(const std::vector<std::string> &args) {
+  Status s = parse(args);
+  if (!s.ok()) {
+    // The message already names the command and the option.
+    std::fprintf(stderr, "%s\n", s.message().c_str());
+  }
+  return s.ok();
+}
+
+int CommandLine::fail(const Status &status) const {
+  std::fprintf(stderr, "glmc %s: %s\n", command_.c_str(), status.toString().c_str());
+  return 1;
+}
 
 Status CommandLine::parse(const std::vector<std::string> &args) {
   for (size_t i = 0; i < args.size(); ++i) {

@@ -35,6 +35,10 @@ public:
   }
 
   Status parse(const std::vector<std::string> &args);
+  /// parse(), printing its error; false means the caller exits with status 2 (usage).
+  bool parseOrReport(const std::vector<std::string> &args);
+  /// Prints "glmc <command>: <status>" to stderr; returns 1, a failed command's exit status.
+  int fail(const Status &status) const;
 
   bool has(const std::string &name) const {
     return values_.count(name) != 0 || setFlags_.count(name) != 0;

@@ -19,36 +19,32 @@ int runCompile(const std::vector<std::string> &args) {
   cl.option("output").option("target").option("tp").option("precision").option("max-seqs");
   cl.option("max-context").option("kv").option("assume-weights").option("decode");
   cl.option("prefill").positional(1, 1);
-  auto fail = [](const Status &s) {
-    std::fprintf(stderr, "glmc compile: %s\n", s.toString().c_str());
-    return 1;
-  };
-  if (Status s = cl.parse(args); !s.ok()) {
-    std::fprintf(stderr, "%s\n", s.message().c_str());
+  if (!cl.parseOrReport(args)) {
     return 2;
   }
   if (!cl.get("output")) {
-    return fail(invalidArgument("-o PLAN.glmp is required"));
+    return cl.fail(invalidArgument("-o PLAN.glmp is required"));
   }
   compiler::CompileOptions options;
   options.target = cl.get("target").value_or(options.target);
   if (!compiler::findTarget(options.target)) {
-    return fail(invalidArgument("--target is cpu, sm_90a or sm_121a, got '", options.target, "'"));
+    return cl.fail(
+        invalidArgument("--target is cpu, sm_90a or sm_121a, got '", options.target, "'"));
   }
   options.precision = cl.get("precision").value_or(options.precision);
   if (options.precision != "f32" && options.precision != "bf16") {
-    return fail(invalidArgument("--precision is f32 or bf16, got '", options.precision, "'"));
+    return cl.fail(invalidArgument("--precision is f32 or bf16, got '", options.precision, "'"));
   }
   options.kv = cl.get("kv").value_or(options.kv);
   if (options.kv != "bf16" && options.kv != "fp8") {
-    return fail(invalidArgument("--kv is bf16 or fp8, got '", options.kv, "'"));
+    return cl.fail(invalidArgument("--kv is bf16 or fp8, got '", options.kv, "'"));
   }
   for (auto [name, out, max] : {std::tuple{"tp", &options.tp, int64_t(64)},
                                 std::tuple{"max-seqs", &options.maxSeqs, int64_t(4096)},
                                 std::tuple{"max-context", &options.maxContext, int64_t(1) << 24}}) {
     Expected<std::optional<int64_t>> value = cl.getInt(name, 1, max);
     if (!value.ok()) {
-      return fail(value.status());
+      return cl.fail(value.status());
     }
     if (*value) {
       *out = **value;
@@ -57,20 +53,20 @@ int runCompile(const std::vector<std::string> &args) {
   const std::string modelDir = cl.positionals()[0];
   Expected<glm53::Glm53Config> config = glm53::loadGlm53Config(modelDir);
   if (!config.ok()) {
-    return fail(config.status());
+    return cl.fail(config.status());
   }
   if (options.maxContext > config->maxPositionEmbeddings) {
-    return fail(invalidArgument("--max-context ", options.maxContext, " exceeds the model's ",
-                                config->maxPositionEmbeddings, " positions"));
+    return cl.fail(invalidArgument("--max-context ", options.maxContext, " exceeds the model's ",
+                                   config->maxPositionEmbeddings, " positions"));
   }
   Expected<std::vector<glm53::ProgramShape>> programs = programsFromOptions(cl);
   if (!programs.ok()) {
-    return fail(programs.status());
+    return cl.fail(programs.status());
   }
   options.programs = *programs;
   Expected<WeightFormats> formats = weightFormats(modelDir, cl.get("assume-weights"));
   if (!formats.ok()) {
-    return fail(formats.status());
+    return cl.fail(formats.status());
   }
   options.exl3Bits = formats->exl3Bits;
 
@@ -78,7 +74,7 @@ int runCompile(const std::vector<std::string> &args) {
   Expected<std::vector<uint8_t>> plan =
       compiler::compileGlm53Plan(context, *config, formats->formatOf, options);
   if (!plan.ok()) {
-    return fail(plan.status());
+    return cl.fail(plan.status());
   }
   // Written whole to a temporary name, then renamed: a failed write leaves no partial plan.
   const std::filesystem::path out = *cl.get("output");
@@ -89,14 +85,14 @@ int runCompile(const std::vector<std::string> &args) {
                static_cast<std::streamsize>(plan->size()));
     if (!file) {
       std::filesystem::remove(tmp);
-      return fail(ioError(out.string(), ": write failed"));
+      return cl.fail(ioError(out.string(), ": write failed"));
     }
   }
   std::error_code ec;
   std::filesystem::rename(tmp, out, ec);
   if (ec) {
     std::filesystem::remove(tmp);
-    return fail(ioError(out.string(), ": ", ec.message()));
+    return cl.fail(ioError(out.string(), ": ", ec.message()));
   }
   std::fprintf(stderr, "glmc compile: wrote %s (%zu bytes) for %s, TP %lld, %s\n",
                out.string().c_str(), plan->size(), options.target.c_str(),

@@ -22,32 +22,27 @@ int runDumpIr(const std::vector<std::string> &args) {
   CommandLine cl("dump-ir");
   cl.option("stage").option("tp").option("target").option("decode").option("prefill");
   cl.option("assume-weights").positional(1, 1);
-  auto fail = [](const Status &s) {
-    std::fprintf(stderr, "glmc dump-ir: %s\n", s.toString().c_str());
-    return 1;
-  };
-  if (Status s = cl.parse(args); !s.ok()) {
-    std::fprintf(stderr, "%s\n", s.message().c_str());
+  if (!cl.parseOrReport(args)) {
     return 2;
   }
   const std::string stage = cl.get("stage").value_or("model");
   if (stage != "model" && stage != "partitioned" && stage != "plan") {
     // The fused stage comes with the fusion passes.
-    return fail(unimplemented("stage '", stage,
-                              "' is not built yet; this build prints model, partitioned and plan"));
+    return cl.fail(unimplemented(
+        "stage '", stage, "' is not built yet; this build prints model, partitioned and plan"));
   }
   Expected<std::optional<int64_t>> tp = cl.getInt("tp", 1, 64);
   if (!tp.ok()) {
-    return fail(tp.status());
+    return cl.fail(tp.status());
   }
   const std::string modelDir = cl.positionals()[0];
   Expected<glm53::Glm53Config> config = glm53::loadGlm53Config(modelDir);
   if (!config.ok()) {
-    return fail(config.status());
+    return cl.fail(config.status());
   }
   Expected<std::vector<glm53::ProgramShape>> requested = programsFromOptions(cl);
   if (!requested.ok()) {
-    return fail(requested.status());
+    return cl.fail(requested.status());
   }
   std::vector<glm53::ProgramShape> programs = *requested;
   if (programs.empty()) {
@@ -56,20 +51,20 @@ int runDumpIr(const std::vector<std::string> &args) {
   }
   Expected<WeightFormats> formats = weightFormats(modelDir, cl.get("assume-weights"));
   if (!formats.ok()) {
-    return fail(formats.status());
+    return cl.fail(formats.status());
   }
 
   mlir::MLIRContext context;
   auto module = glm53::buildGlm53Module(context, *config, programs, formats->formatOf);
   if (!module.ok()) {
-    return fail(module.status());
+    return cl.fail(module.status());
   }
   if (stage == "partitioned") {
     mlir::PassManager pm(&context);
     pm.addPass(compiler::createGlmPartitionTpPass({tp->value_or(2)}));
     if (mlir::failed(pm.run(**module))) {
-      return fail(invalidArgument("the model does not partition across ", tp->value_or(2),
-                                  " ranks (see the diagnostics above)"));
+      return cl.fail(invalidArgument("the model does not partition across ", tp->value_or(2),
+                                     " ranks (see the diagnostics above)"));
     }
   } else if (stage == "plan") {
     // The whole pipeline up to the plan file, with glmc compile's defaults.
@@ -80,7 +75,7 @@ int runDumpIr(const std::vector<std::string> &args) {
     mlir::PassManager pm(&context);
     compiler::buildCompilePipeline(pm, options);
     if (mlir::failed(pm.run(**module))) {
-      return fail(invalidArgument("the plan pipeline failed (see the diagnostics above)"));
+      return cl.fail(invalidArgument("the plan pipeline failed (see the diagnostics above)"));
     }
   }
   mlir::OpPrintingFlags flags;

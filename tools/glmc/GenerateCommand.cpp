@@ -86,24 +86,19 @@ int runGenerate(const std::vector<std::string> &args) {
   cl.option("prefill-chunks").option("dump-logits").option("tie-rule").option("dump-tensors");
   cl.option("dump-dir");
   cl.flag("greedy").positional(1, 1);
-  auto fail = [](const Status &s) {
-    std::fprintf(stderr, "glmc generate: %s\n", s.toString().c_str());
-    return 1;
-  };
-  if (Status s = cl.parse(args); !s.ok()) {
-    std::fprintf(stderr, "%s\n", s.message().c_str());
+  if (!cl.parseOrReport(args)) {
     return 2;
   }
   if (!cl.get("model")) {
-    return fail(invalidArgument("--model DIR is required"));
+    return cl.fail(invalidArgument("--model DIR is required"));
   }
   const std::string modelDir = *cl.get("model");
   const int sources = cl.has("prompt") + cl.has("chat") + cl.has("prompt-ids");
   if (sources != 1) {
-    return fail(invalidArgument("give exactly one of --prompt, --chat and --prompt-ids"));
+    return cl.fail(invalidArgument("give exactly one of --prompt, --chat and --prompt-ids"));
   }
   if (cl.has("greedy") && cl.has("temperature")) {
-    return fail(invalidArgument("--greedy and --temperature exclude each other"));
+    return cl.fail(invalidArgument("--greedy and --temperature exclude each other"));
   }
   runtime::SamplingParams sampling;
   Expected<float> temperature = parseFloat(cl, "temperature", 0.0f);
@@ -115,7 +110,7 @@ int runGenerate(const std::vector<std::string> &args) {
   for (const Status &s : {temperature.status(), topP.status(), minP.status(), topK.status(),
                           seed.status(), maxTokens.status()}) {
     if (!s.ok()) {
-      return fail(s);
+      return cl.fail(s);
     }
   }
   sampling.temperature = *temperature;
@@ -128,7 +123,7 @@ int runGenerate(const std::vector<std::string> &args) {
   if (tieRule == "torch-cpu") {
     options.tieRule = kernels::TopkTieRule::TorchCpu;
   } else if (tieRule != "lower-index") {
-    return fail(invalidArgument("--tie-rule is lower-index or torch-cpu, got '", tieRule, "'"));
+    return cl.fail(invalidArgument("--tie-rule is lower-index or torch-cpu, got '", tieRule, "'"));
   }
 
   // Intermediates by IR name (globs over step names, e.g. blk.3.attn.*), from the flag or
@@ -141,7 +136,7 @@ int runGenerate(const std::vector<std::string> &args) {
   options.dumpDir = cl.get("dump-dir").value_or(".");
   Expected<glm53::Glm53Config> config = glm53::loadGlm53Config(modelDir);
   if (!config.ok()) {
-    return fail(config.status());
+    return cl.fail(config.status());
   }
   // The tokenizer is needed for text prompts and to print the reply; with --prompt-ids and no
   // tokenizer the reply is printed as ids.
@@ -149,18 +144,18 @@ int runGenerate(const std::vector<std::string> &args) {
   if (std::filesystem::exists(std::filesystem::path(modelDir) / "tokenizer.json")) {
     Expected<server::Tokenizer> loaded = server::Tokenizer::fromModelDir(modelDir);
     if (!loaded.ok()) {
-      return fail(loaded.status());
+      return cl.fail(loaded.status());
     }
     tokenizer.emplace(std::move(loaded).value());
   } else if (!cl.has("prompt-ids")) {
-    return fail(notFound(modelDir, "/tokenizer.json: needed to tokenize the prompt"));
+    return cl.fail(notFound(modelDir, "/tokenizer.json: needed to tokenize the prompt"));
   }
 
   std::vector<int32_t> prompt;
   if (cl.has("prompt-ids")) {
     Expected<std::vector<int32_t>> ids = readPromptIds(*cl.get("prompt-ids"));
     if (!ids.ok()) {
-      return fail(ids.status());
+      return cl.fail(ids.status());
     }
     prompt = *ids;
   } else {
@@ -170,53 +165,53 @@ int runGenerate(const std::vector<std::string> &args) {
       Expected<server::ChatTokenizerConfig> tokenizerConfig =
           server::loadChatTokenizerConfig(modelDir);
       if (!chatTemplate.ok() || !tokenizerConfig.ok()) {
-        return fail(!chatTemplate.ok() ? chatTemplate.status() : tokenizerConfig.status());
+        return cl.fail(!chatTemplate.ok() ? chatTemplate.status() : tokenizerConfig.status());
       }
       nlohmann::ordered_json request;
       request["messages"] = {{{"role", "user"}, {"content", *cl.get("chat")}}};
       Expected<std::string> rendered =
           server::renderChatPrompt(*chatTemplate, request, *tokenizerConfig);
       if (!rendered.ok()) {
-        return fail(rendered.status());
+        return cl.fail(rendered.status());
       }
       text = *rendered;
     }
     Expected<std::vector<server::TokenId>> ids = tokenizer->encode(text);
     if (!ids.ok()) {
-      return fail(ids.status());
+      return cl.fail(ids.status());
     }
     prompt.assign(ids->begin(), ids->end());
     if (prompt.empty()) {
-      return fail(invalidArgument("the prompt is empty"));
+      return cl.fail(invalidArgument("the prompt is empty"));
     }
   }
   std::vector<size_t> chunkEnds = {prompt.size()};
   if (std::optional<std::string> chunks = cl.get("prefill-chunks")) {
     Expected<std::vector<size_t>> parsed = parseChunks(*chunks, prompt.size());
     if (!parsed.ok()) {
-      return fail(parsed.status());
+      return cl.fail(parsed.status());
     }
     chunkEnds = *parsed;
   }
 
   Expected<std::unique_ptr<runtime::PlanFile>> plan = runtime::PlanFile::open(cl.positionals()[0]);
   if (!plan.ok()) {
-    return fail(plan.status());
+    return cl.fail(plan.status());
   }
   Expected<std::unique_ptr<Checkpoint>> checkpoint = Checkpoint::open(modelDir);
   if (!checkpoint.ok()) {
-    return fail(checkpoint.status());
+    return cl.fail(checkpoint.status());
   }
   Expected<std::unique_ptr<runtime::CpuEngine>> engine =
       runtime::CpuEngine::create(std::move(plan).value(), **checkpoint, options);
   if (!engine.ok()) {
-    return fail(engine.status());
+    return cl.fail(engine.status());
   }
   runtime::CpuEngine &e = **engine;
   const int64_t vocab = e.vocabSize();
   Expected<int> slot = e.newSequence();
   if (!slot.ok()) {
-    return fail(slot.status());
+    return cl.fail(slot.status());
   }
 
   std::vector<float> prefillLogits;
@@ -225,7 +220,7 @@ int runGenerate(const std::vector<std::string> &args) {
     Expected<std::vector<float>> logits =
         e.prefill(*slot, std::span(prompt).subspan(start, end - start));
     if (!logits.ok()) {
-      return fail(logits.status());
+      return cl.fail(logits.status());
     }
     prefillLogits.insert(prefillLogits.end(), logits->begin(), logits->end());
     start = end;
@@ -259,7 +254,7 @@ int runGenerate(const std::vector<std::string> &args) {
       break;
     }
     if (Status s = emit(next); !s.ok()) {
-      return fail(s);
+      return cl.fail(s);
     }
     if (i + 1 == limit) {
       break;
@@ -267,7 +262,7 @@ int runGenerate(const std::vector<std::string> &args) {
     const int slots[] = {*slot};
     Expected<std::vector<float>> logits = e.decode(slots, std::span(&generated.back(), 1));
     if (!logits.ok()) {
-      return fail(logits.status());
+      return cl.fail(logits.status());
     }
     decodeLogits.insert(decodeLogits.end(), logits->begin(), logits->end());
     last = *logits;
@@ -295,7 +290,7 @@ int runGenerate(const std::vector<std::string> &args) {
         {"decode_logits", DType::F32, {decodeRows, vocab}, floats(decodeLogits)},
     };
     if (Status s = writeSafeTensors(*dump, tensors); !s.ok()) {
-      return fail(s);
+      return cl.fail(s);
     }
   }
   return 0;

@@ -253,16 +253,14 @@ void printText(const Report &r) {
 int runInfo(const std::vector<std::string> &args) {
   CommandLine cl("info");
   cl.flag("json").positional(1, 1);
-  if (Status s = cl.parse(args); !s.ok()) {
-    std::fprintf(stderr, "%s\n", s.message().c_str());
+  if (!cl.parseOrReport(args)) {
     return 2;
   }
   Report r;
   r.modelDir = cl.positionals()[0];
   Expected<Glm53Config> config = glm53::loadGlm53Config(r.modelDir);
   if (!config.ok()) {
-    std::fprintf(stderr, "glmc info: %s\n", config.status().toString().c_str());
-    return 1;
+    return cl.fail(config.status());
   }
   r.config = std::move(config).value();
   r.table = glm53::glm53Weights(r.config);
@@ -273,8 +271,7 @@ int runInfo(const std::vector<std::string> &args) {
   if (r.hasWeights) {
     Expected<std::unique_ptr<Checkpoint>> opened = Checkpoint::open(r.modelDir);
     if (!opened.ok()) {
-      std::fprintf(stderr, "glmc info: %s\n", opened.status().toString().c_str());
-      return 1;
+      return cl.fail(opened.status());
     }
     checkpoint = std::move(opened).value();
     r.files = checkpoint->files().size();

@@ -198,14 +198,12 @@ void printText(const plan::Plan &p, bool allSteps) {
 int runInspect(const std::vector<std::string> &args) {
   CommandLine cl("inspect");
   cl.flag("json").flag("steps").positional(1, 1);
-  if (Status s = cl.parse(args); !s.ok()) {
-    std::fprintf(stderr, "%s\n", s.message().c_str());
+  if (!cl.parseOrReport(args)) {
     return 2;
   }
   Expected<std::unique_ptr<runtime::PlanFile>> plan = runtime::PlanFile::open(cl.positionals()[0]);
   if (!plan.ok()) {
-    std::fprintf(stderr, "glmc inspect: %s\n", plan.status().toString().c_str());
-    return 1;
+    return cl.fail(plan.status());
   }
   if (cl.has("json")) {
     std::printf("%s\n", toJson((*plan)->root()).dump(2).c_str());

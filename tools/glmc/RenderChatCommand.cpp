@@ -12,8 +12,7 @@ namespace glm::tools {
 int runRenderChat(const std::vector<std::string> &args) {
   CommandLine cl("render-chat");
   cl.option("model").positional(1, 1);
-  if (Status s = cl.parse(args); !s.ok()) {
-    std::fprintf(stderr, "%s\n", s.message().c_str());
+  if (!cl.parseOrReport(args)) {
     return 2;
   }
   const std::optional<std::string> modelDir = cl.get("model");
@@ -22,30 +21,26 @@ int runRenderChat(const std::vector<std::string> &args) {
     return 2;
   }
   const std::string requestPath = cl.positionals()[0];
-  const auto failWith = [](const Status &status) {
-    std::fprintf(stderr, "glmc render-chat: %s\n", status.toString().c_str());
-    return 1;
-  };
 
   Expected<server::ChatTemplate> chatTemplate = server::loadChatTemplate(*modelDir);
   if (!chatTemplate.ok()) {
-    return failWith(chatTemplate.status());
+    return cl.fail(chatTemplate.status());
   }
   Expected<server::ChatTokenizerConfig> tokenizer = server::loadChatTokenizerConfig(*modelDir);
   if (!tokenizer.ok()) {
-    return failWith(tokenizer.status());
+    return cl.fail(tokenizer.status());
   }
   Expected<std::string> text = server::readChatFile(requestPath);
   if (!text.ok()) {
-    return failWith(text.status());
+    return cl.fail(text.status());
   }
   Expected<nlohmann::ordered_json> request = server::parseJsonText(*text, requestPath);
   if (!request.ok()) {
-    return failWith(request.status());
+    return cl.fail(request.status());
   }
   Expected<std::string> prompt = server::renderChatPrompt(*chatTemplate, *request, *tokenizer);
   if (!prompt.ok()) {
-    return failWith(prompt.status().withContext(requestPath));
+    return cl.fail(prompt.status().withContext(requestPath));
   }
   // The prompt exactly: no newline of our own, so it can be compared byte for byte.
   std::fwrite(prompt->data(), 1, prompt->size(), stdout);

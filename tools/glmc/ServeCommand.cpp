@@ -20,22 +20,17 @@ int runServe(const std::vector<std::string> &args) {
   CommandLine cl("serve");
   cl.option("model").option("host").option("port").option("api-key").option("served-name");
   cl.option("max-waiting").positional(1, 1);
-  auto fail = [](const Status &s) {
-    std::fprintf(stderr, "glmc serve: %s\n", s.toString().c_str());
-    return 1;
-  };
-  if (Status s = cl.parse(args); !s.ok()) {
-    std::fprintf(stderr, "%s\n", s.message().c_str());
+  if (!cl.parseOrReport(args)) {
     return 2;
   }
   if (!cl.get("model")) {
-    return fail(invalidArgument("--model DIR is required"));
+    return cl.fail(invalidArgument("--model DIR is required"));
   }
   const std::string modelDir = *cl.get("model");
   Expected<std::optional<int64_t>> port = cl.getInt("port", 0, 65535);
   Expected<std::optional<int64_t>> maxWaiting = cl.getInt("max-waiting", 1, 1 << 20);
   if (!port.ok() || !maxWaiting.ok()) {
-    return fail(!port.ok() ? port.status() : maxWaiting.status());
+    return cl.fail(!port.ok() ? port.status() : maxWaiting.status());
   }
 
   // Block the stop signals in every thread; one thread waits for them and stops the server.
@@ -47,35 +42,35 @@ int runServe(const std::vector<std::string> &args) {
 
   Expected<glm53::Glm53Config> config = glm53::loadGlm53Config(modelDir);
   if (!config.ok()) {
-    return fail(config.status());
+    return cl.fail(config.status());
   }
   Expected<server::Tokenizer> tokenizer = server::Tokenizer::fromModelDir(modelDir);
   if (!tokenizer.ok()) {
-    return fail(tokenizer.status());
+    return cl.fail(tokenizer.status());
   }
   Expected<server::ChatTemplate> chatTemplate = server::loadChatTemplate(modelDir);
   if (!chatTemplate.ok()) {
-    return fail(chatTemplate.status());
+    return cl.fail(chatTemplate.status());
   }
   Expected<server::ChatTokenizerConfig> tokenizerConfig = server::loadChatTokenizerConfig(modelDir);
   if (!tokenizerConfig.ok()) {
-    return fail(tokenizerConfig.status());
+    return cl.fail(tokenizerConfig.status());
   }
   Expected<std::unique_ptr<runtime::PlanFile>> plan = runtime::PlanFile::open(cl.positionals()[0]);
   if (!plan.ok()) {
-    return fail(plan.status());
+    return cl.fail(plan.status());
   }
   const int64_t maxContext = (*plan)->root().state_pool()
                                  ? static_cast<int64_t>((*plan)->root().state_pool()->max_context())
                                  : 0;
   Expected<std::unique_ptr<Checkpoint>> checkpoint = Checkpoint::open(modelDir);
   if (!checkpoint.ok()) {
-    return fail(checkpoint.status());
+    return cl.fail(checkpoint.status());
   }
   Expected<std::unique_ptr<runtime::CpuEngine>> engine =
       runtime::CpuEngine::create(std::move(plan).value(), **checkpoint);
   if (!engine.ok()) {
-    return fail(engine.status());
+    return cl.fail(engine.status());
   }
   server::SchedulerEngine scheduler(
       std::make_unique<runtime::Scheduler>(std::move(engine).value(), maxWaiting->value_or(64)));
@@ -96,7 +91,7 @@ int runServe(const std::vector<std::string> &args) {
   server::HttpServer http(options, scheduler, model);
   Expected<int> bound = http.bind();
   if (!bound.ok()) {
-    return fail(bound.status());
+    return cl.fail(bound.status());
   }
   if (options.host != "127.0.0.1" && options.host != "localhost" && options.apiKeys.empty()) {
     std::fprintf(stderr, "glmc serve: warning: listening on %s without --api-key\n",

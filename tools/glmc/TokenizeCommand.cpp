@@ -79,8 +79,7 @@ Status decodeLine(const Tokenizer &tokenizer, const std::string &line, std::stri
 int runTokenize(const std::vector<std::string> &args) {
   CommandLine cl("tokenize");
   cl.option("model").flag("decode").positional(0, 0);
-  if (Status s = cl.parse(args); !s.ok()) {
-    std::fprintf(stderr, "%s\n", s.message().c_str());
+  if (!cl.parseOrReport(args)) {
     return 2;
   }
   std::optional<std::string> modelDir = cl.get("model");
@@ -90,8 +89,7 @@ int runTokenize(const std::vector<std::string> &args) {
   }
   Expected<Tokenizer> tokenizer = Tokenizer::fromModelDir(*modelDir);
   if (!tokenizer.ok()) {
-    std::fprintf(stderr, "glmc tokenize: %s\n", tokenizer.status().toString().c_str());
-    return 1;
+    return cl.fail(tokenizer.status());
   }
   const bool decode = cl.has("decode");
 
