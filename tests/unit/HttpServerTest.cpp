@@ -1,6 +1,7 @@
 // In-process tests of every endpoint with a fake engine that replies with scripted text, and one
 // end-to-end test over the tiny fixture's CPU plan whose greedy reply equals glmc generate's.
 #include "server/http/HttpServer.h"
+#include "models/glm53/Config.h"
 #include "runtime/engine/CpuEngine.h"
 #include "runtime/engine/Scheduler.h"
 #include "server/chat/ChatPrompt.h"
@@ -66,16 +67,20 @@ public:
   runtime::SchedulerStats stats() const override { return {.running = running.load()}; }
 };
 
+/// The fixture's end-of-sequence ids, from its config.json as glmc serve reads them.
+std::vector<int32_t> tinyEosIds() {
+  const std::vector<int64_t> ids = std::move(glm53::loadGlm53Config(kTiny)).value().eosTokenIds;
+  return std::vector<int32_t>(ids.begin(), ids.end());
+}
+
 /// A server on a free loopback port over an engine, torn down with the test.
 class Running {
 public:
   Running(EngineApi &engine, ServerOptions options = {}) {
     tokenizer_ = std::make_unique<Tokenizer>(std::move(Tokenizer::fromModelDir(kTiny)).value());
     template_ = std::make_unique<ChatTemplate>(std::move(loadChatTemplate(kTiny)).value());
-    ServedModel model{tokenizer_.get(),
-                      template_.get(),
-                      std::move(loadChatTokenizerConfig(kTiny)).value(),
-                      {988, 995, 997}};
+    ServedModel model{tokenizer_.get(), template_.get(),
+                      std::move(loadChatTokenizerConfig(kTiny)).value(), tinyEosIds()};
     options.port = 0;
     options.servedNames = {"tiny"};
     if (options.maxContext == 0) {
@@ -471,7 +476,7 @@ TEST(HttpServerEndToEnd, GreedyRepliesMatchTheEngineAndStreamsRunConcurrently) {
   std::vector<int32_t> greedy;
   std::vector<float> row(logits.end() - vocab, logits.end());
   for (int i = 0; i < 6; ++i) {
-    for (int32_t eos : {988, 995, 997}) {
+    for (int32_t eos : tinyEosIds()) {
       row[static_cast<size_t>(eos)] = -INFINITY; // ignore_eos
     }
     greedy.push_back(static_cast<int32_t>(std::max_element(row.begin(), row.end()) - row.begin()));
