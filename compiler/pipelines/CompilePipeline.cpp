@@ -3,6 +3,7 @@
 
 #include "compiler/Passes.h"
 #include "compiler/pipelines/EmitPlan.h"
+#include "runtime/common/Hash.h"
 
 #include "mlir/IR/Diagnostics.h"
 
@@ -74,14 +75,7 @@ Expected<std::vector<uint8_t>> compileGlm53Plan(mlir::MLIRContext &context,
       config.linearNumHeads, "x", config.linearHeadDim, " mla ", config.numAttentionHeads, "x",
       config.qkHeadDim(), "/", config.vHeadDim, " index ", config.indexNHeads, "x",
       config.indexHeadDim, " topk ", config.indexTopk, "/", config.indexKpool);
-  // FNV-1a: stable across builds and machines, unlike std::hash.
-  uint64_t fnv = 0xCBF29CE484222325ull;
-  for (char c : summary) {
-    fnv = (fnv ^ static_cast<uint8_t>(c)) * 0x100000001B3ull;
-  }
-  char hash[17];
-  std::snprintf(hash, sizeof hash, "%016llx", static_cast<unsigned long long>(fnv));
-  return emitPlan(*module, summary, hash);
+  return emitPlan(*module, summary, Fnv1a64().add(summary).hex());
 }
 
 } // namespace glm::compiler

@@ -1,0 +1,17 @@
+// The CUDA kernel sources (kernels/**/*.cuh and the headers they include), embedded in the binary
+// at build time so that `glmc compile` can hand them to NVRTC wherever it runs.
+#pragma once
+
+#include <span>
+#include <string_view>
+
+namespace glm::kernels {
+
+struct KernelSource {
+  std::string_view path; // as kernels include it: "kernels/rms_norm/rms_norm.cuh"
+  std::string_view text;
+};
+
+std::span<const KernelSource> kernelSources();
+
+} // namespace glm::kernels
