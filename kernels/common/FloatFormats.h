@@ -27,6 +27,32 @@ inline uint16_t floatToBf16(float x) {
 /// The fp32 value nearest to x that bf16 can hold.
 inline float roundToBf16(float x) { return bf16ToFloat(floatToBf16(x)); }
 
+/// double -> bf16, rounded once to nearest even (no detour through fp32, whose rounding could
+/// decide a tie differently); NaN stays a quiet NaN, overflow becomes infinity.
+inline uint16_t doubleToBf16(double x) {
+  if (std::isnan(x)) {
+    return 0x7FC0u;
+  }
+  const uint16_t sign = std::signbit(x) ? 0x8000u : 0x0000u;
+  const double a = std::fabs(x);
+  if (a < 0x1p-126) {
+    // Subnormal range: a multiple of 2^-133; 128 becomes the smallest normal, whose code is 128.
+    return static_cast<uint16_t>(sign | static_cast<uint16_t>(std::nearbyint(std::ldexp(a, 133))));
+  }
+  int e = 0;
+  const double fraction = std::frexp(a, &e); // a = fraction * 2^e, fraction in [0.5, 1)
+  int exponent = e - 1;
+  double m = std::nearbyint((2.0 * fraction - 1.0) * 128.0); // default rounding: nearest even
+  if (m == 128.0) {
+    m = 0.0;
+    ++exponent;
+  }
+  if (exponent > 127) {
+    return static_cast<uint16_t>(sign | 0x7F80u);
+  }
+  return static_cast<uint16_t>(sign | ((exponent + 127) << 7) | static_cast<uint16_t>(m));
+}
+
 /// IEEE binary16 -> fp32, exact (subnormals, infinities and NaN included).
 inline float f16ToFloat(uint16_t h) {
   const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
@@ -41,6 +67,32 @@ inline float f16ToFloat(uint16_t h) {
     return std::bit_cast<float>(sign | 0x7F800000u | (mantissa << 13));
   }
   return std::bit_cast<float>(sign | ((exponent + 112u) << 23) | (mantissa << 13));
+}
+
+/// double -> IEEE binary16, rounded once to nearest even (subnormals included); NaN stays a quiet
+/// NaN, magnitudes from 65520 up become infinity.
+inline uint16_t doubleToF16(double x) {
+  if (std::isnan(x)) {
+    return 0x7E00u;
+  }
+  const uint16_t sign = std::signbit(x) ? 0x8000u : 0x0000u;
+  const double a = std::fabs(x);
+  if (a < 0x1p-14) {
+    // Subnormal range: a multiple of 2^-24; 1024 becomes the smallest normal, whose code is 1024.
+    return static_cast<uint16_t>(sign | static_cast<uint16_t>(std::nearbyint(std::ldexp(a, 24))));
+  }
+  int e = 0;
+  const double fraction = std::frexp(a, &e);
+  int exponent = e - 1;
+  double m = std::nearbyint((2.0 * fraction - 1.0) * 1024.0);
+  if (m == 1024.0) {
+    m = 0.0;
+    ++exponent;
+  }
+  if (exponent > 15) {
+    return static_cast<uint16_t>(sign | 0x7C00u);
+  }
+  return static_cast<uint16_t>(sign | ((exponent + 15) << 10) | static_cast<uint16_t>(m));
 }
 
 /// fp8 e4m3fn (OCP "E4M3", torch.float8_e4m3fn) -> fp32, exact. Bias 7, no infinities; S.1111.111

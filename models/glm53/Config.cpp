@@ -299,6 +299,59 @@ void deriveIndexerTypes(Glm53Config &c, FieldReader &text) {
   }
 }
 
+/// quantization_config, which transformers keeps at the top level of a composite config and which
+/// flat configs keep beside the text fields; the first one read wins.
+void readQuantizationConfig(FieldReader &t, std::string_view source, Glm53Config &c,
+                            Status &status) {
+  const Json *q = t.raw("quantization_config");
+  if (q == nullptr || c.quantMethod) {
+    return;
+  }
+  if (!q->is_object()) {
+    t.fail("quantization_config", strCat("must be an object, got ", jsonTypeName(*q)));
+    return;
+  }
+  FieldReader qr(*q, t.path("quantization_config."), source, status);
+  std::string method;
+  qr.string("quant_method", method);
+  if (method.empty()) {
+    return;
+  }
+  c.quantMethod = method;
+  if (method != "exl3") {
+    return;
+  }
+  // reference/exl3_format.md §1.2.
+  Glm53Config::Exl3Quantization e;
+  qr.string("version", e.version);
+  double bits = 0, headBits = 0;
+  if (qr.raw("bits") != nullptr) {
+    qr.number("bits", bits);
+    if (status.ok() && !(bits > 0 && bits <= 16)) {
+      qr.fail("bits", strCat("must be a bits-per-weight average in (0, 16], got ", bits));
+    }
+    e.bits = bits;
+  }
+  if (qr.raw("head_bits") != nullptr) {
+    qr.number("head_bits", headBits);
+    if (status.ok() && !(headBits >= 1 && headBits <= 16)) {
+      qr.fail("head_bits", strCat("must be in 1..16, got ", headBits));
+    }
+    e.headBits = headBits;
+  }
+  qr.string("codebook", e.codebook);
+  if (status.ok() && !e.codebook.empty() && e.codebook != "mcg" && e.codebook != "mul1" &&
+      e.codebook != "3inst") {
+    qr.fail("codebook", strCat("is '", e.codebook, "'; EXL3 codebooks are mcg, mul1 and 3inst"));
+  }
+  qr.string("out_scales", e.outScales);
+  if (status.ok() && !e.outScales.empty() && e.outScales != "always" && e.outScales != "never" &&
+      e.outScales != "auto") {
+    qr.fail("out_scales", strCat("is '", e.outScales, "'; expected always, never or auto"));
+  }
+  c.exl3 = e;
+}
+
 void readTextConfig(const Json &object, const std::string &prefix, std::string_view source,
                     Glm53Config &c, Status &status) {
   FieldReader t(object, prefix, source, status);
@@ -401,18 +454,7 @@ void readTextConfig(const Json &object, const std::string &prefix, std::string_v
     }
   }
 
-  if (const Json *q = t.raw("quantization_config")) {
-    if (!q->is_object()) {
-      t.fail("quantization_config", "must be an object");
-    } else {
-      FieldReader qr(*q, t.path("quantization_config."), source, status);
-      std::string method;
-      qr.string("quant_method", method);
-      if (!method.empty()) {
-        c.quantMethod = method;
-      }
-    }
-  }
+  readQuantizationConfig(t, source, c, status);
 
   // Per-layer schedules: given lists win; absent ones are derived as transformers does.
   t.stringList("layer_types", c.layerTypes, parseAttentionKind);
@@ -656,6 +698,7 @@ Expected<Glm53Config> parseGlm53Config(std::string_view text, std::string_view s
     outer.integer("video_start_token_id", c.videoStartTokenId, false);
     outer.integer("video_end_token_id", c.videoEndTokenId, false);
     outer.string("dtype", c.dtype);
+    readQuantizationConfig(outer, source, c, status);
     const Json *textConfig = outer.raw("text_config");
     if (textConfig != nullptr && !textConfig->is_object()) {
       outer.fail("text_config", strCat("must be an object, got ", jsonTypeName(*textConfig)));

@@ -138,6 +138,16 @@ struct Glm53Config {
 
   // `quantization_config.quant_method` if the checkpoint declares one ("fp8", "exl3", ...).
   std::optional<std::string> quantMethod;
+  // The rest of an EXL3 checkpoint's quantization_config (reference/exl3_format.md §1.2),
+  // checked for type and range; informational, since K and the codebook are read per tensor.
+  struct Exl3Quantization {
+    std::string version;        // the exllamav3 format version, e.g. "1.4.1"
+    std::optional<double> bits; // model-average bits per weight (not a per-tensor K)
+    std::optional<double> headBits;
+    std::string codebook;  // "mcg", "mul1", "3inst"; empty in models made before the key
+    std::string outScales; // "always", "never", "auto"; empty when absent
+  };
+  std::optional<Exl3Quantization> exl3;
 
   // The vision tower; absent for a bare glm5_next_text config.
   std::optional<Glm53VisionConfig> vision;

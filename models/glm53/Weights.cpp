@@ -1,6 +1,7 @@
 // The GLM-5.3 tensor table (names as on the Hub) and the checkpoint check built on it.
 #include "models/glm53/Weights.h"
 
+#include "runtime/weights/Exl3Tensors.h"
 #include "runtime/weights/SafeTensors.h"
 
 #include <map>
@@ -320,6 +321,28 @@ CheckpointCheck checkCheckpoint(const std::vector<WeightInfo> &table,
   for (size_t i = 0; i < table.size(); ++i) {
     const WeightInfo &w = table[i];
     const TensorView *t = checkpoint.find(w.name);
+    if (t == nullptr && w.role == WeightRole::Linear &&
+        hasExl3Tensors(checkpoint, exl3ModuleKey(w.name))) {
+      // An EXL3 layer (reference/exl3_format.md §1.1) in place of the dense weight.
+      const std::string key = exl3ModuleKey(w.name);
+      for (const char *part : {".trellis", ".suh", ".svh", ".su", ".sv", ".mcg", ".mul1"}) {
+        if (checkpoint.find(key + part) != nullptr) {
+          accounted.insert(key + part);
+        }
+      }
+      Expected<Exl3Tensors> group = findExl3Tensors(checkpoint, key, w.shape[1], w.shape[0]);
+      if (!group.ok()) {
+        check.errors.push_back(group.status().message());
+        continue;
+      }
+      for (const std::string &name : group->tensorNames()) {
+        accounted.insert(name);
+      }
+      check.storedBytes[i] = group->storedBytes();
+      ++check.exl3;
+      ++check.present;
+      continue;
+    }
     if (t == nullptr) {
       check.errors.push_back(
           strCat("missing tensor '", w.name, "' (expected ", shapeString(w.shape), ")"));
@@ -372,6 +395,51 @@ CheckpointCheck checkCheckpoint(const std::vector<WeightInfo> &table,
     }
   }
   return check;
+}
+
+Status checkQuantization(const Glm53Config &config, const std::vector<WeightInfo> &table,
+                         const Checkpoint &checkpoint, std::vector<std::string> *warnings) {
+  int64_t exl3 = 0;
+  std::string firstExl3;
+  std::set<std::string> codebooks;
+  for (const WeightInfo &w : table) {
+    if (w.role != WeightRole::Linear || checkpoint.find(w.name) != nullptr) {
+      continue;
+    }
+    const std::string key = exl3ModuleKey(w.name);
+    if (!hasExl3Tensors(checkpoint, key)) {
+      continue;
+    }
+    if (exl3++ == 0) {
+      firstExl3 = key;
+    }
+    codebooks.insert(checkpoint.find(key + ".mcg") != nullptr    ? "mcg"
+                     : checkpoint.find(key + ".mul1") != nullptr ? "mul1"
+                                                                 : "3inst");
+  }
+  const std::string configPath = (checkpoint.directory() / "config.json").string();
+  if (exl3 > 0 && config.quantMethod != "exl3") {
+    return invalidArgument(configPath, ": the checkpoint holds EXL3 layers ('", firstExl3,
+                           ".trellis', ", exl3, " in all) but quantization_config.quant_method is ",
+                           config.quantMethod ? "'" + *config.quantMethod + "'" : "absent",
+                           "; an exllamav3 checkpoint declares \"exl3\"");
+  }
+  if (exl3 == 0 && config.quantMethod == "exl3") {
+    return invalidArgument(configPath,
+                           ": quantization_config.quant_method is \"exl3\" but no linear weight of "
+                           "the model is stored as an EXL3 layer (no '<layer>.trellis' tensors)");
+  }
+  if (warnings != nullptr && config.exl3 && !config.exl3->codebook.empty() &&
+      (codebooks.size() != 1 || *codebooks.begin() != config.exl3->codebook)) {
+    std::string found;
+    for (const std::string &c : codebooks) {
+      found += (found.empty() ? "" : ", ") + c;
+    }
+    warnings->push_back(strCat(configPath, ": quantization_config.codebook is '",
+                               config.exl3->codebook, "' but the tensors' markers say ", found,
+                               "; the markers are used"));
+  }
+  return Status::success();
 }
 
 } // namespace glm::glm53

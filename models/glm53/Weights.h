@@ -72,6 +72,7 @@ inline constexpr int64_t kFp8BlockSize = 128;
 struct CheckpointCheck {
   int64_t expected = 0;                // tensors the table lists
   int64_t present = 0;                 // of those, found with the right shape and an allowed dtype
+  int64_t exl3 = 0;                    // of those, linear weights stored as EXL3 layers
   std::vector<std::string> errors;     // missing, wrong shape, disallowed dtype, bad companions
   std::vector<std::string> unexpected; // tensors in the checkpoint that the table does not list
   /// Bytes of each table tensor as stored (fp8 scales included), indexed like glm53Weights().
@@ -80,6 +81,16 @@ struct CheckpointCheck {
   bool ok() const { return errors.empty() && unexpected.empty(); }
 };
 
+/// A linear weight may be stored as an EXL3 layer instead (`<key>.trellis`, `.suh`, `.svh`, a
+/// codebook marker; reference/exl3_format.md §1.1), whose padded shape must fit the table's.
 CheckpointCheck checkCheckpoint(const std::vector<WeightInfo> &table, const Checkpoint &checkpoint);
+
+/// Checks that config.json's quantization_config agrees with the tensors: a checkpoint with EXL3
+/// layers must declare quant_method "exl3", and one that declares it must hold some. A codebook
+/// that differs from the tensors' markers is only reported through `warnings` (the markers are
+/// authoritative, §1.2).
+Status checkQuantization(const Glm53Config &config, const std::vector<WeightInfo> &table,
+                         const Checkpoint &checkpoint,
+                         std::vector<std::string> *warnings = nullptr);
 
 } // namespace glm::glm53

@@ -1,6 +1,8 @@
 // Rank slices of checkpoint tensors into the weights arena.
 #include "runtime/weights/PlanWeights.h"
 
+#include "runtime/weights/Exl3Tensors.h"
+
 #include <atomic>
 #include <cstring>
 #include <string>
@@ -45,6 +47,107 @@ struct CopyJob {
   uint8_t *dst;
 };
 
+/// One EXL3 matrix to place: its checkpoint layer, the features this rank holds, and where in the
+/// binding's slice it goes (Exl3ArenaLayout).
+struct Exl3Job {
+  Exl3Tensors layer;
+  int64_t inStart, outStart; // first input / output feature of the rank's part (multiples of 128)
+  uint8_t *slice;
+  Exl3ArenaLayout layout;
+  int64_t matrix;
+};
+
+/// Copies a rank's part of an EXL3 layer (reference/exl3_format.md §1.1's tensor-parallel split):
+/// by outputs, the trellis tile columns and svh entries; by inputs, the tile rows and suh entries.
+uint64_t placeExl3(const Exl3Job &job) {
+  const Exl3ArenaLayout &l = job.layout;
+  const Exl3Tensors &g = job.layer;
+  const uint64_t tileBytes = 32 * static_cast<uint64_t>(g.bits);
+  const auto *trellis = g.trellis->data;
+  uint8_t *dst = job.slice + static_cast<uint64_t>(job.matrix) * l.trellisStride();
+  const uint64_t rowBytes = static_cast<uint64_t>(l.n / 16) * tileBytes;
+  for (int64_t kt = 0; kt < l.k / 16; ++kt) {
+    const uint64_t srcRow =
+        static_cast<uint64_t>(job.inStart / 16 + kt) * static_cast<uint64_t>(g.n / 16);
+    std::memcpy(dst + static_cast<uint64_t>(kt) * rowBytes,
+                trellis + (srcRow + static_cast<uint64_t>(job.outStart / 16)) * tileBytes,
+                rowBytes);
+  }
+  std::memcpy(job.slice + l.suhOffset() + static_cast<uint64_t>(job.matrix * l.k) * 2,
+              g.suh->data + static_cast<uint64_t>(job.inStart) * 2, static_cast<uint64_t>(l.k) * 2);
+  std::memcpy(job.slice + l.svhOffset() + static_cast<uint64_t>(job.matrix * l.n) * 2,
+              g.svh->data + static_cast<uint64_t>(job.outStart) * 2,
+              static_cast<uint64_t>(l.n) * 2);
+  const uint32_t meta[2] = {static_cast<uint32_t>(g.bits), static_cast<uint32_t>(g.codebook)};
+  std::memcpy(job.slice + l.metaOffset() + static_cast<uint64_t>(job.matrix) * 8, meta, 8);
+  return static_cast<uint64_t>(l.k / 16) * rowBytes + static_cast<uint64_t>(l.k + l.n) * 2;
+}
+
+/// The EXL3 matrices of one binding: each expert's (or the one) layer, checked against the global
+/// shape and the K the plan reserved, and the part of it this rank holds.
+Status planExl3(const plan::WeightBinding &w, const Checkpoint &checkpoint, uint32_t rank,
+                uint8_t *slice, std::vector<Exl3Job> &jobs) {
+  const std::string name = w.name()->str();
+  const std::string pattern = w.checkpoint()->str();
+  const std::vector<int64_t> global(w.global_shape()->begin(), w.global_shape()->end());
+  const std::vector<int64_t> local(w.rank_shape()->begin(), w.rank_shape()->end());
+  const bool stacked = w.experts() > 0;
+  if (global.size() != (stacked ? 3u : 2u) || local.size() != global.size()) {
+    return invalidArgument("weight ", name,
+                           ": an EXL3 binding is [out, in] or [experts, out, in], ", "not ",
+                           shapeText(global));
+  }
+  const size_t base = stacked ? 1 : 0;
+  const int64_t matrices = stacked ? local[0] : 1;
+  const int64_t out = local[base], in = local[base + 1];
+  Expected<Exl3ArenaLayout> layout =
+      Exl3ArenaLayout::fromSlice(matrices, out, in, w.slice()->size());
+  if (!layout.ok()) {
+    return layout.status().withContext(strCat("weight ", name));
+  }
+  // Which dimension this rank splits, as a feature range within each matrix.
+  int64_t inStart = 0, outStart = 0, firstExpert = 0;
+  const bool split = w.shard() != plan::ShardKind::Replicated;
+  if (split && stacked && w.shard_dim() == 0) {
+    firstExpert = static_cast<int64_t>(rank) * matrices;
+  } else if (split && w.shard_dim() == base) {
+    outStart = static_cast<int64_t>(rank) * out;
+  } else if (split && w.shard_dim() == base + 1) {
+    inStart = static_cast<int64_t>(rank) * in;
+  }
+  for (auto [count, total, what] :
+       {std::tuple{out, global[base], "output"}, std::tuple{in, global[base + 1], "input"}}) {
+    if (count != total && count % kExl3Block != 0) {
+      return invalidArgument("weight ", name, ": EXL3 rank slices of ", count, " ", what,
+                             " features (of ", total,
+                             ") do not fall on the 128-feature Hadamard blocks");
+    }
+  }
+  const size_t brace = pattern.find("{e}");
+  if (stacked && brace == std::string::npos) {
+    return invalidArgument("weight ", name, ": stacked experts need '{e}' in '", pattern, "'");
+  }
+  for (int64_t m = 0; m < matrices; ++m) {
+    std::string tensorName = pattern;
+    if (stacked) {
+      tensorName.replace(brace, 3, std::to_string(firstExpert + m));
+    }
+    Expected<Exl3Tensors> layer =
+        findExl3Tensors(checkpoint, exl3ModuleKey(tensorName), global[base + 1], global[base]);
+    if (!layer.ok()) {
+      return layer.status().withContext(strCat("weight ", name));
+    }
+    if (layer->bits > layout->slotBits) {
+      return invalidArgument("weight ", name, ": tensor '", layer->trellis->name, "' in ",
+                             layer->trellis->file->filename().string(), " holds K = ", layer->bits,
+                             " bits per weight but the plan reserves ", layout->slotBits,
+                             " (recompile the plan for this checkpoint)");
+    }
+    jobs.push_back({std::move(layer).value(), inStart, outStart, slice, *layout, m});
+  }
+  return Status::success();
+}
+
 } // namespace
 
 Expected<DType> dtypeOfElement(plan::ElementType element) {
@@ -78,13 +181,22 @@ Status loadPlanWeights(const plan::Plan &plan, const Checkpoint &checkpoint, uin
     return Status::success();
   }
   std::vector<CopyJob> jobs;
+  std::vector<Exl3Job> exl3Jobs;
   for (const plan::WeightBinding *w : *plan.weights()) {
     const std::string name = w->name()->str();
     const std::string pattern = w->checkpoint()->str();
-    if (w->format() == plan::WeightFormat::FP8 || w->format() == plan::WeightFormat::EXL3) {
+    if (w->format() == plan::WeightFormat::FP8) {
       return unimplemented("weight ", name, " (", pattern, "): loading ",
                            plan::EnumNameWeightFormat(w->format()),
                            " tensors comes with their kernels");
+    }
+    if (w->format() == plan::WeightFormat::EXL3) {
+      const plan::Slice *slice = w->slice();
+      if (slice->offset() > arena.size() || slice->size() > arena.size() - slice->offset()) {
+        return invalidArgument("weight ", name, ": slice overruns the weights arena");
+      }
+      GLM_RETURN_IF_ERROR(planExl3(*w, checkpoint, rank, arena.data() + slice->offset(), exl3Jobs));
+      continue;
     }
     GLM_ASSIGN_OR_RETURN(DType dtype, dtypeOfElement(w->element()));
     std::vector<int64_t> global(w->global_shape()->begin(), w->global_shape()->end());
@@ -159,8 +271,16 @@ Status loadPlanWeights(const plan::Plan &plan, const Checkpoint &checkpoint, uin
 
   // Copy on all cores; each job writes its own bytes.
   std::atomic<size_t> next{0};
+  const size_t total = jobs.size() + exl3Jobs.size();
   auto worker = [&] {
-    for (size_t i = next++; i < jobs.size(); i = next++) {
+    for (size_t i = next++; i < total; i = next++) {
+      if (i >= jobs.size()) {
+        const uint64_t bytes = placeExl3(exl3Jobs[i - jobs.size()]);
+        if (progress != nullptr) {
+          progress->advance(bytes);
+        }
+        continue;
+      }
       const CopyJob &job = jobs[i];
       copySlice(job.tensor->data, job.dst, job.shape, job.dim, job.start, job.count,
                 dtypeSize(job.tensor->dtype));
@@ -171,8 +291,7 @@ Status loadPlanWeights(const plan::Plan &plan, const Checkpoint &checkpoint, uin
       }
     }
   };
-  const size_t workers =
-      std::min<size_t>(jobs.size(), std::max(1u, std::thread::hardware_concurrency()));
+  const size_t workers = std::min<size_t>(total, std::max(1u, std::thread::hardware_concurrency()));
   std::vector<std::thread> threads;
   for (size_t t = 1; t < workers; ++t) {
     threads.emplace_back(worker);

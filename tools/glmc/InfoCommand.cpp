@@ -146,6 +146,7 @@ OrderedJson toJson(const Report &r) {
     ck["tensors"] = r.tensorsInCheckpoint;
     ck["expected"] = r.check.expected;
     ck["present"] = r.check.present;
+    ck["exl3"] = r.check.exl3;
     ck["errors"] = r.check.errors;
     ck["unexpected"] = r.check.unexpected;
     ck["ok"] = r.check.ok();
@@ -239,6 +240,10 @@ void printText(const Report &r) {
   std::printf("  %zu tensors in %zu file(s); %lld of %lld expected tensors present and valid\n",
               r.tensorsInCheckpoint, r.files, (long long)r.check.present,
               (long long)r.check.expected);
+  if (r.check.exl3 > 0) {
+    std::printf("  %lld linear weights stored as EXL3 layers (trellis, suh, svh)\n",
+                (long long)r.check.exl3);
+  }
   for (const std::string &e : r.check.errors) {
     std::printf("  error: %s\n", e.c_str());
   }
@@ -277,6 +282,13 @@ int runInfo(const std::vector<std::string> &args) {
     r.files = checkpoint->files().size();
     r.tensorsInCheckpoint = checkpoint->tensors().size();
     r.check = glm53::checkCheckpoint(r.table, *checkpoint);
+    std::vector<std::string> warnings;
+    if (Status q = glm53::checkQuantization(r.config, r.table, *checkpoint, &warnings); !q.ok()) {
+      r.check.errors.push_back(q.message());
+    }
+    for (const std::string &w : warnings) {
+      std::fprintf(stderr, "glmc info: warning: %s\n", w.c_str());
+    }
     // Bytes per token from what is stored, once every tensor is accounted for.
     r.decode = glm53::decodeWeightBytes(r.config, r.table,
                                         r.check.errors.empty() ? &r.check.storedBytes : nullptr);

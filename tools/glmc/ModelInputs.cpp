@@ -1,8 +1,12 @@
 // Program shapes and weight formats from the command line and the model directory.
 #include "tools/glmc/ModelInputs.h"
 
+#include "models/glm53/Config.h"
+#include "models/glm53/Weights.h"
+#include "runtime/weights/Exl3Tensors.h"
 #include "runtime/weights/SafeTensors.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
@@ -57,8 +61,30 @@ Expected<WeightFormats> weightFormats(const std::string &modelDir,
                              modelDir, " has weights");
     }
     GLM_ASSIGN_OR_RETURN(std::shared_ptr<Checkpoint> checkpoint, Checkpoint::open(modelDir));
-    return WeightFormats{[checkpoint](const glm53::WeightInfo &w) {
+    // EXL3 layers (a `<key>.trellis` instead of `<key>.weight`): the plan reserves room for the
+    // largest K of the checkpoint in every EXL3 slice, since K may differ per tensor.
+    GLM_ASSIGN_OR_RETURN(glm53::Glm53Config config, glm53::loadGlm53Config(modelDir));
+    const std::vector<glm53::WeightInfo> table = glm53::glm53Weights(config);
+    GLM_RETURN_IF_ERROR(glm53::checkQuantization(config, table, *checkpoint));
+    int64_t maxBits = 0;
+    for (const glm53::WeightInfo &w : table) {
+      if (w.role == glm53::WeightRole::Linear && checkpoint->find(w.name) == nullptr) {
+        const TensorView *trellis = checkpoint->find(exl3ModuleKey(w.name) + ".trellis");
+        if (trellis != nullptr && trellis->shape.size() == 3) {
+          maxBits = std::max<int64_t>(maxBits, trellis->shape[2] / 16);
+        }
+      }
+    }
+    if (maxBits > kExl3MaxBits) {
+      return invalidArgument(modelDir, ": an EXL3 trellis holds ", maxBits,
+                             " bits per weight; at most 8 are defined");
+    }
+    auto formatOf = [checkpoint](const glm53::WeightInfo &w) {
       const TensorView *t = checkpoint->find(w.name);
+      if (t == nullptr && w.role == glm53::WeightRole::Linear &&
+          hasExl3Tensors(*checkpoint, exl3ModuleKey(w.name))) {
+        return ir::WeightFormat::EXL3;
+      }
       switch (t != nullptr ? t->dtype : w.releaseDType) {
       case DType::F32:
         return ir::WeightFormat::F32;
@@ -69,7 +95,8 @@ Expected<WeightFormats> weightFormats(const std::string &modelDir,
       default:
         return ir::WeightFormat::BF16;
       }
-    }};
+    };
+    return WeightFormats{formatOf, maxBits > 0 ? maxBits : 4};
   }
   const std::string mode = assume.value_or("bf16");
   if (mode == "bf16") {

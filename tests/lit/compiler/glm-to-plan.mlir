@@ -10,7 +10,7 @@
 // CHECK: plan.target "sm_121a" {{.*}}precision = "bf16"{{.*}}tp = 2
 // CHECK: plan.state_pool {max_context = 256 : i64, max_sequences = 2 : i64, page_tokens = 64 : i64}
 // CHECK: plan.weight @w {checkpoint = "w", element = bf16, experts = 0 : i64, format = "bfloat16", global_shape = array<i64: 16, 8>, rank_shape = array<i64: 8, 8>, shard = "column", shard_dim = 0 : i64, size = 128 : i64}
-// CHECK: plan.weight @experts {checkpoint = "e.{e}", element = bf16, experts = 4 : i64, format = "exl3", global_shape = array<i64: 4, 6, 8>, rank_shape = array<i64: 4, 6, 8>, shard = "expert", shard_dim = 0 : i64, size = 208 : i64}
+// CHECK: plan.weight @experts {checkpoint = "e.{e}", element = bf16, experts = 4 : i64, format = "exl3", global_shape = array<i64: 4, 6, 8>, rank_shape = array<i64: 4, 6, 8>, shard = "expert", shard_dim = 0 : i64, size = 34848 : i64}
 // CHECK: plan.state @s {element = f32, kind = "kda_recurrent", paged = false, unit_shape = array<i64: 2, 4, 4>}
 // CHECK: plan.program @decode_b1_r1 attributes {batch = 1 : i64, kind = "decode", rows = 1 : i64}
 // CHECK: %[[IDS:.*]] = plan.alloc "tokens" {io = "token_ids"} : <[1], i32>

@@ -1,0 +1,135 @@
+// exl3: the launch contract of EXL3 (exllamav3 trellis) weights: bit-exact decode, dense
+// reconstruction, the linear layer and the routed experts (reference/exl3_format.md).
+//
+// One EXL3 matrix of a linear layer with `in` input and `out` output features, k = pad128(in),
+// n = pad128(out), K bits per weight:
+//
+//   trellis  u16 [k/16][n/16][16·K]   tile (kt, nt) holds one tail-biting bitstream of 256·K bits
+//   suh      f16 [k]                  input-channel sign × scale
+//   svh      f16 [n]                  output-channel sign × scale
+//   bias     f16 [n]                  optional
+//
+//   Ŵ[16kt + r(p)][16nt + c(p)] = codebook(state_p of tile (kt, nt))      fp16, bit-exact (§2, §3,
+//   §5) W (k × n, in × out) = diag(suh) · Hk · Ŵ · Hn · diag(svh)            Hk, Hn: block-diagonal
+//   H128 y = x · W + bias = (((x ∘ suh) · Hk) · Ŵ · Hn) ∘ svh + bias           (§4.2)
+//
+// Shapes in the plan are PyTorch's [out, in]; reconstructed weights come out in that orientation,
+// with the padding dropped. The CPU engine multiplies by the bf16 rounding of W (what
+// `glmc dequantize` writes), so an EXL3 checkpoint and its dequantized twin give the same logits;
+// exl3LinearRef instead applies the rotations to the activations in double precision, as the GPU
+// kernels do in fp16/fp32, and is the reference they are tested against.
+#pragma once
+
+#include "kernels/common/WeightView.h"
+#include "kernels/moe_experts/moe_experts.h"
+#include "runtime/common/Status.h"
+#include "runtime/weights/Exl3Tensors.h"
+
+#include <cmath>
+#include <cstdint>
+
+namespace glm::kernels {
+
+inline constexpr int kExl3TileValues = 256;
+
+/// §3: the fp16 bit pattern a codebook assigns to a 16-bit trellis state.
+uint16_t exl3CodebookHalf(Exl3Codebook codebook, uint32_t state);
+/// The same value as a float (exact), from a table built once per codebook.
+float exl3CodebookValue(Exl3Codebook codebook, uint32_t state);
+/// All 65536 values of a codebook, indexed by state.
+const float *exl3CodebookTable(Exl3Codebook codebook);
+
+/// §2.3: the 16-bit state of stream position p (0..255) of one tile of 16·K u16, read as the 16
+/// stream bits that end at bit (p + 1)·K, cyclically.
+uint32_t exl3State(const uint16_t *tile, int bits, int position);
+/// All 256 states of a tile, in stream order.
+void exl3TileStates(const uint16_t *tile, int bits, uint16_t *states);
+/// §2.4: packs 256 states (stream order) into a tile of 16·K u16; only the low K bits of each
+/// state are kept, so the states must chain (exl3StatesChain) to decode back to themselves.
+void exl3PackTile(const uint16_t *states, int bits, uint16_t *tile);
+/// §2.3's tail-biting condition: state[p] >> K == state[p-1] & (2^(16-K) - 1) for every p, p-1
+/// taken mod 256.
+bool exl3StatesChain(const uint16_t *states, int bits);
+
+/// §5.1: the tile row (input-feature offset) and column (output-feature offset) of stream
+/// position p.
+inline int exl3TileRow(int p) {
+  const int lane = p >> 3, j = p & 7;
+  return 2 * (lane & 3) + (j & 1) + 8 * ((j >> 1) & 1);
+}
+inline int exl3TileCol(int p) {
+  const int lane = p >> 3, j = p & 7;
+  return (lane >> 2) + 8 * (j >> 2);
+}
+
+/// §4.1: x ← x · H128 on every 128-block of x (length a multiple of 128), H128 the normalised
+/// natural-order Sylvester matrix (symmetric, orthonormal, its own inverse).
+void exl3Hadamard(double *x, int64_t length);
+void exl3Hadamard(float *x, int64_t length);
+
+/// One EXL3 matrix, wherever its bytes are (a checkpoint mapping or the weights arena).
+struct Exl3MatrixView {
+  const uint16_t *trellis = nullptr; // [k/16][n/16][16·bits]
+  const uint16_t *suh = nullptr;     // f16 [k]
+  const uint16_t *svh = nullptr;     // f16 [n]
+  const void *bias = nullptr;        // optional, [n] in biasDType (F16 or F32)
+  DType biasDType = DType::F16;
+  int bits = 4;
+  Exl3Codebook codebook = Exl3Codebook::Inst3;
+  int64_t in = 0;  // unpadded input features
+  int64_t out = 0; // unpadded output features
+
+  int64_t k() const { return exl3Padded(in); }
+  int64_t n() const { return exl3Padded(out); }
+
+  /// A checkpoint group, given the layer's unpadded features.
+  static Exl3MatrixView of(const Exl3Tensors &tensors, int64_t in, int64_t out);
+  /// Matrix m of an EXL3 slice of the weights arena (layout in runtime/weights/Exl3Tensors.h).
+  static Exl3MatrixView inArena(const uint8_t *slice, const Exl3ArenaLayout &layout, int64_t m);
+};
+
+/// Checks the view: pointers present, bits in 1..8, features positive.
+Status checkExl3Matrix(const Exl3MatrixView &matrix, std::string_view what);
+
+/// Ŵ, the rotated-domain weight, as floats (exact fp16 values): [k][n], row = input feature.
+Status exl3DecodeRotatedRef(const Exl3MatrixView &matrix, float *wHat);
+
+/// §5.2: the dense weight W in PyTorch orientation [out][in] (padding dropped), with both
+/// Hadamards and the scales applied in double precision and rounded once to fp32. Parallel over
+/// 128-column blocks.
+Status exl3ReconstructRef(const Exl3MatrixView &matrix, float *weight);
+/// The same rounded once (from double) to bf16: what `glmc dequantize` writes and what the CPU
+/// engine multiplies by.
+Status exl3ReconstructBf16Ref(const Exl3MatrixView &matrix, uint16_t *weight);
+
+/// y = x W + bias with the rotations applied to the activations (§4.2), in double precision.
+///
+///   x  f32 [rows, in]     y  f32 [rows, out]   (must not alias x)
+struct Exl3LinearArgs {
+  const float *x = nullptr;
+  Exl3MatrixView weight;
+  float *y = nullptr;
+  int64_t rows = 0;
+};
+Status exl3LinearRef(const Exl3LinearArgs &args);
+
+/// The CPU engine's EXL3 linear: y = x Wᵀ with W the bf16 dense equivalent (the linear.h
+/// contract, so the result equals that of the dequantized checkpoint). `bias` is the plan's
+/// separate bias weight, if any.
+Status exl3DenseLinearRef(const float *x, const Exl3MatrixView &weight, const WeightView &bias,
+                          float *y, int64_t rows);
+
+/// The routed experts of moe_experts.h with some or all projections in EXL3: each of gate, up and
+/// down is either an EXL3 matrix per expert (exl3Gate etc., [numExperts]) or, when that pointer is
+/// null, the dense view in moe.experts. Every routed expert's EXL3 matrices are reconstructed to
+/// bf16 one expert at a time and multiplied exactly as moeExpertsRef multiplies a dense
+/// checkpoint, so the sum is that of the dequantized checkpoint, bit for bit.
+struct Exl3MoeExpertsArgs {
+  MoeExpertsArgs moe;
+  const Exl3MatrixView *exl3Gate = nullptr;
+  const Exl3MatrixView *exl3Up = nullptr;
+  const Exl3MatrixView *exl3Down = nullptr;
+};
+Status exl3MoeExpertsRef(const Exl3MoeExpertsArgs &args);
+
+} // namespace glm::kernels

@@ -1,0 +1,148 @@
+// `glmc dequantize`: an EXL3 GLM-5.3 checkpoint into its dense bf16 equivalent, each EXL3 layer
+// reconstructed as the CPU engine multiplies by it (kernels/exl3/exl3.h).
+#include "kernels/exl3/exl3.h"
+#include "models/glm53/Config.h"
+#include "models/glm53/Weights.h"
+#include "runtime/common/Progress.h"
+#include "runtime/weights/Exl3Tensors.h"
+#include "runtime/weights/SafeTensors.h"
+#include "runtime/weights/SafeTensorsWriter.h"
+#include "tools/glmc/CommandLine.h"
+#include "tools/glmc/Commands.h"
+
+#include <nlohmann/json.hpp>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+namespace glm::tools {
+namespace {
+
+namespace fs = std::filesystem;
+using OrderedJson = nlohmann::ordered_json;
+
+/// Copies the model directory's other files (tokenizer, chat template, generation config...);
+/// exllamav3's quantization_config.json describes tensors the output no longer has.
+Status copyOtherFiles(const fs::path &from, const fs::path &to) {
+  std::error_code ec;
+  for (const fs::directory_entry &entry : fs::directory_iterator(from, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (!entry.is_regular_file() || entry.path().extension() == ".safetensors" ||
+        name == "model.safetensors.index.json" || name == "config.json" ||
+        name == "quantization_config.json") {
+      continue;
+    }
+    fs::copy_file(entry.path(), to / name, fs::copy_options::overwrite_existing, ec);
+    if (ec) {
+      return ioError(entry.path().string(), ": cannot copy to ", to.string(), ": ", ec.message());
+    }
+  }
+  return ec ? ioError(from.string(), ": ", ec.message()) : Status::success();
+}
+
+Status dequantizeCheckpoint(const fs::path &modelDir, const fs::path &outDir) {
+  const fs::path configPath = modelDir / "config.json";
+  GLM_ASSIGN_OR_RETURN(glm53::Glm53Config config, glm53::loadGlm53Config(modelDir));
+  if (config.quantMethod != "exl3") {
+    return invalidArgument(configPath.string(),
+                           ": not an EXL3 checkpoint (quantization_config."
+                           "quant_method is ",
+                           config.quantMethod ? "'" + *config.quantMethod + "'" : "absent", ")");
+  }
+  GLM_ASSIGN_OR_RETURN(std::unique_ptr<Checkpoint> checkpoint, Checkpoint::open(modelDir));
+  const std::vector<glm53::WeightInfo> table = glm53::glm53Weights(config);
+  const glm53::CheckpointCheck check = glm53::checkCheckpoint(table, *checkpoint);
+  if (!check.ok()) {
+    return invalidArgument(modelDir.string(), ": the checkpoint does not match its config (",
+                           check.errors.empty() ? "unexpected tensor " + check.unexpected[0]
+                                                : check.errors[0],
+                           "; see glmc info)");
+  }
+  GLM_RETURN_IF_ERROR(glm53::checkQuantization(config, table, *checkpoint));
+  std::error_code ec;
+  if (fs::exists(outDir, ec) && fs::equivalent(outDir, modelDir, ec)) {
+    return invalidArgument("-o ", outDir.string(), " is the input directory");
+  }
+  fs::create_directories(outDir, ec);
+  if (ec) {
+    return ioError(outDir.string(), ": cannot create directory: ", ec.message());
+  }
+
+  // Dense tensors are copied; each EXL3 layer becomes `<key>.weight`, bf16 [out, in].
+  std::vector<TensorSpec> specs;
+  uint64_t totalBytes = 0;
+  auto failure = std::make_shared<Status>();
+  for (const glm53::WeightInfo &w : table) {
+    if (const TensorView *t = checkpoint->find(w.name)) {
+      specs.push_back({w.name, t->dtype, t->shape, [t](std::span<uint8_t> out) {
+                         std::memcpy(out.data(), t->data, out.size());
+                       }});
+      totalBytes += t->byteSize;
+      continue;
+    }
+    GLM_ASSIGN_OR_RETURN(Exl3Tensors layer, findExl3Tensors(*checkpoint, exl3ModuleKey(w.name),
+                                                            w.shape[1], w.shape[0]));
+    const kernels::Exl3MatrixView matrix =
+        kernels::Exl3MatrixView::of(layer, w.shape[1], w.shape[0]);
+    specs.push_back(
+        {w.name, DType::BF16, w.shape, [matrix, failure, name = w.name](std::span<uint8_t> out) {
+           Status s =
+               kernels::exl3ReconstructBf16Ref(matrix, reinterpret_cast<uint16_t *>(out.data()));
+           if (!s.ok() && failure->ok()) {
+             *failure = s.withContext(strCat("tensor '", name, "'"));
+           }
+         }});
+    totalBytes += static_cast<uint64_t>(w.numel()) * 2;
+  }
+
+  ProgressReporter::Options progressOptions;
+  progressOptions.label = "dequantize " + outDir.filename().string();
+  progressOptions.total = totalBytes;
+  progressOptions.unit = ProgressReporter::Unit::Bytes;
+  ProgressReporter progress(std::move(progressOptions));
+  GLM_RETURN_IF_ERROR(writeCheckpointShards(outDir, specs, 5'000'000'000ull,
+                                            [&](uint64_t bytes) { progress.advance(bytes); }));
+  progress.finish();
+  GLM_RETURN_IF_ERROR(*failure);
+
+  // config.json without quantization_config (wherever the checkpoint kept it).
+  std::ifstream in(configPath, std::ios::binary);
+  std::ostringstream text;
+  text << in.rdbuf();
+  OrderedJson root = OrderedJson::parse(text.str(), nullptr, /*allow_exceptions=*/false);
+  if (!root.is_object()) {
+    return invalidArgument(configPath.string(), ": not a JSON object");
+  }
+  root.erase("quantization_config");
+  if (root.contains("text_config") && root["text_config"].is_object()) {
+    root["text_config"].erase("quantization_config");
+  }
+  std::ofstream out(outDir / "config.json", std::ios::binary | std::ios::trunc);
+  out << root.dump(2) << "\n";
+  out.close();
+  if (!out) {
+    return ioError((outDir / "config.json").string(), ": write failed");
+  }
+  return copyOtherFiles(modelDir, outDir);
+}
+
+} // namespace
+
+int runDequantize(const std::vector<std::string> &args) {
+  CommandLine cl("dequantize");
+  cl.option("output").positional(1, 1);
+  if (!cl.parseOrReport(args)) {
+    return 2;
+  }
+  if (!cl.get("output")) {
+    return cl.fail(invalidArgument("-o OUT_DIR is required"));
+  }
+  if (Status status = dequantizeCheckpoint(cl.positionals()[0], *cl.get("output")); !status.ok()) {
+    return cl.fail(status);
+  }
+  return 0;
+}
+
+} // namespace glm::tools
