@@ -15,4 +15,14 @@ struct LaunchDims {
 /// ceil(a / b) for launch arithmetic.
 inline unsigned ceilDiv(int64_t a, int64_t b) { return static_cast<unsigned>((a + b - 1) / b); }
 
+/// The grid of the row-wise elementwise kernels: one block row per row, 128 threads each covering
+/// 8 consecutive elements (a 16-byte bf16 access), as many blocks along the row as its width needs.
+inline LaunchDims rowChunkLaunch(int64_t rows, int64_t width) {
+  LaunchDims d;
+  d.grid[0] = static_cast<unsigned>(rows);
+  d.grid[1] = ceilDiv(width, 8 * 128);
+  d.block[0] = 128;
+  return d;
+}
+
 } // namespace glm::kernels

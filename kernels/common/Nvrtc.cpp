@@ -145,12 +145,14 @@ Expected<std::string> nvrtcVersion() {
 
 Expected<CompiledModule> compileKernels(std::string_view source,
                                         const std::vector<std::string> &nameExpressions,
-                                        std::string_view arch) {
+                                        std::string_view arch,
+                                        const std::vector<std::string> &extraOptions) {
   GLM_ASSIGN_OR_RETURN(const NvrtcApi *nvrtc, api());
   GLM_ASSIGN_OR_RETURN(std::string version, nvrtcVersion());
   const std::string archOption = strCat("--gpu-architecture=", arch);
   // Exact IEEE f32 arithmetic (no fast math): f32 plans are checked against the golden at 1e-5.
-  const std::vector<std::string> options = {archOption, "-std=c++17"};
+  std::vector<std::string> options = {archOption, "-std=c++17"};
+  options.insert(options.end(), extraOptions.begin(), extraOptions.end());
 
   Fnv1a64 hash;
   hash.add(version).add(source);
@@ -216,6 +218,7 @@ Expected<CompiledModule> compileKernels(std::string_view source,
     return internalError("NVRTC produced no cubin for ", arch,
                          " (a virtual architecture? use sm_90a or sm_121a)");
   }
+  module.log = log;
   module.cubin.resize(cubinSize);
   nvrtc->getCubin(program, reinterpret_cast<char *>(module.cubin.data()));
   for (const std::string &n : nameExpressions) {

@@ -18,6 +18,8 @@ struct CompiledModule {
   std::vector<std::string> entries;
   /// The content hash the cache keys it by (source, headers, options, NVRTC version).
   std::string hash;
+  /// NVRTC's log (warnings; ptxas's resource report with --ptxas-options=-v). Empty from the cache.
+  std::string log;
 };
 
 /// Compiles `source` (which includes kernel headers by their repository paths) for `arch`
@@ -26,7 +28,8 @@ struct CompiledModule {
 /// under $GLM_KERNEL_CACHE (default ~/.cache/glmc/kernels; "off" disables the cache).
 Expected<CompiledModule> compileKernels(std::string_view source,
                                         const std::vector<std::string> &nameExpressions,
-                                        std::string_view arch);
+                                        std::string_view arch,
+                                        const std::vector<std::string> &extraOptions = {});
 
 /// NVRTC's version as "major.minor", or the reason it cannot be loaded.
 Expected<std::string> nvrtcVersion();

@@ -79,7 +79,7 @@ TEST_F(RmsNormGpu, F32MatchesReference) {
 
 // bf16 activations: the kernel rounds the normalised row and the product to bf16, as HF does, so
 // against the f32 reference on the same (bf16) inputs each element carries at most two bf16
-// roundings, 2 * 2^-9 relative; the f32 sum adds ~1e-6.
+// roundings of at most 2^-8 relative each (8 significant bits); the f32 sum adds ~1e-6.
 TEST_F(RmsNormGpu, Bf16WithinTwoRoundings) {
   SplitMix64 rng(12);
   for (const Shape &s : kShapes) {
@@ -111,7 +111,7 @@ TEST_F(RmsNormGpu, Bf16WithinTwoRoundings) {
                                        1e-5f};
     GLM_ASSERT_OK(launchAndWait(module_->function(2), kernels::rmsNormLaunch(s.rows), args));
     GLM_ASSERT_OK_AND_ASSIGN(std::vector<uint16_t> out, fromDevice<uint16_t>(dout, x.size()));
-    EXPECT_LE(relativeError(widen(out), ref), 2.0 / 512 + 1e-5) << s.rows << "x" << s.dim;
+    EXPECT_LE(relativeError(widen(out), ref), 2.0 / 256 + 1e-5) << s.rows << "x" << s.dim;
   }
 }
 

@@ -1,0 +1,87 @@
+// kda on the GPU: the argument struct the KDA kernels take by value, and their grid rule.
+//
+//   q       T [rows, heads · keyDim]       after the short conv (+SiLU)
+//   k       T [rows, heads · keyDim]
+//   v       T [rows, heads · valueDim]
+//   f       T [rows, heads · keyDim]       forget-gate logits f_b(f_a(x))
+//   b       T [rows, heads]                write-strength logits b_proj(x)
+//   aLog    W [heads]                      A_log
+//   dtBias  W [heads · keyDim]             dt_bias
+//   out     T [rows, heads · valueDim]     o_t, before the gated output norm
+//   state   f32 [heads, keyDim, valueDim] per slot, in every plan precision (S_h, in/out)
+//   ctx     which sequence each row belongs to, its slot, and which rows are padding
+//
+// The math is kda.h's per-token recurrence. keyDim <= 128 and a multiple of 8; valueDim a multiple
+// of 8. In bf16 plans β = sigmoid(b) is rounded to bf16 (HF evaluates that sigmoid in bf16) and o
+// is rounded once at the store; everything else, the state included, is f32.
+//
+// A block owns one head's columns [c0, c0 + 8·warps) of the state of one sequence, in registers for
+// the whole step: grid (heads · ceil(valueDim / (8·warps)), batch). Each warp holds 8 columns: lane
+// (rowLane = lane / 4, colLane = lane % 4) keeps key rows rowLane + 8m (m < keyDim / 8) of columns
+// c + 2·colLane and c + 2·colLane + 1, so the column sums m = Sᵀk̂ and o = Sᵀq̂ are three shuffles
+// and every state load fills whole 32-byte sectors. Since columns are independent, warps never
+// wait for each other during the recurrence. Rows are taken `tile` tokens at a time: all warps
+// first stage each token's k̂, q̂ (L2-normalised), exp(g) and β in shared memory (once per block,
+// not per warp), then every warp steps its columns through the tile's tokens.
+//
+// Two instances of the same code:
+//   kdaDecodeKernel<T, W>   2 warps (16 columns) per block, tiles of 4 tokens: for rowsPerSequence
+//                           < 4 (decode; kdaUsesDecodeKernel). At batch 1 (Flash: 64 heads) that is
+//                           512 blocks, each loading 8 KB of state at once, for the memory-bound
+//                           step.
+//   kdaPrefillKernel<T, W>  4 warps (32 columns), tiles of 16 tokens: for prefill chunks, where
+//                           the per-token step repeats C times and staging is shared by more warps.
+// Padding rows (negative positions) are skipped: the state does not see them and their output is
+// 0. A sequence with a negative slot writes 0 to its rows and touches no state.
+#pragma once
+
+#include "kernels/common/DeviceTypes.h"
+#include "kernels/common/StepContext.h"
+#ifndef __CUDACC_RTC__
+#include "kernels/common/Launch.h"
+#endif
+
+namespace glm::kernels {
+
+constexpr int kKdaMaxKeyDim = 128;
+constexpr int kKdaColumnsPerWarp = 8;
+constexpr int kKdaDecodeWarps = 2;
+constexpr int kKdaDecodeTile = 4;
+constexpr int kKdaPrefillWarps = 4;
+constexpr int kKdaPrefillTile = 16;
+
+struct KdaGpuArgs {
+  const void *q;
+  const void *k;
+  const void *v;
+  const void *f;
+  const void *b;
+  const void *aLog;
+  const void *dtBias;
+  void *out;
+  SlotState state;
+  StepContext ctx;
+  int32_t heads;
+  int32_t keyDim;
+  int32_t valueDim;
+  float lowerBound; // linear_lower_bound
+  float l2Eps;      // 1e-6: inside the sqrt of q's and k's L2 norms
+};
+
+#ifndef __CUDACC_RTC__
+/// Whether a step of `rowsPerSequence` rows runs kdaDecodeKernel (else kdaPrefillKernel). On an
+/// H200 at Flash's shape the decode kernel is 13% faster at 1 row per sequence and 4% slower at 4.
+inline bool kdaUsesDecodeKernel(int64_t rowsPerSequence) { return rowsPerSequence < 4; }
+
+/// The grid of kdaDecodeKernel (`decode`) or kdaPrefillKernel.
+inline LaunchDims kdaLaunch(bool decode, int64_t heads, int64_t valueDim, int64_t batch) {
+  const int warps = decode ? kKdaDecodeWarps : kKdaPrefillWarps;
+  LaunchDims d;
+  d.grid[0] = static_cast<unsigned>(heads) * ceilDiv(valueDim, kKdaColumnsPerWarp * warps);
+  d.grid[1] = static_cast<unsigned>(batch);
+  d.block[0] = 32 * warps;
+  return d;
+}
+#endif
+
+} // namespace glm::kernels

@@ -1,0 +1,815 @@
+// linear: y = x Wᵀ (+ b) on the GPU, streaming kernels for decode and tiled ones for prefill
+// (contract, kernel choice and grid rules in linear_gpu.h).
+#pragma once
+
+#include "kernels/common/Device.cuh"
+#include "kernels/linear/linear_gpu.h"
+
+namespace glm::kernels {
+namespace linear_detail {
+
+struct U32x4 {
+  uint32_t x, y, z, w;
+};
+
+__device__ __forceinline__ U32x4 zero4() { return U32x4{0u, 0u, 0u, 0u}; }
+
+/// A 16-byte load of data read once per call (weights): it bypasses L1, so that the activations
+/// every warp re-reads stay there, and has L2 fetch the 256 bytes around it.
+__device__ __forceinline__ U32x4 loadStream(const void *p) {
+  U32x4 v;
+  asm("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];"
+      : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+      : "l"(p));
+  return v;
+}
+
+/// A 16-byte load of read-only data many warps share (activations): cached in L1.
+__device__ __forceinline__ U32x4 loadShared16(const void *p) {
+  U32x4 v;
+  asm("ld.global.nc.v4.u32 {%0, %1, %2, %3}, [%4];"
+      : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+      : "l"(p));
+  return v;
+}
+
+__device__ __forceinline__ void loadShared8(const void *p, uint32_t &a, uint32_t &b) {
+  asm("ld.global.nc.v2.u32 {%0, %1}, [%2];" : "=r"(a), "=r"(b) : "l"(p));
+}
+
+__device__ __forceinline__ bool aligned16(const void *p) {
+  return (reinterpret_cast<uint64_t>(p) & 15u) == 0;
+}
+
+__device__ __forceinline__ float bf16Lo(uint32_t v) { return __uint_as_float(v << 16); }
+__device__ __forceinline__ float bf16Hi(uint32_t v) { return __uint_as_float(v & 0xFFFF0000u); }
+
+/// Eight bf16 values [k, k + 8) of a row of `n` as four packed pairs; the 16-byte load when `vec`
+/// (row and k 16-byte aligned, so the chunk is whole whenever k < n), else element loads; values
+/// past n are zero.
+template <bool Stream>
+__device__ __forceinline__ U32x4 loadBf16x8(const uint16_t *row, int64_t k, int64_t n, bool vec) {
+  if (vec) {
+    if (k >= n) {
+      return zero4();
+    }
+    return Stream ? loadStream(row + k) : loadShared16(row + k);
+  }
+  uint32_t v[4];
+#pragma unroll
+  for (int e = 0; e < 4; ++e) {
+    const uint32_t lo = k + 2 * e < n ? row[k + 2 * e] : 0u;
+    const uint32_t hi = k + 2 * e + 1 < n ? row[k + 2 * e + 1] : 0u;
+    v[e] = lo | (hi << 16);
+  }
+  return U32x4{v[0], v[1], v[2], v[3]};
+}
+
+/// d += a · b on the tensor cores: a is 16 x 16 bf16 (row-major fragment), b 16 x 8 bf16
+/// (column-major fragment), d 16 x 8 f32.
+__device__ __forceinline__ void mmaBf16(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2,
+                                        uint32_t a3, uint32_t b0, uint32_t b1) {
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, "
+               "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+               : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ uint32_t sharedAddress(const void *p) {
+  uint32_t a;
+  asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(a) : "l"(p));
+  return a;
+}
+
+__device__ __forceinline__ void ldmatrixX4(uint32_t (&r)[4], uint32_t address) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(address));
+}
+
+/// 16 bytes global -> shared, asynchronously; `bytes` < 16 zero-fills the rest (0: all zero).
+__device__ __forceinline__ void cpAsync16(uint32_t dst, const void *src, uint32_t bytes) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(src), "r"(bytes));
+}
+__device__ __forceinline__ void cpAsyncCommit() { asm volatile("cp.async.commit_group;"); }
+template <int N> __device__ __forceinline__ void cpAsyncWait() {
+  asm volatile("cp.async.wait_group %0;" ::"n"(N));
+}
+
+__device__ __forceinline__ void storeShared16(uint32_t address, uint32_t a, uint32_t b, uint32_t c,
+                                              uint32_t d) {
+  asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};" ::"r"(address), "r"(a), "r"(b), "r"(c),
+               "r"(d));
+}
+
+__device__ __forceinline__ float biasAt(const LinearGpuArgs &a, int64_t o) {
+  if (a.bias == nullptr) {
+    return 0.0f;
+  }
+  return a.biasBf16 ? toFloat(static_cast<const Bf16 *>(a.bias)[o])
+                    : static_cast<const float *>(a.bias)[o];
+}
+
+/// fp8 e4m3 byte `b` times 2^-120, exactly, as an f32 (possibly subnormal): the e4m3 bits moved
+/// into f32's exponent and mantissa fields. Multiplying by 2^120 restores the value; NaN codes are
+/// not special-cased (checkpoints hold none).
+__device__ __forceinline__ float fp8Scaled(uint32_t b) {
+  return __uint_as_float(((b & 0x7Fu) << 20) | ((b & 0x80u) << 24));
+}
+
+/// The fp8 weight's block scale for element (o, k).
+__device__ __forceinline__ float fp8Scale(const LinearGpuArgs &a, int64_t o, int64_t k) {
+  if (a.weightScaleInv == nullptr) {
+    return 1.0f;
+  }
+  const int64_t blocksPerRow = (a.inFeatures + 127) / 128;
+  return a.weightScaleInv[(o / 128) * blocksPerRow + k / 128];
+}
+
+/// Weight element (o, k) widened to f32 exactly as the reference widens it (fp8: value x scale,
+/// one f32 rounding).
+template <typename W>
+__device__ __forceinline__ float weightAt(const LinearGpuArgs &a, int64_t o, int64_t k) {
+  const W v = static_cast<const W *>(a.weight)[o * a.inFeatures + k];
+  if constexpr (sizeof(W) == 1) {
+    return __fmul_rn(toFloat(v), fp8Scale(a, o, k));
+  } else {
+    return toFloat(v);
+  }
+}
+
+/// The 16 / sizeof(W) weights of row o from k on, widened to f32 (zero past the row's end).
+template <typename W>
+__device__ __forceinline__ void widenWeights(const LinearGpuArgs &a, int64_t o, int64_t k, bool vec,
+                                             const U32x4 &raw, float *w) {
+  constexpr int E = 16 / sizeof(W);
+  if (!vec) {
+#pragma unroll
+    for (int e = 0; e < E; ++e) {
+      w[e] = k + e < a.inFeatures ? weightAt<W>(a, o, k + e) : 0.0f;
+    }
+    return;
+  }
+  const uint32_t words[4] = {raw.x, raw.y, raw.z, raw.w};
+  if constexpr (sizeof(W) == 4) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      w[e] = __uint_as_float(words[e]);
+    }
+  } else if constexpr (sizeof(W) == 2) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      w[2 * e] = bf16Lo(words[e]);
+      w[2 * e + 1] = bf16Hi(words[e]);
+    }
+  } else {
+    // The 16 values share one 128-wide block (vec: k is a multiple of 16).
+    const float scale = fp8Scale(a, o, k);
+#pragma unroll
+    for (int e = 0; e < 16; ++e) {
+      const float v = __fmul_rn(fp8Scaled(words[e / 4] >> (8 * (e % 4))), 0x1p120f);
+      w[e] = __fmul_rn(v, scale);
+    }
+  }
+}
+
+/// E activations [k, k + E) of `row` (length n) widened to f32, zero past n.
+template <typename T, int E>
+__device__ __forceinline__ void loadActivations(const T *row, int64_t k, int64_t n, bool vec,
+                                                float *x) {
+  if (!vec) {
+#pragma unroll
+    for (int e = 0; e < E; ++e) {
+      x[e] = k + e < n ? toFloat(row[k + e]) : 0.0f;
+    }
+    return;
+  }
+  if (k >= n) {
+#pragma unroll
+    for (int e = 0; e < E; ++e) {
+      x[e] = 0.0f;
+    }
+    return;
+  }
+  constexpr int kBytes = E * static_cast<int>(sizeof(T));
+  if constexpr (kBytes == 8) {
+    uint32_t lo, hi;
+    loadShared8(row + k, lo, hi);
+    x[0] = bf16Lo(lo);
+    x[1] = bf16Hi(lo);
+    x[2] = bf16Lo(hi);
+    x[3] = bf16Hi(hi);
+  } else {
+#pragma unroll
+    for (int q = 0; q < kBytes / 16; ++q) {
+      const U32x4 v = loadShared16(reinterpret_cast<const uint8_t *>(row + k) + 16 * q);
+      const uint32_t words[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        if constexpr (sizeof(T) == 4) {
+          x[4 * q + e] = __uint_as_float(words[e]);
+        } else {
+          x[8 * q + 2 * e] = bf16Lo(words[e]);
+          x[8 * q + 2 * e + 1] = bf16Hi(words[e]);
+        }
+      }
+    }
+  }
+}
+
+/// One step of a warp's reduce-scatter of 2 * Half values per lane: a lane keeps the half its lane
+/// bit selects and adds its partner's copy of that half.
+template <int Half> __device__ __forceinline__ void butterflyStep(float *v, int lane) {
+  const bool upper = (lane & Half) != 0;
+#pragma unroll
+  for (int j = 0; j < Half; ++j) {
+    const float send = upper ? v[j] : v[j + Half];
+    const float keep = upper ? v[j + Half] : v[j];
+    v[j] = keep + __shfl_xor_sync(0xFFFFFFFFu, send, Half);
+  }
+}
+
+} // namespace linear_detail
+
+// ---------------------------------------------------------------------------------------------
+// Decode, bf16 x bf16: block = 16 kMTiles outputs x 16 rows, warps split K.
+//
+// Lane (g = lane / 4, t = lane % 4) owns weight rows o0 + g + 8i (i < 2 kMTiles) and activation
+// rows r0 + g, r0 + 8 + g. Per step a warp covers 4 x kUnroll chunks of 8 k; lane t takes chunks
+// 4j + t and loads, for each of its rows, the chunk's 16 bytes. mma.m16n8k16 wants, from lane
+// (g, t), A elements (g, 2t..2t+1), (g + 8, 2t..2t+1), (g, 2t+8..2t+9), (g + 8, 2t+8..2t+9) and
+// B elements (2t..2t+1, g), (2t+8..2t+9, g): reading the chunk's k 0-3 as logical k {2t, 2t+1,
+// 2t+8, 2t+9} of one mma and k 4-7 as those of a second one is a permutation of K applied to both
+// operands alike, so the product is unchanged and every load feeds the tensor cores directly.
+// Activations are re-read per block (from L2), so wider blocks (kMTiles = 4) halve that traffic.
+// ---------------------------------------------------------------------------------------------
+template <typename T, typename W, int kMTiles = kLinearDecodeMTiles,
+          int kUnroll = kLinearDecodeUnroll>
+__global__ void __launch_bounds__(kLinearDecodeMaxWarps * 32)
+    linearDecodeMmaKernel(LinearGpuArgs a) {
+  static_assert(sizeof(T) == 2 && sizeof(W) == 2, "linearDecodeMmaKernel is bf16 x bf16");
+  using namespace linear_detail;
+  constexpr int kOuts = 16 * kMTiles, kWRows = 2 * kMTiles, kRows = kLinearDecodeRows;
+  extern __shared__ float partial[]; // [warp][16 rows][kOuts outputs]
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+  const int g = lane >> 2, t = lane & 3;
+  const int64_t in = a.inFeatures, out = a.outFeatures;
+  const uint32_t rowGroups = static_cast<uint32_t>((a.rows + kRows - 1) / kRows);
+  const int64_t r0 = static_cast<int64_t>(blockIdx.x % rowGroups) * kRows;
+  const int64_t o0 = static_cast<int64_t>(blockIdx.x / rowGroups) * kOuts;
+  const int64_t restRows = a.rows - r0;
+  const int nRows = static_cast<int>(restRows < kRows ? restRows : kRows);
+  const bool vec = in % 8 == 0 && aligned16(a.x) && aligned16(a.weight);
+
+  const uint16_t *weight = static_cast<const uint16_t *>(a.weight);
+  const uint16_t *x = static_cast<const uint16_t *>(a.x) + r0 * in;
+  const uint16_t *wRow[kWRows];
+  bool wValid[kWRows];
+#pragma unroll
+  for (int i = 0; i < kWRows; ++i) {
+    const int64_t o = o0 + g + 8 * i;
+    wValid[i] = o < out;
+    wRow[i] = weight + (wValid[i] ? o : 0) * in;
+  }
+  const bool xValid0 = g < nRows, xValid1 = 8 + g < nRows;
+  const uint16_t *xRow0 = x + (xValid0 ? g : 0) * in;
+  const uint16_t *xRow1 = x + (xValid1 ? 8 + g : 0) * in;
+  const bool twoRowTiles = nRows > 8;
+
+  float acc[kMTiles][2][4] = {}; // [weight tile (16 outputs)][activation tile (8 rows)][fragment]
+  const int64_t chunks = (in + 7) / 8;
+  for (int64_t c0 = static_cast<int64_t>(warp) * 4 * kUnroll; c0 < chunks;
+       c0 += static_cast<int64_t>(warps) * 4 * kUnroll) {
+    U32x4 w[kUnroll][kWRows];
+#pragma unroll
+    for (int j = 0; j < kUnroll; ++j) {
+      const int64_t k = (c0 + 4 * j + t) * 8;
+#pragma unroll
+      for (int i = 0; i < kWRows; ++i) {
+        w[j][i] = wValid[i] ? loadBf16x8<true>(wRow[i], k, in, vec) : zero4();
+      }
+    }
+#pragma unroll
+    for (int j = 0; j < kUnroll; ++j) {
+      const int64_t k = (c0 + 4 * j + t) * 8;
+      const U32x4 x0 = xValid0 ? loadBf16x8<false>(xRow0, k, in, vec) : zero4();
+#pragma unroll
+      for (int m = 0; m < kMTiles; ++m) {
+        const U32x4 &lo = w[j][2 * m], &hi = w[j][2 * m + 1];
+        mmaBf16(acc[m][0], lo.x, hi.x, lo.y, hi.y, x0.x, x0.y);
+        mmaBf16(acc[m][0], lo.z, hi.z, lo.w, hi.w, x0.z, x0.w);
+      }
+      if (twoRowTiles) {
+        const U32x4 x1 = xValid1 ? loadBf16x8<false>(xRow1, k, in, vec) : zero4();
+#pragma unroll
+        for (int m = 0; m < kMTiles; ++m) {
+          const U32x4 &lo = w[j][2 * m], &hi = w[j][2 * m + 1];
+          mmaBf16(acc[m][1], lo.x, hi.x, lo.y, hi.y, x1.x, x1.y);
+          mmaBf16(acc[m][1], lo.z, hi.z, lo.w, hi.w, x1.z, x1.w);
+        }
+      }
+    }
+  }
+
+  // Fragment (m, n): element 0 is output 16m + g of row 8n + 2t, 1 the next row, 2 and 3 the same
+  // rows of output 16m + g + 8.
+  float *mine = partial + warp * kRows * kOuts;
+#pragma unroll
+  for (int m = 0; m < kMTiles; ++m) {
+#pragma unroll
+    for (int n = 0; n < 2; ++n) {
+      if (n == 0 || twoRowTiles) {
+        const int r = 8 * n + 2 * t, o = 16 * m + g;
+        mine[r * kOuts + o] = acc[m][n][0];
+        mine[(r + 1) * kOuts + o] = acc[m][n][1];
+        mine[r * kOuts + o + 8] = acc[m][n][2];
+        mine[(r + 1) * kOuts + o + 8] = acc[m][n][3];
+      }
+    }
+  }
+  __syncthreads();
+  T *y = static_cast<T *>(a.y);
+  for (int i = threadIdx.x; i < nRows * kOuts; i += blockDim.x) {
+    const int r = i / kOuts, o = i % kOuts;
+    if (o0 + o < out) {
+      float sum = 0.0f;
+      for (int v = 0; v < warps; ++v) {
+        sum += partial[(v * kRows + r) * kOuts + o];
+      }
+      y[(r0 + r) * out + o0 + o] = fromFloat<T>(sum + biasAt(a, o0 + o));
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Prefill, bf16 x bf16, shared by both prefill kernels: C[rows, out] = x[rows, in] · W[out, in]ᵀ
+// with both operands K-contiguous (x is the row-major A, W the column-major B). Tiles are staged
+// in shared memory by cp.async (element loads where rows are not 16-byte aligned), rows of kK bf16
+// whose 16-byte chunks are XOR-swizzled by the row: with 8 chunks per row (128 bytes) chunk c of
+// row r sits at c ^ (r % 8), which is also the hardware's 128-byte swizzle that wgmma reads; with
+// 4 chunks (64 bytes) at c ^ ((r / 2) % 4). Either way the 8 rows an ldmatrix reads hit 8
+// distinct 16-byte bank groups.
+// ---------------------------------------------------------------------------------------------
+namespace linear_detail {
+
+template <int kK> __device__ __forceinline__ uint32_t swizzled(int row, int chunk) {
+  if constexpr (kK == 64) {
+    return row * 128 + ((chunk ^ (row & 7)) << 4);
+  } else {
+    return row * 64 + ((chunk ^ ((row >> 1) & 3)) << 4);
+  }
+}
+
+/// One operand's Rows x kK tile from `base` (rows of `in` bf16 from `row0`, `rowCount` of them)
+/// into shared memory at `dst`, by `Threads` threads.
+template <int Rows, int kK, int Threads>
+__device__ __forceinline__ void loadPrefillTile(uint32_t dst, const uint16_t *base, int64_t row0,
+                                                int64_t rowCount, int64_t in, int64_t k0,
+                                                bool vec) {
+  constexpr int kChunks = kK / 8;
+  static_assert(Rows * kChunks % Threads == 0, "whole chunks per thread");
+#pragma unroll
+  for (int j = 0; j < Rows * kChunks / Threads; ++j) {
+    const int id = threadIdx.x + Threads * j;
+    const int row = id / kChunks, chunk = id % kChunks;
+    const int64_t r = row0 + row, k = k0 + chunk * 8;
+    const bool valid = r < rowCount && k < in;
+    if (vec) {
+      const uint16_t *src = valid ? base + r * in + k : base;
+      cpAsync16(dst + swizzled<kK>(row, chunk), src, valid ? 16u : 0u);
+    } else {
+      const U32x4 v = valid ? loadBf16x8<false>(base + r * in, k, in, false) : zero4();
+      storeShared16(dst + swizzled<kK>(row, chunk), v.x, v.y, v.z, v.w);
+    }
+  }
+}
+
+/// Stores output (row, col) and (row, col + 1) (col even) of y with bias, rounded to bf16.
+__device__ __forceinline__ void storePair(const LinearGpuArgs &a, int64_t row, int64_t col,
+                                          float v0, float v1, bool pairs) {
+  const int64_t out = a.outFeatures;
+  if (row >= a.rows || col >= out) {
+    return;
+  }
+  Bf16 *dst = static_cast<Bf16 *>(a.y) + row * out + col;
+  const Bf16 b0 = fromFloat<Bf16>(v0 + biasAt(a, col));
+  if (col + 1 < out) {
+    const Bf16 b1 = fromFloat<Bf16>(v1 + biasAt(a, col + 1));
+    if (pairs) {
+      *reinterpret_cast<uint32_t *>(dst) =
+          static_cast<uint32_t>(b0.bits) | (static_cast<uint32_t>(b1.bits) << 16);
+      return;
+    }
+    dst[1] = b1;
+  }
+  dst[0] = b0;
+}
+
+} // namespace linear_detail
+
+// mma.sync (sm_90a and sm_121a): block tile 128 rows x kTileN outputs x kK, warps of 64 x 64
+// (4 x 8 mma tiles) two deep along the rows; 4 stages of 32 k or 3 of 64.
+template <typename T, typename W, int kTileN = kLinearPrefillTileN, int kK = kLinearPrefillK>
+__global__ void __launch_bounds__(kTileN) linearPrefillMmaKernel(LinearGpuArgs a) {
+  static_assert(sizeof(T) == 2 && sizeof(W) == 2, "linearPrefillMmaKernel is bf16 x bf16");
+  static_assert(kTileN == 128 || kTileN == 256, "64 x 64 warp tiles, 2 x (kTileN / 64) warps");
+  static_assert(kK == 32 || kK == 64, "rows of 64 or 128 bytes");
+  using namespace linear_detail;
+  constexpr int kStages = kK == 32 ? 4 : 3, kThreads = kTileN;
+  constexpr int kXBytes = kLinearPrefillTileM * kK * 2;
+  constexpr int kWBytes = kTileN * kK * 2;
+  extern __shared__ __align__(128) uint8_t tiles[]; // [stage][x tile, W tile]
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int g = lane >> 2, t = lane & 3;
+  const int wm = (warp & 1) * 64, wn = (warp >> 1) * 64;
+  const int64_t in = a.inFeatures, out = a.outFeatures, rows = a.rows;
+  const int64_t m0 = static_cast<int64_t>(blockIdx.x) * kLinearPrefillTileM;
+  const int64_t n0 = static_cast<int64_t>(blockIdx.y) * kTileN;
+  const bool vec = in % 8 == 0 && aligned16(a.x) && aligned16(a.weight);
+  const uint16_t *x = static_cast<const uint16_t *>(a.x);
+  const uint16_t *weight = static_cast<const uint16_t *>(a.weight);
+  const uint32_t base = sharedAddress(tiles);
+  const int kTiles = static_cast<int>((in + kK - 1) / kK);
+
+  auto load = [&](int kt) {
+    const uint32_t stage = base + (kt % kStages) * (kXBytes + kWBytes);
+    const int64_t k0 = static_cast<int64_t>(kt) * kK;
+    loadPrefillTile<kLinearPrefillTileM, kK, kThreads>(stage, x, m0, rows, in, k0, vec);
+    loadPrefillTile<kTileN, kK, kThreads>(stage + kXBytes, weight, n0, out, in, k0, vec);
+  };
+
+  float acc[4][8][4] = {};
+#pragma unroll
+  for (int s = 0; s < kStages - 1; ++s) {
+    if (s < kTiles) {
+      load(s);
+    }
+    cpAsyncCommit();
+  }
+  for (int kt = 0; kt < kTiles; ++kt) {
+    cpAsyncWait<kStages - 2>();
+    __syncthreads(); // tile kt landed for all; the stage tile kt - 1 used is free again
+    if (kt + kStages - 1 < kTiles) {
+      load(kt + kStages - 1);
+    }
+    cpAsyncCommit();
+    const uint32_t xs = base + (kt % kStages) * (kXBytes + kWBytes);
+    const uint32_t ws = xs + kXBytes;
+#pragma unroll
+    for (int kk = 0; kk < kK / 16; ++kk) {
+      uint32_t af[4][4], bf[4][4];
+#pragma unroll
+      for (int mi = 0; mi < 4; ++mi) {
+        // Matrices: rows 0-7 / 8-15 of k 0-7, then of k 8-15 (a0a1, a2a3, a4a5, a6a7).
+        const int row = wm + mi * 16 + (lane & 15);
+        ldmatrixX4(af[mi], xs + swizzled<kK>(row, kk * 2 + (lane >> 4)));
+      }
+#pragma unroll
+      for (int np = 0; np < 4; ++np) {
+        // Matrices: outputs 0-7 at k 0-7 and 8-15 (b0b1, b2b3 of tile 2np), then outputs 8-15.
+        const int row = wn + np * 16 + ((lane >> 4) << 3) + (lane & 7);
+        ldmatrixX4(bf[np], ws + swizzled<kK>(row, kk * 2 + ((lane >> 3) & 1)));
+      }
+#pragma unroll
+      for (int mi = 0; mi < 4; ++mi) {
+#pragma unroll
+        for (int ni = 0; ni < 8; ++ni) {
+          const uint32_t *b = bf[ni >> 1] + (ni & 1) * 2;
+          mmaBf16(acc[mi][ni], af[mi][0], af[mi][1], af[mi][2], af[mi][3], b[0], b[1]);
+        }
+      }
+    }
+  }
+  cpAsyncWait<0>();
+
+  const bool pairs = out % 2 == 0 && (reinterpret_cast<uint64_t>(a.y) & 3u) == 0;
+#pragma unroll
+  for (int mi = 0; mi < 4; ++mi) {
+#pragma unroll
+    for (int ni = 0; ni < 8; ++ni) {
+      const int64_t row = m0 + wm + mi * 16 + g, col = n0 + wn + ni * 8 + 2 * t;
+      storePair(a, row, col, acc[mi][ni][0], acc[mi][ni][1], pairs);
+      storePair(a, row + 8, col, acc[mi][ni][2], acc[mi][ni][3], pairs);
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// wgmma (sm_90a only): block tile 128 rows x 256 outputs x 64 k, two warpgroups of 64 x 256 (one
+// wgmma.m64n256k16 per 16 k), 4 stages of 48 KB fed by cp.async two tiles ahead. Both operands
+// are K-major with the 128-byte swizzle (rows of 64 k, 8-row groups 1 KB apart); advancing 16 k
+// within a row is +32 bytes on the descriptor's start address, as the swizzle is a function of
+// the address bits and every tile starts on a 1 KB boundary. A stage is refilled two iterations
+// after its wgmmas were issued, once wgmma.wait_group(1) and a barrier say they are done.
+// ---------------------------------------------------------------------------------------------
+namespace linear_detail {
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+/// A wgmma shared-memory descriptor: K-major, 128-byte swizzle, 8-row groups 1024 bytes apart.
+__device__ __forceinline__ uint64_t wgmmaDescriptor(uint32_t address) {
+  return static_cast<uint64_t>((address & 0x3FFFFu) >> 4) | (uint64_t{1} << 16) |
+         (uint64_t{1024 >> 4} << 32) | (uint64_t{1} << 62);
+}
+
+/// d[64 x 256] += a[64 x 16] · b[256 x 16]ᵀ, both from shared memory (one warpgroup).
+__device__ __forceinline__ void wgmma256(float (&d)[128], uint64_t da, uint64_t db) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 "
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, "
+      "%20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, "
+      "%38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, "
+      "%56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, "
+      "%74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, "
+      "%92, %93, %94, %95, %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, "
+      "%108, %109, %110, %111, %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, "
+      "%123, %124, %125, %126, %127}, %128, %129, p, 1, 1, 0, 0;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
+        "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),
+        "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]),
+        "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]),
+        "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]),
+        "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]),
+        "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]),
+        "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]),
+        "+f"(d[63]), "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]),
+        "+f"(d[70]), "+f"(d[71]), "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]),
+        "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]),
+        "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), "+f"(d[88]), "+f"(d[89]), "+f"(d[90]),
+        "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]), "+f"(d[96]), "+f"(d[97]),
+        "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]),
+        "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]),
+        "+f"(d[110]), "+f"(d[111]), "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]),
+        "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]), "+f"(d[120]), "+f"(d[121]),
+        "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
+      : "l"(da), "l"(db), "r"(1));
+}
+
+/// Pins the accumulators in place around the asynchronous wgmmas (the compiler must not move
+/// them while the tensor cores write them).
+__device__ __forceinline__ void wgmmaFenceOperands(float (&d)[128]) {
+#pragma unroll
+  for (int i = 0; i < 128; ++i) {
+    asm volatile("" : "+f"(d[i])::"memory");
+  }
+}
+#endif
+
+} // namespace linear_detail
+
+template <typename T, typename W>
+__global__ void __launch_bounds__(256) linearPrefillWgmmaKernel(LinearGpuArgs a) {
+  static_assert(sizeof(T) == 2 && sizeof(W) == 2, "linearPrefillWgmmaKernel is bf16 x bf16");
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  using namespace linear_detail;
+  constexpr int kK = 64, kStages = kLinearWgmmaStages, kTileM = kLinearPrefillTileM;
+  constexpr int kTileN = kLinearWgmmaTileN, kThreads = 256;
+  constexpr int kXBytes = kTileM * kK * 2, kWBytes = kTileN * kK * 2;
+  extern __shared__ uint8_t wgmmaTiles[]; // [stage][x tile, W tile], from a 1 KB boundary
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, group = warp >> 2;
+  const int g = lane >> 2, t = lane & 3;
+  const int64_t in = a.inFeatures, out = a.outFeatures, rows = a.rows;
+  const int64_t m0 = static_cast<int64_t>(blockIdx.x) * kTileM;
+  const int64_t n0 = static_cast<int64_t>(blockIdx.y) * kTileN;
+  const bool vec = in % 8 == 0 && aligned16(a.x) && aligned16(a.weight);
+  const uint16_t *x = static_cast<const uint16_t *>(a.x);
+  const uint16_t *weight = static_cast<const uint16_t *>(a.weight);
+  const uint32_t base = (sharedAddress(wgmmaTiles) + 1023u) & ~1023u;
+  const int kTiles = static_cast<int>((in + kK - 1) / kK);
+
+  auto load = [&](int kt) {
+    const uint32_t stage = base + (kt % kStages) * (kXBytes + kWBytes);
+    const int64_t k0 = static_cast<int64_t>(kt) * kK;
+    loadPrefillTile<kTileM, kK, kThreads>(stage, x, m0, rows, in, k0, vec);
+    loadPrefillTile<kTileN, kK, kThreads>(stage + kXBytes, weight, n0, out, in, k0, vec);
+  };
+
+  float acc[128];
+#pragma unroll
+  for (int i = 0; i < 128; ++i) {
+    acc[i] = 0.0f;
+  }
+#pragma unroll
+  for (int s = 0; s < kStages - 2; ++s) {
+    if (s < kTiles) {
+      load(s);
+    }
+    cpAsyncCommit();
+  }
+  for (int kt = 0; kt < kTiles; ++kt) {
+    cpAsyncWait<kStages - 3>();
+    // This thread's copies of tile kt are done; make them visible to the tensor cores' (async)
+    // proxy, then wait for everyone's (and for the wgmmas of tile kt - 2 in both warpgroups).
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+    __syncthreads();
+    if (kt + kStages - 2 < kTiles) {
+      load(kt + kStages - 2);
+    }
+    cpAsyncCommit();
+    const uint32_t xs = base + (kt % kStages) * (kXBytes + kWBytes) + group * 64 * 128;
+    const uint32_t ws = base + (kt % kStages) * (kXBytes + kWBytes) + kXBytes;
+    wgmmaFenceOperands(acc);
+    asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+#pragma unroll
+    for (int kk = 0; kk < kK / 16; ++kk) {
+      wgmma256(acc, wgmmaDescriptor(xs + kk * 32), wgmmaDescriptor(ws + kk * 32));
+    }
+    asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+    wgmmaFenceOperands(acc);
+    asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");
+    wgmmaFenceOperands(acc);
+  }
+  asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+  wgmmaFenceOperands(acc);
+  cpAsyncWait<0>();
+
+  // Accumulator j of a thread: n8 tile j / 4; elements 0, 1 at (row g, cols 2t, 2t + 1) of the
+  // warp's 16 rows, 2, 3 eight rows down.
+  const bool pairs = out % 2 == 0 && (reinterpret_cast<uint64_t>(a.y) & 3u) == 0;
+  const int64_t row = m0 + group * 64 + (warp & 3) * 16 + g;
+#pragma unroll
+  for (int j = 0; j < kTileN / 8; ++j) {
+    const int64_t col = n0 + j * 8 + 2 * t;
+    storePair(a, row, col, acc[4 * j], acc[4 * j + 1], pairs);
+    storePair(a, row + 8, col, acc[4 * j + 2], acc[4 * j + 3], pairs);
+  }
+#else
+  __trap(); // wgmma exists on sm_90a only; linearKernelFor never picks this kernel elsewhere
+#endif
+}
+
+// ---------------------------------------------------------------------------------------------
+// Decode, any T and W (f32 FMA): block = 4 outputs x 8 rows, 4 warps split K. Lane l of a warp
+// takes chunk l of every 32 (16 bytes of each of the 4 weight rows), widens it once and multiplies
+// it into all 8 rows' activations. The 32 accumulators of a lane then meet in a butterfly that
+// leaves lane l with the warp's total of accumulator l (31 shuffles instead of 32 x 5).
+// ---------------------------------------------------------------------------------------------
+template <typename T, typename W>
+__global__ void __launch_bounds__(kLinearGemvWarps * 32) linearGemvKernel(LinearGpuArgs a) {
+  using namespace linear_detail;
+  constexpr int E = 16 / sizeof(W); // weights per 16-byte chunk
+  constexpr int kOuts = kLinearGemvOuts, kRows = kLinearGemvRows;
+  static_assert(kOuts * kRows == 32, "one accumulator per lane after the butterfly");
+  __shared__ float partial[kLinearGemvWarps][32];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int64_t in = a.inFeatures, out = a.outFeatures;
+  const uint32_t rowGroups = static_cast<uint32_t>((a.rows + kRows - 1) / kRows);
+  const int64_t r0 = static_cast<int64_t>(blockIdx.x % rowGroups) * kRows;
+  const int64_t o0 = static_cast<int64_t>(blockIdx.x / rowGroups) * kOuts;
+  const int64_t restRows = a.rows - r0;
+  const int nRows = static_cast<int>(restRows < kRows ? restRows : kRows);
+  const bool vec = in % E == 0 && aligned16(a.x) && aligned16(a.weight);
+  const W *weight = static_cast<const W *>(a.weight);
+  const T *x = static_cast<const T *>(a.x) + r0 * in;
+
+  float acc[kOuts * kRows] = {}; // [output][row]
+  const int64_t chunks = (in + E - 1) / E;
+  for (int64_t c = static_cast<int64_t>(warp) * 32 + lane; c - lane < chunks;
+       c += kLinearGemvWarps * 32) {
+    const int64_t k = c * E;
+    U32x4 raw[kOuts];
+#pragma unroll
+    for (int i = 0; i < kOuts; ++i) {
+      raw[i] = vec && c < chunks && o0 + i < out ? loadStream(weight + (o0 + i) * in + k) : zero4();
+    }
+    if (c >= chunks) {
+      continue;
+    }
+    float w[kOuts][E];
+#pragma unroll
+    for (int i = 0; i < kOuts; ++i) {
+      if (o0 + i < out) {
+        widenWeights<W>(a, o0 + i, k, vec, raw[i], w[i]);
+      } else {
+#pragma unroll
+        for (int e = 0; e < E; ++e) {
+          w[i][e] = 0.0f;
+        }
+      }
+    }
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) {
+      if (r < nRows) {
+        float xv[E];
+        loadActivations<T, E>(x + r * in, k, in, vec, xv);
+#pragma unroll
+        for (int i = 0; i < kOuts; ++i) {
+#pragma unroll
+          for (int e = 0; e < E; ++e) {
+            acc[i * kRows + r] = fmaf(xv[e], w[i][e], acc[i * kRows + r]);
+          }
+        }
+      }
+    }
+  }
+
+  // Butterfly reduce-scatter: lane l ends with the warp's total of accumulator l.
+  butterflyStep<16>(acc, lane);
+  butterflyStep<8>(acc, lane);
+  butterflyStep<4>(acc, lane);
+  butterflyStep<2>(acc, lane);
+  butterflyStep<1>(acc, lane);
+  partial[warp][lane] = acc[0];
+  __syncthreads();
+  if (warp == 0) {
+    const int i = lane / kRows, r = lane % kRows;
+    float sum = 0.0f;
+#pragma unroll
+    for (int v = 0; v < kLinearGemvWarps; ++v) {
+      sum += partial[v][lane];
+    }
+    if (r < nRows && o0 + i < out) {
+      static_cast<T *>(a.y)[(r0 + r) * out + o0 + i] = fromFloat<T>(sum + biasAt(a, o0 + i));
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Prefill, any T and W (f32 FMA, exact to f32 accumulation): 64 x 64 outputs per block, 256
+// threads of 4 x 4, K in steps of 16 through shared memory (widened to f32 on the way in, the next
+// step's loads in flight while the current one is multiplied).
+// ---------------------------------------------------------------------------------------------
+template <typename T, typename W>
+__global__ void __launch_bounds__(256) linearTiledKernel(LinearGpuArgs a) {
+  using namespace linear_detail;
+  constexpr int kTile = kLinearTile, kK = 16, kPad = 4;
+  __shared__ float xs[2][kK][kTile + kPad], ws[2][kK][kTile + kPad];
+  const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
+  const int64_t in = a.inFeatures, out = a.outFeatures, rows = a.rows;
+  const int64_t m0 = static_cast<int64_t>(blockIdx.x) * kTile;
+  const int64_t n0 = static_cast<int64_t>(blockIdx.y) * kTile;
+  // Loader: thread loads 4 consecutive k of row (tid / 4) of both tiles.
+  const int lr = threadIdx.x >> 2, lk = (threadIdx.x & 3) * 4;
+  const T *xRow = static_cast<const T *>(a.x) + (m0 + lr < rows ? m0 + lr : 0) * in;
+  const bool xOk = m0 + lr < rows, wOk = n0 + lr < out;
+  const int64_t o = n0 + lr;
+
+  float xr[4], wr[4];
+  auto fetch = [&](int64_t k0) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int64_t k = k0 + lk + e;
+      xr[e] = xOk && k < in ? toFloat(xRow[k]) : 0.0f;
+      wr[e] = wOk && k < in ? weightAt<W>(a, o, k) : 0.0f;
+    }
+  };
+  auto stash = [&](int buf) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      xs[buf][lk + e][lr] = xr[e];
+      ws[buf][lk + e][lr] = wr[e];
+    }
+  };
+
+  float acc[4][4] = {};
+  fetch(0);
+  stash(0);
+  __syncthreads();
+  const int64_t steps = (in + kK - 1) / kK;
+  for (int64_t s = 0; s < steps; ++s) {
+    const int buf = static_cast<int>(s & 1);
+    if (s + 1 < steps) {
+      fetch((s + 1) * kK);
+    }
+#pragma unroll
+    for (int k = 0; k < kK; ++k) {
+      float xv[4], wv[4];
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        xv[i] = xs[buf][k][ty + 16 * i];
+        wv[i] = ws[buf][k][tx + 16 * i];
+      }
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          acc[i][j] = fmaf(xv[i], wv[j], acc[i][j]);
+        }
+      }
+    }
+    if (s + 1 < steps) {
+      stash(buf ^ 1); // the other buffer was last read before the previous barrier
+    }
+    __syncthreads();
+  }
+
+  T *y = static_cast<T *>(a.y);
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    const int64_t col = n0 + tx + 16 * j;
+    if (col >= out) {
+      continue;
+    }
+    const float b = biasAt(a, col);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int64_t row = m0 + ty + 16 * i;
+      if (row < rows) {
+        y[row * out + col] = fromFloat<T>(acc[i][j] + b);
+      }
+    }
+  }
+}
+
+} // namespace glm::kernels

@@ -1,0 +1,193 @@
+// linear on the GPU: the argument struct its kernels take by value, the host rule that picks the
+// kernel for a shape, and each kernel's grid rule.
+//
+//   x               T [rows, in]
+//   weight          W [out, in]                      PyTorch layout
+//   weightScaleInv  f32 [ceil(out/128), ceil(in/128)] W = Fp8E4m3 only (128 x 128 block scales)
+//   bias            [out] f32 or bf16 (biasBf16)      null = no bias
+//   y               T [rows, out]                    must not alias x
+//
+//   y[r][o] = roundTo<T>(Σ_i x[r][i] · W[o][i] + b[o]), accumulated in f32, rounded once (HF's bf16
+//   F.linear rounds the f32 GEMM result plus bias once).
+//
+// Five kernels (six instances for bf16 x bf16); linearKernelFor picks one from T, W, the shape and
+// the target:
+//   linearDecodeMmaKernel<Bf16, Bf16>     rows <= 64: a streaming GEMV on tensor cores. A block
+//       owns 32 outputs x 16 rows; its warps split K and stream every weight byte once with
+//       16-byte loads (mma.m16n8k16, weights as A, activations as B, K permuted identically on
+//       both sides so that a thread's 16-byte load is its fragment). Rows beyond 16 take more
+//       blocks, next to each other in launch order, so that the L2 serves their shared weights.
+//   linearDecodeMmaKernel<Bf16, Bf16, 4, 1>  the same with 64 outputs per block (one chunk per
+//       row in flight instead of two): activations, re-read by every block, cost half as much.
+//       Taken when its blocks still cover the SMs (H200: out >= ~7900 per 16 rows).
+//   linearPrefillWgmmaKernel<Bf16, Bf16>  rows > 64 on sm_90a: 128 x 256 x 64 tiles, two
+//       warpgroups of wgmma.m64n256k16 reading 128-byte-swizzled shared memory, 4 cp.async
+//       stages.
+//   linearPrefillMmaKernel<Bf16, Bf16>    rows > 64 elsewhere (sm_121a): 128 x 128 x 32 tiles,
+//       warps of 64 x 64, 4 cp.async stages (64 KB) into XOR-swizzled shared memory, ldmatrix,
+//       mma.sync (template arguments 3 and 4 also build 128 x 256 tiles and 64-k stages).
+//   linearGemvKernel<T, W>                other T/W, rows <= 16: f32 FMA; a block owns 4 outputs x
+//       8 rows, its 4 warps split K, 16-byte weight loads.
+//   linearTiledKernel<T, W>               other T/W, rows > 16: f32 FMA over 64 x 64 x 16 tiles.
+// Every kernel handles any in/out/rows: misaligned rows (in not a multiple of 16 bytes of W) take
+// element loads with zero fill, tails are masked. T = float is exact to f32 accumulation (no TF32).
+#pragma once
+
+#include "kernels/common/DeviceTypes.h"
+#ifndef __CUDACC_RTC__
+#include "kernels/common/Launch.h"
+
+#include <string>
+#include <string_view>
+#endif
+
+namespace glm::kernels {
+
+struct LinearGpuArgs {
+  const void *x;
+  const void *weight;
+  const float *weightScaleInv;
+  const void *bias;
+  void *y;
+  int64_t rows;
+  int64_t inFeatures;
+  int64_t outFeatures;
+  int32_t biasBf16;
+};
+
+/// Shapes of the kernels' work units, shared by the kernels and their grid rules.
+constexpr int kLinearDecodeMTiles = 2;    // decode-mma: 16 x this many outputs per block
+constexpr int kLinearDecodeUnroll = 2;    // decode-mma: 16-byte chunks per weight row per step
+constexpr int kLinearDecodeRows = 16;     // decode-mma rows per block
+constexpr int kLinearDecodeMaxWarps = 16; // decode-mma K-splitting warps per block, at most
+constexpr int kLinearDecodeMaxRows = 64;  // rows up to which bf16 x bf16 takes the decode kernel
+constexpr int kLinearGemvOuts = 4;        // gemv outputs per block
+constexpr int kLinearGemvRows = 8;        // gemv rows per block
+constexpr int kLinearGemvWarps = 4;
+constexpr int kLinearGemvMaxRows = 16;   // rows up to which other T/W take the gemv kernel
+constexpr int kLinearTile = 64;          // tiled kernel: 64 x 64 outputs per block
+constexpr int kLinearPrefillTileM = 128; // both prefill kernels: 128 rows per block
+constexpr int kLinearPrefillTileN = 128; // mma.sync prefill: outputs per block (128 or 256)
+constexpr int kLinearPrefillK = 32;      // mma.sync prefill: k per stage (32: 4 stages, 64: 3)
+constexpr int kLinearWgmmaTileN = 256;   // wgmma prefill: outputs per block
+constexpr int kLinearWgmmaStages = 4;    // wgmma prefill: stages of 64 k
+
+#ifndef __CUDACC_RTC__
+enum class LinearKernel { DecodeMma, DecodeMmaWide, PrefillMma, PrefillWgmma, Gemv, Tiled };
+
+/// The kernel for a product: tensor cores when activations and weights are both bf16 (`bf16Mma`),
+/// f32 FMA otherwise; a streaming kernel for few rows, a tiled one for many; wgmma where the
+/// target is sm_90a (`arch` and `smCount` as the plan's target gives them).
+///
+/// Measured on the H200 (glm-kernel-bench): the 64-output decode blocks win wherever they still
+/// number about one per SM (batch 1: q_b 19.3 vs 21.5 us, MLP gate 33.4 vs 34.7, lm_head 309 vs
+/// 314; batch 16: gate 40.3 vs 49.6) and lose where they do not (o_proj, 64 blocks: 31.6 vs 25.5
+/// us). The decode kernel beats the wgmma one up to 64 rows (65 vs 90 us at 64, 117 vs 91 at
+/// 128).
+inline LinearKernel linearKernelFor(bool bf16Mma, int64_t rows, int64_t out, std::string_view arch,
+                                    int smCount) {
+  if (bf16Mma) {
+    if (rows <= kLinearDecodeMaxRows) {
+      const int64_t wideBlocks =
+          ((out + 63) / 64) * ((rows + kLinearDecodeRows - 1) / kLinearDecodeRows);
+      return wideBlocks * 16 >= 15 * static_cast<int64_t>(smCount) ? LinearKernel::DecodeMmaWide
+                                                                   : LinearKernel::DecodeMma;
+    }
+    return arch == "sm_90a" ? LinearKernel::PrefillWgmma : LinearKernel::PrefillMma;
+  }
+  return rows <= kLinearGemvMaxRows ? LinearKernel::Gemv : LinearKernel::Tiled;
+}
+
+/// The NVRTC name expression of `kernel` for activations `t` and weights `w`, spelled as the
+/// engine spells types: "float", "glm::kernels::Bf16", "glm::kernels::Fp8E4m3". DecodeMma,
+/// DecodeMmaWide, PrefillMma and PrefillWgmma exist for <Bf16, Bf16> only (PrefillWgmma for sm_90a
+/// only); Gemv and Tiled for every T in {float, Bf16} and W in {float, Bf16, Fp8E4m3}.
+inline std::string linearKernelName(LinearKernel kernel, const std::string &t,
+                                    const std::string &w) {
+  if (kernel == LinearKernel::DecodeMmaWide) {
+    return "glm::kernels::linearDecodeMmaKernel<" + t + ", " + w + ", 4, 1>";
+  }
+  const char *base = kernel == LinearKernel::DecodeMma    ? "glm::kernels::linearDecodeMmaKernel"
+                     : kernel == LinearKernel::PrefillMma ? "glm::kernels::linearPrefillMmaKernel"
+                     : kernel == LinearKernel::PrefillWgmma
+                         ? "glm::kernels::linearPrefillWgmmaKernel"
+                     : kernel == LinearKernel::Gemv ? "glm::kernels::linearGemvKernel"
+                                                    : "glm::kernels::linearTiledKernel";
+  return std::string(base) + "<" + t + ", " + w + ">";
+}
+
+/// The decode kernel's grid for blocks of 16 x `mTiles` outputs (its default, or another width a
+/// bench instantiates). `smCount` is the target's SM count (132 on an H200, 48 on a GB10): the
+/// block size is the largest whose blocks all fit in one wave, where one does.
+inline LaunchDims linearDecodeLaunch(int64_t rows, int64_t out, int smCount,
+                                     int mTiles = kLinearDecodeMTiles) {
+  LaunchDims d;
+  const unsigned rowGroups = ceilDiv(rows, kLinearDecodeRows);
+  const unsigned tiles = ceilDiv(out, 16 * mTiles);
+  // Block b serves row group b % rowGroups of output tile b / rowGroups: the blocks sharing a
+  // weight tile are launched together (grid.x also has room for lm_head's 4840 tiles).
+  d.grid[0] = rowGroups * tiles;
+  // An SM holds 16 warps of this kernel (<= 128 registers). The most warps per block (more loads
+  // in flight, shorter K per warp) whose blocks all fit in one wave; 8 when none does.
+  const int64_t blocks = d.grid[0];
+  const int64_t slots = 16 * static_cast<int64_t>(smCount > 0 ? smCount : 1);
+  unsigned warps = 8;
+  for (unsigned w : {16u, 8u, 4u}) {
+    if (blocks * w <= slots) {
+      warps = w;
+      break;
+    }
+  }
+  d.block[0] = 32 * warps;
+  d.sharedMemory = warps * 16 * mTiles * kLinearDecodeRows * 4;
+  return d;
+}
+
+/// The mma.sync prefill kernel's grid for an output tile of `tileN` and stages of `k` (its
+/// template defaults, or the other sizes a bench instantiates): 2 x tileN / 64 warps.
+inline LaunchDims linearPrefillLaunch(int64_t rows, int64_t out, int tileN = kLinearPrefillTileN,
+                                      int k = kLinearPrefillK) {
+  LaunchDims d;
+  // Row tiles fast: the blocks resident together share a few weight tiles through the L2.
+  d.grid[0] = ceilDiv(rows, kLinearPrefillTileM);
+  d.grid[1] = ceilDiv(out, tileN);
+  d.block[0] = tileN;
+  d.sharedMemory = (k == 32 ? 4 : 3) * (kLinearPrefillTileM + tileN) * k * 2;
+  return d;
+}
+
+/// The grid of `kernel` for the product.
+inline LaunchDims linearLaunch(LinearKernel kernel, int64_t rows, int64_t in, int64_t out,
+                               int smCount) {
+  (void)in;
+  LaunchDims d;
+  switch (kernel) {
+  case LinearKernel::DecodeMma:
+    return linearDecodeLaunch(rows, out, smCount);
+  case LinearKernel::DecodeMmaWide:
+    return linearDecodeLaunch(rows, out, smCount, 4);
+  case LinearKernel::PrefillMma:
+    return linearPrefillLaunch(rows, out);
+  case LinearKernel::PrefillWgmma:
+    d.grid[0] = ceilDiv(rows, kLinearPrefillTileM);
+    d.grid[1] = ceilDiv(out, kLinearWgmmaTileN);
+    d.block[0] = 256;
+    // Stages of both tiles, plus slack to start them on a 1 KB boundary.
+    d.sharedMemory = kLinearWgmmaStages * (kLinearPrefillTileM + kLinearWgmmaTileN) * 64 * 2 + 1024;
+    return d;
+  case LinearKernel::Gemv:
+    // Flattened as the decode kernel's: block b serves row group b % rowGroups.
+    d.grid[0] = ceilDiv(rows, kLinearGemvRows) * ceilDiv(out, kLinearGemvOuts);
+    d.block[0] = 32 * kLinearGemvWarps;
+    return d;
+  case LinearKernel::Tiled:
+    d.grid[0] = ceilDiv(rows, kLinearTile);
+    d.grid[1] = ceilDiv(out, kLinearTile);
+    d.block[0] = 256;
+    return d;
+  }
+  return d;
+}
+#endif
+
+} // namespace glm::kernels

@@ -1,0 +1,351 @@
+// The CUDA kernels that move rows around (expand_streams, stream_mean, add, concat, embedding)
+// against their CPU references, at GLM-5.3-Flash's width (hidden 4096, hc 4) and the tiny
+// model's (hidden 128), at decode and prefill row counts, and on the scalar (odd width, unaligned)
+// path.
+#include "kernels/add/add.h"
+#include "kernels/add/add_gpu.h"
+#include "kernels/concat/concat.h"
+#include "kernels/concat/concat_gpu.h"
+#include "kernels/embedding/embedding.h"
+#include "kernels/embedding/embedding_gpu.h"
+#include "kernels/expand_streams/expand_streams.h"
+#include "kernels/expand_streams/expand_streams_gpu.h"
+#include "kernels/stream_mean/stream_mean.h"
+#include "kernels/stream_mean/stream_mean_gpu.h"
+#include "tests/gpu/support/GpuTest.h"
+
+#include <climits>
+
+namespace glm::testing {
+namespace {
+
+const char *kSource = R"(#include "kernels/add/add.cuh"
+#include "kernels/concat/concat.cuh"
+#include "kernels/embedding/embedding.cuh"
+#include "kernels/expand_streams/expand_streams.cuh"
+#include "kernels/stream_mean/stream_mean.cuh")";
+
+enum Kernel : size_t {
+  kExpandF32,
+  kExpandBf16,
+  kMeanF32,
+  kMeanBf16,
+  kAddF32,
+  kAddBf16,
+  kConcatF32,
+  kConcatBf16,
+  kEmbedF32F32,
+  kEmbedF32Bf16,
+  kEmbedBf16Bf16,
+  kEmbedBf16F32,
+};
+
+constexpr int64_t kHc = 4;
+
+struct Shape {
+  int64_t rows, width;
+};
+// Flash's hidden size at decode and prefill row counts, the tiny model's, and an odd width.
+const Shape kShapes[] = {{1, 4096}, {3, 4096}, {37, 4096},  {2048, 4096},
+                         {1, 128},  {37, 128}, {2048, 128}, {5, 100}};
+
+std::string name(const Shape &s) { return std::to_string(s.rows) + "x" + std::to_string(s.width); }
+
+std::vector<uint16_t> toBf16(const std::vector<float> &v) {
+  std::vector<uint16_t> out(v.size());
+  std::transform(v.begin(), v.end(), out.begin(), kernels::floatToBf16);
+  return out;
+}
+
+std::vector<float> randomValues(SplitMix64 &rng, size_t n, bool bf16, float scale = 2.0f) {
+  std::vector<float> v(n);
+  for (float &x : v) {
+    x = rng.normal() * scale;
+    if (bf16) {
+      x = kernels::roundToBf16(x);
+    }
+  }
+  return v;
+}
+
+void *ptr(const cuda::DeviceMemory &m, size_t byteOffset = 0) {
+  return reinterpret_cast<void *>(m.ptr() + byteOffset);
+}
+
+class DataMovementGpu : public ::testing::Test {
+protected:
+  void SetUp() override {
+    std::string why;
+    ASSERT_NE(gpu(&why), nullptr) << why;
+    GLM_ASSERT_OK_AND_ASSIGN(
+        module_,
+        compileForGpu(kSource, {
+                                   "glm::kernels::expandStreamsKernel<float>",
+                                   "glm::kernels::expandStreamsKernel<glm::kernels::Bf16>",
+                                   "glm::kernels::streamMeanKernel<float>",
+                                   "glm::kernels::streamMeanKernel<glm::kernels::Bf16>",
+                                   "glm::kernels::addKernel<float>",
+                                   "glm::kernels::addKernel<glm::kernels::Bf16>",
+                                   "glm::kernels::concatKernel<float>",
+                                   "glm::kernels::concatKernel<glm::kernels::Bf16>",
+                                   "glm::kernels::embeddingKernel<float, float>",
+                                   "glm::kernels::embeddingKernel<float, glm::kernels::Bf16>",
+                                   "glm::kernels::embeddingKernel<glm::kernels::Bf16, "
+                                   "glm::kernels::Bf16>",
+                                   "glm::kernels::embeddingKernel<glm::kernels::Bf16, float>",
+                               }));
+  }
+
+  /// Uploads `values` as f32 or bf16.
+  Expected<cuda::DeviceMemory> upload(const std::vector<float> &values, bool bf16) {
+    return bf16 ? toDevice(toBf16(values)) : toDevice(values);
+  }
+
+  /// `count` elements of `m` (f32 or bf16) widened to f32, starting `offset` elements in.
+  Expected<std::vector<float>> download(const cuda::DeviceMemory &m, size_t count, bool bf16,
+                                        size_t offset = 0) {
+    const size_t bytes = bf16 ? 2 : 4;
+    std::vector<uint8_t> raw(count * bytes);
+    GLM_RETURN_IF_ERROR(gpu()->download(raw.data(), m.ptr() + offset * bytes, raw.size()));
+    std::vector<float> out(count);
+    for (size_t i = 0; i < count; ++i) {
+      if (bf16) {
+        uint16_t b;
+        std::memcpy(&b, raw.data() + 2 * i, 2);
+        out[i] = kernels::bf16ToFloat(b);
+      } else {
+        std::memcpy(&out[i], raw.data() + 4 * i, 4);
+      }
+    }
+    return out;
+  }
+
+  std::unique_ptr<cuda::Module> module_;
+};
+
+// Exact copies: the kernel must reproduce every bit, in f32 and bf16.
+TEST_F(DataMovementGpu, ExpandStreamsCopiesExactly) {
+  SplitMix64 rng(301);
+  for (const Shape &s : kShapes) {
+    for (bool bf16 : {false, true}) {
+      const std::vector<float> x = randomValues(rng, s.rows * s.width, bf16);
+      std::vector<float> ref(s.rows * kHc * s.width);
+      GLM_ASSERT_OK(kernels::expandStreamsRef(
+          {.x = x.data(), .out = ref.data(), .tokens = s.rows, .streams = kHc, .hidden = s.width}));
+      GLM_ASSERT_OK_AND_ASSIGN(cuda::DeviceMemory dx, upload(x, bf16));
+      GLM_ASSERT_OK_AND_ASSIGN(cuda::DeviceMemory dout, poisoned(ref.size() * 4));
+      const kernels::ExpandStreamsGpuArgs args{ptr(dx), ptr(dout), s.rows, kHc, s.width};
+      GLM_ASSERT_OK(launchAndWait(module_->function(bf16 ? kExpandBf16 : kExpandF32),
+                                  kernels::expandStreamsLaunch(s.rows, s.width), args));
+      GLM_ASSERT_OK_AND_ASSIGN(std::vector<float> out, download(dout, ref.size(), bf16));
+      EXPECT_EQ(out, ref) << name(s) << (bf16 ? " bf16" : " f32");
+    }
+  }
+}
+
+// f32: within 1e-5 of the double-accumulated mean. bf16: the f32 sum in stream order divided by
+// hc and rounded once (torch's bf16 mean) is reproduced bit for bit, and so within 2^-8 of the
+// reference.
+TEST_F(DataMovementGpu, StreamMeanMatchesReference) {
+  SplitMix64 rng(302);
+  for (const Shape &s : kShapes) {
+    for (bool bf16 : {false, true}) {
+      const std::vector<float> x = randomValues(rng, s.rows * kHc * s.width, bf16);
+      std::vector<float> ref(s.rows * s.width);
+      GLM_ASSERT_OK(kernels::streamMeanRef({.streams = x.data(),
+                                            .out = ref.data(),
+                                            .tokens = s.rows,
+                                            .hcMult = kHc,
+                                            .hidden = s.width}));
+      GLM_ASSERT_OK_AND_ASSIGN(cuda::DeviceMemory dx, upload(x, bf16));
+      GLM_ASSERT_OK_AND_ASSIGN(cuda::DeviceMemory dout, poisoned(ref.size() * 4));
+      const kernels::StreamMeanGpuArgs args{ptr(dx), ptr(dout), s.rows, kHc, s.width};
+      GLM_ASSERT_OK(launchAndWait(module_->function(bf16 ? kMeanBf16 : kMeanF32),
+                                  kernels::streamMeanLaunch(s.rows, s.width), args));
+      GLM_ASSERT_OK_AND_ASSIGN(std::vector<float> out, download(dout, ref.size(), bf16));
+      if (!bf16) {
+        EXPECT_LE(relativeError(out, ref), 1e-5) << name(s);
+        continue;
+      }
+      EXPECT_LE(relativeError(out, ref), 1.0 / 256 + 1e-6) << name(s);
+      std::vector<float> emulated(ref.size());
+      for (int64_t t = 0; t < s.rows; ++t) {
+        for (int64_t d = 0; d < s.width; ++d) {
+          float sum = 0.0f;
+          for (int64_t k = 0; k < kHc; ++k) {
+            sum += x[(t * kHc + k) * s.width + d];
+          }
+          emulated[t * s.width + d] = kernels::roundToBf16(sum / static_cast<float>(kHc));
+        }
+      }
+      EXPECT_EQ(out, emulated) << name(s);
+    }
+  }
+}
+
+// The f32 sum is exactly the reference's; in bf16 it is the f32 sum rounded once, bit for bit.
+// Also in place (out = a), and from pointers off 16-byte alignment (the element-wise path).
+TEST_F(DataMovementGpu, AddMatchesReference) {
+  SplitMix64 rng(303);
+  for (const Shape &s : kShapes) {
+    for (bool bf16 : {false, true}) {
+      for (int variant = 0; variant < 3; ++variant) { // 0 plain, 1 in place, 2 unaligned
+        const size_t count = s.rows * s.width;
+        const size_t skew = variant == 2 ? 1 : 0;
+        const std::vector<float> a = randomValues(rng, count + skew, bf16);
+        const std::vector<float> b = randomValues(rng, count + skew, bf16);
+        std::vector<float> ref(count);
+        GLM_ASSERT_OK(kernels::addRef({.a = a.data() + skew,
+                                       .b = b.data() + skew,
+                                       .out = ref.data(),
+                                       .count = static_cast<int64_t>(count)}));
+        if (bf16) {
+          for (float &v : ref) {
+            v = kernels::roundToBf16(v);
+          }
+        }
+        const size_t bytes = bf16 ? 2 : 4;
+        GLM_ASSERT_OK_AND_ASSIGN(cuda::DeviceMemory da, upload(a, bf16));
+        GLM_ASSERT_OK_AND_ASSIGN(cuda::DeviceMemory db, upload(b, bf16));
+        GLM_ASSERT_OK_AND_ASSIGN(cuda::DeviceMemory dout, poisoned((count + skew) * 4));
+        const cuda::DeviceMemory &target = variant == 1 ? da : dout;
+        const kernels::AddGpuArgs args{ptr(da, skew * bytes), ptr(db, skew * bytes),
+                                       ptr(target, skew * bytes), static_cast<int64_t>(count)};
+        GLM_ASSERT_OK(launchAndWait(module_->function(bf16 ? kAddBf16 : kAddF32),
+                                    kernels::addLaunch(static_cast<int64_t>(count)), args));
+        GLM_ASSERT_OK_AND_ASSIGN(std::vector<float> out, download(target, count, bf16, skew));
+        EXPECT_EQ(out, ref) << name(s) << (bf16 ? " bf16" : " f32") << " variant " << variant;
+      }
+    }
+  }
+}
+
+// Exact copies into place, for the MTP block's [e, h] join at Flash's and the tiny model's widths,
+// and for widths that break the 8-element chunks (the element-wise path).
+TEST_F(DataMovementGpu, ConcatCopiesExactly) {
+  struct Case {
+    int64_t rows;
+    std::vector<int64_t> widths;
+  };
+  const Case cases[] = {{1, {4096, 4096}},    {3, {4096, 4096}}, {37, {4096, 4096}},
+                        {2048, {4096, 4096}}, {37, {128, 128}},  {5, {100, 37, 5}},
+                        {3, {8, 16, 24, 32}}};
+  SplitMix64 rng(304);
+  for (const Case &c : cases) {
+    for (bool bf16 : {false, true}) {
+      std::vector<std::vector<float>> inputs;
+      std::vector<const float *> pointers;
+      std::vector<cuda::DeviceMemory> device;
+      int64_t total = 0, widest = 0;
+      for (int64_t w : c.widths) {
+        inputs.push_back(randomValues(rng, c.rows * w, bf16));
+        total += w;
+        widest = std::max(widest, w);
+      }
+      kernels::ConcatGpuArgs args{};
+      for (size_t i = 0; i < inputs.size(); ++i) {
+        pointers.push_back(inputs[i].data());
+        GLM_ASSERT_OK_AND_ASSIGN(cuda::DeviceMemory m, upload(inputs[i], bf16));
+        args.inputs[i] = ptr(m);
+        args.widths[i] = c.widths[i];
+        device.push_back(std::move(m));
+      }
+      std::vector<float> ref(c.rows * total);
+      GLM_ASSERT_OK(kernels::concatRef(
+          {.inputs = pointers, .widths = c.widths, .out = ref.data(), .rows = c.rows}));
+      GLM_ASSERT_OK_AND_ASSIGN(cuda::DeviceMemory dout, poisoned(ref.size() * 4));
+      args.out = ptr(dout);
+      args.rows = c.rows;
+      args.count = static_cast<int32_t>(c.widths.size());
+      GLM_ASSERT_OK(launchAndWait(module_->function(bf16 ? kConcatBf16 : kConcatF32),
+                                  kernels::concatLaunch(c.rows, widest, args.count), args));
+      GLM_ASSERT_OK_AND_ASSIGN(std::vector<float> out, download(dout, ref.size(), bf16));
+      EXPECT_EQ(out, ref) << c.rows << " rows, " << c.widths.size() << " inputs"
+                          << (bf16 ? " bf16" : " f32");
+    }
+  }
+}
+
+// Row gather from an f32 or bf16 table into f32 or bf16 activations: exact (a bf16 output of an
+// f32 table is that table's value rounded once), one copy or hc copies, at Flash's width and the
+// tiny model's. In-range ids match the CPU reference.
+TEST_F(DataMovementGpu, EmbeddingGathersRows) {
+  struct Case {
+    int64_t tokens, vocab, hidden;
+  };
+  const Case cases[] = {{1, 4096, 4096}, {3, 4096, 4096}, {37, 4096, 4096},  {2048, 4096, 4096},
+                        {1, 1024, 128},  {37, 1024, 128}, {2048, 1024, 128}, {5, 50, 100}};
+  SplitMix64 rng(305);
+  for (const Case &c : cases) {
+    std::vector<int32_t> ids(c.tokens);
+    for (int32_t &id : ids) {
+      id = static_cast<int32_t>(rng.below(c.vocab));
+    }
+    ids.back() = static_cast<int32_t>(c.vocab - 1);
+    for (bool bf16Table : {false, true}) {
+      const std::vector<float> table = randomValues(rng, c.vocab * c.hidden, bf16Table);
+      for (bool bf16Out : {false, true}) {
+        for (int64_t copies : {int64_t{1}, kHc}) {
+          std::vector<float> ref(c.tokens * copies * c.hidden);
+          GLM_ASSERT_OK(kernels::embeddingRef(
+              {.tokenIds = ids.data(),
+               .table = kernels::WeightView::f32(table.data(), {c.vocab, c.hidden}),
+               .out = ref.data(),
+               .tokens = c.tokens,
+               .copies = copies}));
+          if (bf16Out) {
+            for (float &v : ref) {
+              v = kernels::roundToBf16(v);
+            }
+          }
+          GLM_ASSERT_OK_AND_ASSIGN(cuda::DeviceMemory dids, toDevice(ids));
+          GLM_ASSERT_OK_AND_ASSIGN(cuda::DeviceMemory dtable, upload(table, bf16Table));
+          GLM_ASSERT_OK_AND_ASSIGN(cuda::DeviceMemory dout, poisoned(ref.size() * 4));
+          const kernels::EmbeddingGpuArgs args{ptr(dids), ptr(dtable), ptr(dout), c.tokens,
+                                               c.vocab,   c.hidden,    copies};
+          const size_t kernel = bf16Out ? (bf16Table ? kEmbedBf16Bf16 : kEmbedBf16F32)
+                                        : (bf16Table ? kEmbedF32Bf16 : kEmbedF32F32);
+          GLM_ASSERT_OK(launchAndWait(module_->function(kernel),
+                                      kernels::embeddingLaunch(c.tokens, c.hidden), args));
+          GLM_ASSERT_OK_AND_ASSIGN(std::vector<float> out, download(dout, ref.size(), bf16Out));
+          EXPECT_EQ(out, ref) << c.tokens << " tokens, hidden " << c.hidden << ", " << copies
+                              << " copies" << (bf16Table ? " bf16 table" : " f32 table")
+                              << (bf16Out ? " bf16 out" : " f32 out");
+        }
+      }
+    }
+  }
+}
+
+// Ids outside [0, vocab) read nothing and write zero rows (every copy); the rows around them are
+// gathered as usual.
+TEST_F(DataMovementGpu, EmbeddingZeroesOutOfRangeIds) {
+  const int64_t vocab = 1024, hidden = 128;
+  SplitMix64 rng(306);
+  const std::vector<int32_t> ids = {5, -1, 1023, 1024, INT_MAX, 0, INT_MIN, 77};
+  const int64_t tokens = static_cast<int64_t>(ids.size());
+  const std::vector<float> table = randomValues(rng, vocab * hidden, true);
+  std::vector<float> expected(tokens * kHc * hidden, 0.0f);
+  for (int64_t t = 0; t < tokens; ++t) {
+    if (ids[t] >= 0 && ids[t] < vocab) {
+      for (int64_t c = 0; c < kHc; ++c) {
+        std::copy_n(table.begin() + ids[t] * hidden, hidden,
+                    expected.begin() + (t * kHc + c) * hidden);
+      }
+    }
+  }
+  GLM_ASSERT_OK_AND_ASSIGN(cuda::DeviceMemory dids, toDevice(ids));
+  GLM_ASSERT_OK_AND_ASSIGN(cuda::DeviceMemory dtable, upload(table, true));
+  for (bool bf16Out : {false, true}) {
+    GLM_ASSERT_OK_AND_ASSIGN(cuda::DeviceMemory dout, poisoned(expected.size() * 4));
+    const kernels::EmbeddingGpuArgs args{ptr(dids), ptr(dtable), ptr(dout), tokens,
+                                         vocab,     hidden,      kHc};
+    GLM_ASSERT_OK(launchAndWait(module_->function(bf16Out ? kEmbedBf16Bf16 : kEmbedF32Bf16),
+                                kernels::embeddingLaunch(tokens, hidden), args));
+    GLM_ASSERT_OK_AND_ASSIGN(std::vector<float> out, download(dout, expected.size(), bf16Out));
+    EXPECT_EQ(out, expected) << (bf16Out ? "bf16 out" : "f32 out");
+  }
+}
+
+} // namespace
+} // namespace glm::testing

@@ -1,0 +1,280 @@
+// mhc_pre's CUDA kernels (decode and prefill) against the CPU reference, at GLM-5.3-Flash's width
+// (hc 4, hidden 4096: 16384 inputs a token) and the tiny model's (hidden 128).
+#include "kernels/mhc_pre/mhc_pre.h"
+#include "kernels/mhc_pre/mhc_pre_gpu.h"
+#include "tests/gpu/support/GpuTest.h"
+
+#include <cstdio>
+
+namespace glm::testing {
+namespace {
+
+const char *kSource = R"(#include "kernels/mhc_pre/mhc_pre.cuh")";
+constexpr int64_t kHc = 4, kMix = (2 + kHc) * kHc;
+
+struct Shape {
+  int64_t tokens, hidden;
+};
+// Flash at decode batches, either side of the decode/prefill switch (64) and at prefill; the tiny
+// model; a hidden size that is not a multiple of the 8-element chunk (the scalar path).
+const Shape kShapes[] = {{1, 4096}, {3, 4096}, {64, 4096}, {65, 4096},  {37, 4096}, {2048, 4096},
+                         {1, 128},  {3, 128},  {37, 128},  {2048, 128}, {5, 100}};
+
+// Kernel order in the module: the decode kernel's four instances, then the prefill kernel's.
+const std::vector<std::string> kNames = {
+    "glm::kernels::mhcPreDecodeKernel<float, float, 4>",
+    "glm::kernels::mhcPreDecodeKernel<float, glm::kernels::Bf16, 4>",
+    "glm::kernels::mhcPreDecodeKernel<glm::kernels::Bf16, glm::kernels::Bf16, 4>",
+    "glm::kernels::mhcPreDecodeKernel<glm::kernels::Bf16, float, 4>",
+    "glm::kernels::mhcPrePrefillKernel<float, float, 4>",
+    "glm::kernels::mhcPrePrefillKernel<float, glm::kernels::Bf16, 4>",
+    "glm::kernels::mhcPrePrefillKernel<glm::kernels::Bf16, glm::kernels::Bf16, 4>",
+    "glm::kernels::mhcPrePrefillKernel<glm::kernels::Bf16, float, 4>",
+};
+size_t kernelIndex(bool prefill, bool bf16Act, bool bf16Weight) {
+  const size_t types = bf16Act ? (bf16Weight ? 2 : 3) : (bf16Weight ? 1 : 0);
+  return (prefill ? 4 : 0) + types;
+}
+
+std::vector<uint16_t> toBf16(const std::vector<float> &v) {
+  std::vector<uint16_t> out(v.size());
+  std::transform(v.begin(), v.end(), out.begin(), kernels::floatToBf16);
+  return out;
+}
+
+/// One step's inputs. fn, base and scale hold bf16-representable values, so that the same numbers
+/// feed the f32 and bf16 weight instances; fn's spread (2/sqrt(width)) puts the mixing logits near
+/// unit size, where the sigmoids and the softmax are far from saturated. Each token's streams get
+/// their own scale so that the RMS normalisation matters.
+struct Inputs {
+  std::vector<float> streams, fn, base, scale;
+};
+Inputs makeInputs(SplitMix64 &rng, const Shape &s, bool bf16Streams) {
+  const int64_t width = kHc * s.hidden;
+  Inputs in;
+  in.streams.resize(s.tokens * width);
+  for (int64_t t = 0; t < s.tokens; ++t) {
+    const float tokenScale = 0.25f + static_cast<float>(t % 7);
+    for (int64_t i = 0; i < width; ++i) {
+      const float v = rng.normal() * tokenScale;
+      in.streams[t * width + i] = bf16Streams ? kernels::roundToBf16(v) : v;
+    }
+  }
+  in.fn.resize(kMix * width);
+  for (float &v : in.fn) {
+    v = kernels::roundToBf16(rng.normal() * 2.0f / std::sqrt(static_cast<float>(width)));
+  }
+  in.base.resize(kMix);
+  for (float &v : in.base) {
+    v = kernels::roundToBf16(rng.normal() * 0.5f);
+  }
+  in.scale.resize(3);
+  for (float &v : in.scale) {
+    v = kernels::roundToBf16(0.5f + rng.uniform());
+  }
+  return in;
+}
+
+struct Outputs {
+  std::vector<float> x, pre, post, comb;
+};
+
+Outputs reference(const Inputs &in, const Shape &s, int iters) {
+  const int64_t width = kHc * s.hidden;
+  Outputs out;
+  out.x.resize(s.tokens * s.hidden);
+  out.pre.resize(s.tokens * kHc);
+  out.post.resize(s.tokens * kHc);
+  out.comb.resize(s.tokens * kHc * kHc);
+  const Status status =
+      kernels::mhcPreRef({.streams = in.streams.data(),
+                          .fn = kernels::WeightView::f32(in.fn.data(), {kMix, width}),
+                          .base = kernels::WeightView::f32(in.base.data(), {kMix}),
+                          .scale = kernels::WeightView::f32(in.scale.data(), {3}),
+                          .pre = out.pre.data(),
+                          .post = out.post.data(),
+                          .comb = out.comb.data(),
+                          .x = out.x.data(),
+                          .tokens = s.tokens,
+                          .hcMult = kHc,
+                          .hidden = s.hidden,
+                          .sinkhornIters = iters,
+                          .normEps = 1e-5f,
+                          .hcEps = 1e-6f});
+  EXPECT_TRUE(status.ok()) << status.toString();
+  return out;
+}
+
+/// The worst relative error seen so far of x, post, comb and pre, printed at the end of a test so
+/// that a run shows the margin under the bounds.
+void note(double (&worst)[4], const Outputs &out, const Outputs &ref, bool withPre) {
+  worst[0] = std::max(worst[0], relativeError(out.x, ref.x));
+  worst[1] = std::max(worst[1], relativeError(out.post, ref.post));
+  worst[2] = std::max(worst[2], relativeError(out.comb, ref.comb));
+  if (withPre) {
+    worst[3] = std::max(worst[3], relativeError(out.pre, ref.pre));
+  }
+}
+void report(const char *what, const double (&worst)[4]) {
+  std::printf("mhc_pre %s worst relative error: x %.3g post %.3g comb %.3g pre %.3g\n", what,
+              worst[0], worst[1], worst[2], worst[3]);
+}
+
+class MhcPreGpu : public ::testing::Test {
+protected:
+  void SetUp() override {
+    std::string why;
+    ASSERT_NE(gpu(&why), nullptr) << why;
+    GLM_ASSERT_OK_AND_ASSIGN(module_, compileForGpu(kSource, kNames));
+  }
+
+  /// Runs one kernel instance on `in`; x comes back widened to f32.
+  void run(const Inputs &in, const Shape &s, bool prefill, bool bf16Act, bool bf16Weight,
+           bool withPre, int iters, Outputs &out) {
+    GLM_ASSERT_OK_AND_ASSIGN(cuda::DeviceMemory streams,
+                             bf16Act ? toDevice(toBf16(in.streams)) : toDevice(in.streams));
+    GLM_ASSERT_OK_AND_ASSIGN(cuda::DeviceMemory fn,
+                             bf16Weight ? toDevice(toBf16(in.fn)) : toDevice(in.fn));
+    GLM_ASSERT_OK_AND_ASSIGN(cuda::DeviceMemory base,
+                             bf16Weight ? toDevice(toBf16(in.base)) : toDevice(in.base));
+    GLM_ASSERT_OK_AND_ASSIGN(cuda::DeviceMemory scale,
+                             bf16Weight ? toDevice(toBf16(in.scale)) : toDevice(in.scale));
+    GLM_ASSERT_OK_AND_ASSIGN(cuda::DeviceMemory x, poisoned(s.tokens * s.hidden * 4));
+    GLM_ASSERT_OK_AND_ASSIGN(cuda::DeviceMemory pre, poisoned(s.tokens * kHc * 4));
+    GLM_ASSERT_OK_AND_ASSIGN(cuda::DeviceMemory post, poisoned(s.tokens * kHc * 4));
+    GLM_ASSERT_OK_AND_ASSIGN(cuda::DeviceMemory comb, poisoned(s.tokens * kHc * kHc * 4));
+    const kernels::MhcPreGpuArgs args{reinterpret_cast<const void *>(streams.ptr()),
+                                      reinterpret_cast<const void *>(fn.ptr()),
+                                      reinterpret_cast<const void *>(base.ptr()),
+                                      reinterpret_cast<const void *>(scale.ptr()),
+                                      withPre ? reinterpret_cast<void *>(pre.ptr()) : nullptr,
+                                      reinterpret_cast<void *>(post.ptr()),
+                                      reinterpret_cast<void *>(comb.ptr()),
+                                      reinterpret_cast<void *>(x.ptr()),
+                                      s.tokens,
+                                      s.hidden,
+                                      iters,
+                                      1e-5f,
+                                      1e-6f};
+    GLM_ASSERT_OK(launchAndWait(module_->function(kernelIndex(prefill, bf16Act, bf16Weight)),
+                                kernels::mhcPreLaunch(s.tokens, prefill), args));
+    if (bf16Act) {
+      GLM_ASSERT_OK_AND_ASSIGN(std::vector<uint16_t> xb,
+                               fromDevice<uint16_t>(x, s.tokens * s.hidden));
+      out.x = widen(xb);
+    } else {
+      GLM_ASSERT_OK_AND_ASSIGN(out.x, fromDevice<float>(x, s.tokens * s.hidden));
+    }
+    GLM_ASSERT_OK_AND_ASSIGN(out.post, fromDevice<float>(post, s.tokens * kHc));
+    GLM_ASSERT_OK_AND_ASSIGN(out.comb, fromDevice<float>(comb, s.tokens * kHc * kHc));
+    GLM_ASSERT_OK_AND_ASSIGN(out.pre, fromDevice<float>(pre, s.tokens * kHc));
+    if (!withPre) {
+      // Untouched: still the poison (NaN) everywhere.
+      for (float v : out.pre) {
+        ASSERT_TRUE(std::isnan(v)) << "pre written although null";
+      }
+    }
+  }
+
+  std::unique_ptr<cuda::Module> module_;
+};
+
+// f32 activations: everything is f32 arithmetic, so every output sits within 1e-5 of the
+// double-accumulated reference, for both kernels at every row count and either weight type.
+TEST_F(MhcPreGpu, F32MatchesReference) {
+  SplitMix64 rng(101);
+  double worst[4] = {};
+  for (const Shape &s : kShapes) {
+    const Inputs in = makeInputs(rng, s, false);
+    const Outputs ref = reference(in, s, 20);
+    for (bool prefill : {false, true}) {
+      for (bool bf16Weight : {false, true}) {
+        Outputs out;
+        const bool withPre = !bf16Weight;
+        run(in, s, prefill, false, bf16Weight, withPre, 20, out);
+        const std::string what = std::to_string(s.tokens) + "x" + std::to_string(s.hidden) +
+                                 (prefill ? " prefill" : " decode") +
+                                 (bf16Weight ? " bf16 weights" : " f32 weights");
+        EXPECT_LE(relativeError(out.x, ref.x), 1e-5) << what << " x";
+        EXPECT_LE(relativeError(out.post, ref.post), 1e-5) << what << " post";
+        EXPECT_LE(relativeError(out.comb, ref.comb), 1e-5) << what << " comb";
+        if (withPre) {
+          EXPECT_LE(relativeError(out.pre, ref.pre), 1e-5) << what << " pre";
+        }
+        note(worst, out, ref, withPre);
+      }
+    }
+  }
+  report("f32", worst);
+}
+
+// Sinkhorn's loop structure (softmax + eps, one column pass, then iters − 1 row/column rounds)
+// at iteration counts where an off-by-one would show.
+TEST_F(MhcPreGpu, SinkhornIterationCounts) {
+  SplitMix64 rng(102);
+  const Shape s{3, 128};
+  const Inputs in = makeInputs(rng, s, false);
+  for (int iters : {0, 1, 2, 5}) {
+    const Outputs ref = reference(in, s, iters);
+    for (bool prefill : {false, true}) {
+      Outputs out;
+      run(in, s, prefill, false, false, true, iters, out);
+      EXPECT_LE(relativeError(out.comb, ref.comb), 1e-5) << iters << " iterations";
+      EXPECT_LE(relativeError(out.x, ref.x), 1e-5) << iters << " iterations";
+    }
+  }
+}
+
+// bf16 activations (bf16 streams, x stored in bf16): HF computes the norm, the projection, the
+// weights and Sinkhorn in f32, so post, comb and pre must still sit within f32 rounding (1e-5) of
+// the reference on the same bf16 inputs; x is f32 Σ_s pre[s]·X[s] rounded once to bf16, so each
+// element is within 2^-8 relative of the reference (bf16 keeps 8 significant bits, so one
+// round-to-nearest moves a value by at most 2^-8 of itself), plus the f32 part, 1e-5.
+TEST_F(MhcPreGpu, Bf16WithinOneRounding) {
+  SplitMix64 rng(103);
+  double worst[4] = {};
+  for (const Shape &s : kShapes) {
+    const Inputs in = makeInputs(rng, s, true);
+    const Outputs ref = reference(in, s, 20);
+    for (bool prefill : {false, true}) {
+      for (bool bf16Weight : {true, false}) {
+        Outputs out;
+        run(in, s, prefill, true, bf16Weight, true, 20, out);
+        const std::string what = std::to_string(s.tokens) + "x" + std::to_string(s.hidden) +
+                                 (prefill ? " prefill" : " decode") +
+                                 (bf16Weight ? " bf16 weights" : " f32 weights");
+        EXPECT_LE(relativeError(out.x, ref.x), 1.0 / 256 + 1e-5) << what << " x";
+        EXPECT_LE(relativeError(out.post, ref.post), 1e-5) << what << " post";
+        EXPECT_LE(relativeError(out.comb, ref.comb), 1e-5) << what << " comb";
+        EXPECT_LE(relativeError(out.pre, ref.pre), 1e-5) << what << " pre";
+        note(worst, out, ref, true);
+      }
+    }
+  }
+  report("bf16", worst);
+}
+
+// comb is close to doubly stochastic after 20 rounds, whatever the logits (a check on the kernel
+// alone, with large logits that make the softmax peaky).
+TEST_F(MhcPreGpu, CombIsNearlyDoublyStochastic) {
+  SplitMix64 rng(104);
+  const Shape s{37, 4096};
+  Inputs in = makeInputs(rng, s, false);
+  for (float &v : in.base) {
+    v *= 6.0f;
+  }
+  Outputs out;
+  run(in, s, true, false, false, true, 20, out);
+  for (int64_t t = 0; t < s.tokens; ++t) {
+    for (int64_t i = 0; i < kHc; ++i) {
+      double column = 0.0;
+      for (int64_t j = 0; j < kHc; ++j) {
+        column += out.comb[t * kHc * kHc + j * kHc + i];
+      }
+      EXPECT_NEAR(column, 1.0, 1e-4) << "token " << t << " column " << i;
+    }
+  }
+}
+
+} // namespace
+} // namespace glm::testing

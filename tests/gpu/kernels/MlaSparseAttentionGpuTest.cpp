@@ -1,0 +1,418 @@
+// mla_sparse_attention's CUDA kernels against the CPU reference: outputs, and the latent rows
+// appended to paged state (f32, bf16 and fp8 e4m3), at GLM-5.3-Flash's dimensions and the tiny
+// model's.
+#include "kernels/mla_sparse_attention/mla_sparse_attention.h"
+#include "kernels/mla_sparse_attention/mla_sparse_attention_gpu.h"
+#include "tests/gpu/support/GpuTest.h"
+
+#include <map>
+#include <numeric>
+
+namespace glm::testing {
+namespace {
+
+const char *kSource = R"(#include "kernels/mla_sparse_attention/mla_sparse_attention.cuh")";
+
+// config.json: num_attention_heads, qk_nope_head_dim, v_head_dim, kv_lora_rank, and the indexer's
+// row width index_topk + index_kpool - 1.
+struct Dims {
+  int64_t heads, qkHeadDim, vHeadDim, rank, width;
+  const char *name;
+};
+const Dims kFlash{64, 256, 256, 512, 2051, "flash"};
+const Dims kTiny{4, 32, 32, 32, 19, "tiny"};
+
+/// (activations, latent state, weights): an f32 plan, a bf16 plan, a bf16 plan with --kv fp8.
+enum class Kind { F32, Bf16, Fp8 };
+
+// Functions of the module, in the order compiled: absorb and attend per kind, output f32 and bf16,
+// then the tensor-core attend for bf16 and fp8 states.
+int absorbFn(Kind k) { return static_cast<int>(k); }
+int attendFn(Kind k, bool mma) { return mma ? (k == Kind::Bf16 ? 8 : 9) : 3 + static_cast<int>(k); }
+int outputFn(Kind k) { return k == Kind::F32 ? 6 : 7; }
+
+struct Seq {
+  int slot;
+  uint64_t stream;
+  int64_t real;
+};
+
+/// A GPU MLA layer with paged latents for several sequences, and the CPU reference of each
+/// sequence beside it; every step is checked as it runs.
+class Mla {
+public:
+  Mla(cuda::Module &module, Dims dims, Kind kind, int maxSeqs, int64_t maxContext,
+      int64_t pageTokens)
+      : module_(module), dims_(dims), kind_(kind), maxSeqs_(maxSeqs), pageTokens_(pageTokens) {
+    maxPages_ = (maxContext + pageTokens - 1) / pageTokens;
+    unitBytes_ = dims.rank * stateBytes();
+    offsetInPage_ = pageTokens * unitBytes_ + 256; // other layers' rows around this one's
+    pageBytes_ = 3 * pageTokens * unitBytes_ + 512;
+    std::vector<int32_t> pages(static_cast<size_t>(maxSeqs * maxPages_));
+    std::iota(pages.begin(), pages.end(), 0);
+    SplitMix64 rng(77);
+    for (size_t i = pages.size(); i > 1; --i) {
+      std::swap(pages[i - 1], pages[rng.below(i)]);
+    }
+    pageTable_ = pages;
+    // Weights of std 2 / sqrt(rank) give scores of std about 2: a softmax neither flat nor one-hot.
+    SplitMix64 wrng(3);
+    kvB_.resize(static_cast<size_t>(dims.heads * (dims.qkHeadDim + dims.vHeadDim) * dims.rank));
+    for (float &v : kvB_) {
+      v = round(2.0f / std::sqrt(static_cast<float>(dims.rank)) * wrng.normal());
+    }
+    refs_.resize(static_cast<size_t>(maxSeqs));
+    for (Ref &ref : refs_) {
+      ref.latents.assign(static_cast<size_t>(maxContext * dims.rank), 0.0f);
+    }
+    maxContext_ = maxContext;
+  }
+
+  void init() {
+    GLM_ASSERT_OK_AND_ASSIGN(pool_,
+                             poisoned(static_cast<size_t>(maxSeqs_ * maxPages_ * pageBytes_)));
+    GLM_ASSERT_OK_AND_ASSIGN(dKvB_, upload(kvB_));
+  }
+
+  /// One step: `seqs` with `rowsPerSeq` rows each. Rows select nothing unless their position is
+  /// a multiple of `denseEvery` (the reference's cost is in the selected rows).
+  void step(const std::vector<Seq> &seqs, int64_t rowsPerSeq, int64_t denseEvery = 1) {
+    const int64_t B = static_cast<int64_t>(seqs.size()), R = rowsPerSeq, rows = B * R;
+    const int64_t H = dims_.heads, dqk = dims_.qkHeadDim, dv = dims_.vHeadDim, rank = dims_.rank;
+    const int64_t width = dims_.width;
+    std::vector<int32_t> positions(static_cast<size_t>(rows), -1), slots(static_cast<size_t>(B));
+    std::vector<int32_t> table(static_cast<size_t>(B * maxPages_), 0);
+    std::vector<int32_t> selected(static_cast<size_t>(rows * width), -1);
+    std::vector<float> q(static_cast<size_t>(rows * H * dqk)),
+        latent(static_cast<size_t>(rows * rank));
+    for (int64_t b = 0; b < B; ++b) {
+      const Seq &s = seqs[static_cast<size_t>(b)];
+      slots[static_cast<size_t>(b)] = s.real > 0 ? s.slot : -1;
+      if (s.real > 0) {
+        std::copy_n(pageTable_.begin() + s.slot * maxPages_, maxPages_,
+                    table.begin() + b * maxPages_);
+      }
+      for (int64_t i = 0; i < R; ++i) {
+        const int64_t r = b * R + i;
+        const int64_t pos = i < s.real ? refs_[static_cast<size_t>(s.slot)].length + i : -1;
+        positions[static_cast<size_t>(r)] = static_cast<int32_t>(pos);
+        SplitMix64 rng(pos >= 0 ? s.stream * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(pos)
+                                : 0xBEEFull + static_cast<uint64_t>(r));
+        for (int64_t j = 0; j < H * dqk; ++j) {
+          q[r * H * dqk + j] = round(rng.normal());
+        }
+        for (int64_t j = 0; j < rank; ++j) {
+          latent[r * rank + j] = round(rng.normal());
+        }
+        int32_t *sel = selected.data() + r * width;
+        if (pos < 0) {
+          // Padding rows carry positions of the sequence: the kernels must still ignore them.
+          for (int64_t j = 0; j < width; ++j) {
+            sel[j] = static_cast<int32_t>(j % 7);
+          }
+        } else if (pos % denseEvery == 0 && rng.below(8) != 0) {
+          choose(rng, pos, sel);
+        }
+      }
+    }
+    GLM_ASSERT_OK_AND_ASSIGN(cuda::DeviceMemory dq, upload(q));
+    GLM_ASSERT_OK_AND_ASSIGN(cuda::DeviceMemory dlat, upload(latent));
+    GLM_ASSERT_OK_AND_ASSIGN(cuda::DeviceMemory dsel, toDevice(selected));
+    GLM_ASSERT_OK_AND_ASSIGN(cuda::DeviceMemory dpos, toDevice(positions));
+    GLM_ASSERT_OK_AND_ASSIGN(cuda::DeviceMemory dslots, toDevice(slots));
+    GLM_ASSERT_OK_AND_ASSIGN(cuda::DeviceMemory dtable, toDevice(table));
+    // Flash's bf16 and fp8 states take the tensor-core attend, the tiny model's (4 heads) and
+    // f32 the FMA one.
+    const bool mma = kernels::mlaAttendUsesMma(kind_ != Kind::F32, stateBytes(), H, rank);
+    const int32_t chunks = kernels::mlaSparseAttentionChunks(rows, H, width, mma);
+    GLM_ASSERT_OK_AND_ASSIGN(cuda::DeviceMemory dout,
+                             poisoned(static_cast<size_t>(rows * H * dv * activationBytes())));
+    GLM_ASSERT_OK_AND_ASSIGN(cuda::DeviceMemory dws,
+                             poisoned(static_cast<size_t>(kernels::mlaSparseAttentionWorkspaceBytes(
+                                 rows, H, rank, chunks))));
+    kernels::MlaSparseAttentionGpuArgs args{};
+    args.q = reinterpret_cast<const void *>(dq.ptr());
+    args.latent = reinterpret_cast<const void *>(dlat.ptr());
+    args.kvB = reinterpret_cast<const void *>(dKvB_.ptr());
+    args.selected = reinterpret_cast<const int32_t *>(dsel.ptr());
+    args.out = reinterpret_cast<void *>(dout.ptr());
+    args.workspace = reinterpret_cast<void *>(dws.ptr());
+    args.ctx = {reinterpret_cast<const int32_t *>(dpos.ptr()),
+                reinterpret_cast<const int32_t *>(dslots.ptr()),
+                reinterpret_cast<const int32_t *>(dtable.ptr()), static_cast<int32_t>(R),
+                static_cast<int32_t>(maxPages_)};
+    args.latents = {reinterpret_cast<uint8_t *>(pool_.ptr()), pageBytes_, offsetInPage_, unitBytes_,
+                    static_cast<int32_t>(pageTokens_)};
+    args.rows = static_cast<int32_t>(rows);
+    args.heads = static_cast<int32_t>(H);
+    args.qkHeadDim = static_cast<int32_t>(dqk);
+    args.vHeadDim = static_cast<int32_t>(dv);
+    args.rank = static_cast<int32_t>(rank);
+    args.width = static_cast<int32_t>(width);
+    args.chunks = chunks;
+    args.scale = 1.0f / std::sqrt(static_cast<float>(dqk));
+    const kernels::LaunchDims absorb = kernels::mlaAbsorbLaunch(rows, H, rank);
+    const kernels::LaunchDims attend = kernels::mlaAttendLaunch(rows, H, rank, chunks, mma);
+    const kernels::LaunchDims output = kernels::mlaOutputLaunch(rows, H, dv);
+    GLM_ASSERT_OK(
+        gpu()->launch(module_.function(absorbFn(kind_)), absorb.grid, absorb.block, 0, args));
+    GLM_ASSERT_OK(gpu()->launch(module_.function(attendFn(kind_, mma)), attend.grid, attend.block,
+                                attend.sharedMemory, args));
+    GLM_ASSERT_OK(launchAndWait(module_.function(outputFn(kind_)), output, args));
+    std::vector<float> out;
+    if (kind_ == Kind::F32) {
+      GLM_ASSERT_OK_AND_ASSIGN(out, fromDevice<float>(dout, static_cast<size_t>(rows * H * dv)));
+    } else {
+      GLM_ASSERT_OK_AND_ASSIGN(std::vector<uint16_t> bits,
+                               fromDevice<uint16_t>(dout, static_cast<size_t>(rows * H * dv)));
+      out = widen(bits);
+    }
+    GLM_ASSERT_OK_AND_ASSIGN(std::vector<uint8_t> poolBytes,
+                             fromDevice<uint8_t>(pool_, pool_.bytes()));
+
+    for (int64_t b = 0; b < B; ++b) {
+      const Seq &s = seqs[static_cast<size_t>(b)];
+      if (s.real == 0) {
+        continue;
+      }
+      Ref &ref = refs_[static_cast<size_t>(s.slot)];
+      // The reference attends over the latents as the state holds them.
+      std::vector<float> stored(latent.begin() + b * R * rank,
+                                latent.begin() + (b * R + s.real) * rank);
+      for (float &v : stored) {
+        v = stateValue(v);
+      }
+      kernels::MlaLatentCache cache{ref.latents.data(), maxContext_, ref.length};
+      std::vector<float> want(static_cast<size_t>(s.real * H * dv));
+      GLM_ASSERT_OK(kernels::mlaSparseAttentionRef(
+          {.q = q.data() + b * R * H * dqk,
+           .latent = stored.data(),
+           .kvB = kernels::WeightView::f32(kvB_.data(), {H * (dqk + dv), rank}),
+           .selected = selected.data() + b * R * width,
+           .cache = &cache,
+           .out = want.data(),
+           .tokens = s.real,
+           .heads = H,
+           .qkHeadDim = dqk,
+           .vHeadDim = dv,
+           .kvLoraRank = rank,
+           .selectedWidth = width,
+           .scale = args.scale}));
+      const std::vector<float> got(out.begin() + b * R * H * dv,
+                                   out.begin() + (b * R + s.real) * H * dv);
+      // f32: f64 reference vs f32 sums. bf16 output: one rounding (unit roundoff 2^-8) of each
+      // element of an f32 result, so the L2 error is at most 2^-8 of the norm, plus f32 noise;
+      // fp8 latents are in both sides' inputs (the reference reads the same rounded values).
+      const double tolerance = kind_ == Kind::F32 ? 1e-5 : 1.0 / 256 + 1e-5;
+      EXPECT_LE(relativeError(got, want), tolerance)
+          << dims_.name << " slot " << s.slot << " positions " << ref.length << "..+" << s.real
+          << (s.real == 1 ? "" : " (prefill)");
+      for (int64_t i = 0; i < s.real; ++i) {
+        ref.gpuOut[ref.length + i].assign(got.begin() + i * H * dv, got.begin() + (i + 1) * H * dv);
+      }
+      ref.length = cache.length;
+    }
+    // The pages hold exactly the appended latents in the state's format; every other byte is
+    // still poison (padding rows and sequences wrote nothing, sequences only their own pages).
+    std::vector<char> owned(poolBytes.size(), 0);
+    for (int slot = 0; slot < maxSeqs_; ++slot) {
+      const Ref &ref = refs_[static_cast<size_t>(slot)];
+      for (int64_t j = 0; j < ref.length; ++j) {
+        const int64_t at = rowOffset(slot, j);
+        std::fill(owned.begin() + at, owned.begin() + at + unitBytes_, 1);
+        for (int64_t c = 0; c < rank; ++c) {
+          ASSERT_EQ(encoded(poolBytes.data() + at + c * stateBytes()),
+                    encoded(ref.latents[j * rank + c]))
+              << dims_.name << " latent " << j << " channel " << c << " slot " << slot;
+        }
+      }
+    }
+    for (size_t i = 0; i < poolBytes.size(); ++i) {
+      if (!owned[i]) {
+        ASSERT_EQ(poolBytes[i], 0xFF) << "pool byte " << i << " was written";
+      }
+    }
+  }
+
+  const std::vector<float> &gpuOut(int slot, int64_t position) {
+    return refs_[static_cast<size_t>(slot)].gpuOut[position];
+  }
+  int64_t length(int slot) const { return refs_[static_cast<size_t>(slot)].length; }
+
+private:
+  struct Ref {
+    std::vector<float> latents; // as stored
+    int64_t length = 0;
+    std::map<int64_t, std::vector<float>> gpuOut;
+  };
+
+  /// Distinct positions in [0, pos] in random slots of the row (up to the row's width).
+  void choose(SplitMix64 &rng, int64_t pos, int32_t *sel) const {
+    const int64_t width = dims_.width;
+    const int64_t n = std::min<int64_t>(pos + 1, width - static_cast<int64_t>(rng.below(4)));
+    std::vector<int64_t> slotOrder(static_cast<size_t>(width));
+    std::iota(slotOrder.begin(), slotOrder.end(), 0);
+    for (size_t i = slotOrder.size(); i > 1; --i) {
+      std::swap(slotOrder[i - 1], slotOrder[rng.below(i)]);
+    }
+    std::vector<char> taken(static_cast<size_t>(pos + 1), 0);
+    for (int64_t i = 0; i < n; ++i) {
+      int64_t j;
+      do {
+        j = static_cast<int64_t>(rng.below(static_cast<uint64_t>(pos + 1)));
+      } while (taken[static_cast<size_t>(j)]);
+      taken[static_cast<size_t>(j)] = 1;
+      sel[slotOrder[static_cast<size_t>(i)]] = static_cast<int32_t>(j);
+    }
+  }
+
+  int64_t stateBytes() const { return kind_ == Kind::F32 ? 4 : (kind_ == Kind::Bf16 ? 2 : 1); }
+  int64_t activationBytes() const { return kind_ == Kind::F32 ? 4 : 2; }
+  float round(float v) const { return kind_ == Kind::F32 ? v : kernels::roundToBf16(v); }
+  float stateValue(float v) const {
+    return kind_ == Kind::Fp8 ? kernels::fp8E4m3ToFloat(kernels::floatToFp8E4m3(v)) : v;
+  }
+  /// The state's bytes of a value (as a number, for comparisons).
+  uint32_t encoded(float v) const {
+    switch (kind_) {
+    case Kind::F32: {
+      uint32_t u;
+      std::memcpy(&u, &v, 4);
+      return u;
+    }
+    case Kind::Bf16:
+      return kernels::floatToBf16(v);
+    case Kind::Fp8:
+      return kernels::floatToFp8E4m3(v);
+    }
+    return 0;
+  }
+  uint32_t encoded(const uint8_t *p) const {
+    uint32_t u = 0;
+    std::memcpy(&u, p, static_cast<size_t>(stateBytes()));
+    return u;
+  }
+
+  Expected<cuda::DeviceMemory> upload(const std::vector<float> &v) const {
+    if (kind_ == Kind::F32) {
+      return toDevice(v);
+    }
+    std::vector<uint16_t> bits(v.size());
+    std::transform(v.begin(), v.end(), bits.begin(), kernels::floatToBf16);
+    return toDevice(bits);
+  }
+
+  int64_t rowOffset(int slot, int64_t token) const {
+    const int64_t page = pageTable_[static_cast<size_t>(slot * maxPages_ + token / pageTokens_)];
+    return page * pageBytes_ + offsetInPage_ + (token % pageTokens_) * unitBytes_;
+  }
+
+  cuda::Module &module_;
+  Dims dims_;
+  Kind kind_;
+  int maxSeqs_;
+  int64_t pageTokens_, maxPages_ = 0, maxContext_ = 0;
+  int64_t unitBytes_ = 0, offsetInPage_ = 0, pageBytes_ = 0;
+  std::vector<int32_t> pageTable_;
+  std::vector<float> kvB_;
+  std::vector<Ref> refs_;
+  cuda::DeviceMemory pool_, dKvB_;
+};
+
+class MlaSparseAttentionGpu : public ::testing::Test {
+protected:
+  void SetUp() override {
+    std::string why;
+    ASSERT_NE(gpu(&why), nullptr) << why;
+    const std::string b = "glm::kernels::Bf16", f8 = "glm::kernels::Fp8E4m3";
+    GLM_ASSERT_OK_AND_ASSIGN(
+        module_, compileForGpu(
+                     kSource, {
+                                  "glm::kernels::mlaAbsorbKernel<float, float, float>",
+                                  "glm::kernels::mlaAbsorbKernel<" + b + ", " + b + ", " + b + ">",
+                                  "glm::kernels::mlaAbsorbKernel<" + b + ", " + f8 + ", " + b + ">",
+                                  "glm::kernels::mlaAttendKernel<float, float>",
+                                  "glm::kernels::mlaAttendKernel<" + b + ", " + b + ">",
+                                  "glm::kernels::mlaAttendKernel<" + b + ", " + f8 + ">",
+                                  "glm::kernels::mlaOutputKernel<float, float>",
+                                  "glm::kernels::mlaOutputKernel<" + b + ", " + b + ">",
+                                  "glm::kernels::mlaAttendMmaKernel<" + b + ", " + b + ">",
+                                  "glm::kernels::mlaAttendMmaKernel<" + b + ", " + f8 + ">",
+                              }));
+  }
+
+  /// Prefill in chunks of `chunk` rows (the last one padded), a second sequence's prompt, then
+  /// decode steps of both with a padding sequence between them.
+  void prefillThenDecode(Dims dims, Kind kind, int64_t chunk, int64_t prompt, int64_t decodes,
+                         int64_t denseEvery) {
+    Mla mla(*module_, dims, kind, 3, prompt + decodes + 64, 64);
+    mla.init();
+    for (int64_t done = 0; done < prompt && !HasFatalFailure(); done += chunk) {
+      SCOPED_TRACE(::testing::Message() << dims.name << " prefill at " << done);
+      mla.step({{0, 1, std::min(chunk, prompt - done)}}, chunk, denseEvery);
+    }
+    const int64_t second = prompt / 2 + 3;
+    mla.step({{2, 2, second}}, second, denseEvery);
+    for (int64_t i = 0; i < decodes && !HasFatalFailure(); ++i) {
+      SCOPED_TRACE(::testing::Message() << dims.name << " decode " << i);
+      mla.step({{0, 1, 1}, {1, 9, 0}, {2, 2, 1}}, 1);
+    }
+  }
+
+  std::unique_ptr<cuda::Module> module_;
+};
+
+TEST_F(MlaSparseAttentionGpu, F32MatchesReferenceTiny) {
+  prefillThenDecode(kTiny, Kind::F32, 32, 90, 9, 1);
+}
+
+// Flash: a 3,000-token prompt, so decode rows select 2,051 of the positions.
+TEST_F(MlaSparseAttentionGpu, F32MatchesReferenceFlash) {
+  prefillThenDecode(kFlash, Kind::F32, 1024, 3000, 4, 97);
+}
+
+TEST_F(MlaSparseAttentionGpu, Bf16MatchesReferenceTiny) {
+  prefillThenDecode(kTiny, Kind::Bf16, 32, 90, 9, 1);
+}
+
+TEST_F(MlaSparseAttentionGpu, Bf16MatchesReferenceFlash) {
+  prefillThenDecode(kFlash, Kind::Bf16, 1024, 3000, 4, 97);
+}
+
+TEST_F(MlaSparseAttentionGpu, Fp8LatentsMatchReferenceTiny) {
+  prefillThenDecode(kTiny, Kind::Fp8, 32, 90, 9, 1);
+}
+
+TEST_F(MlaSparseAttentionGpu, Fp8LatentsMatchReferenceFlash) {
+  prefillThenDecode(kFlash, Kind::Fp8, 1024, 3000, 4, 97);
+}
+
+// The same tokens in one pass (slot 0) and in two chunks plus decode steps (slot 1): the same
+// state bytes, and outputs equal up to the order of f32 sums (and, in bf16, one output rounding).
+TEST_F(MlaSparseAttentionGpu, ChunksEqualOnePass) {
+  for (Kind kind : {Kind::F32, Kind::Bf16}) {
+    for (const Dims &dims : {kTiny, kFlash}) {
+      const int64_t total = dims.heads == kTiny.heads ? 60 : 2200;
+      const int64_t every = dims.heads == kTiny.heads ? 1 : 37;
+      Mla mla(*module_, dims, kind, 2, total + 64, 64);
+      mla.init();
+      mla.step({{0, 4, total}}, total, every);
+      const int64_t first = total / 3, second = total - first - 4;
+      mla.step({{1, 4, first}}, first + 5, every);
+      mla.step({{1, 4, second}}, second, every);
+      for (int i = 0; i < 4; ++i) {
+        mla.step({{1, 4, 1}}, 1, every);
+      }
+      ASSERT_FALSE(HasFatalFailure());
+      ASSERT_EQ(mla.length(1), total);
+      const double tolerance = kind == Kind::F32 ? 2e-5 : 2.0 / 256;
+      for (int64_t t = 0; t < total; ++t) {
+        EXPECT_LE(relativeError(mla.gpuOut(1, t), mla.gpuOut(0, t)), tolerance)
+            << dims.name << " position " << t;
+      }
+    }
+  }
+}
+
+} // namespace
+} // namespace glm::testing

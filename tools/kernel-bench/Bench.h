@@ -1,0 +1,64 @@
+// glm-kernel-bench's framework: the device, its measured ceilings, event timing, and the table each
+// family of kernels (one *Bench.cpp per family) adds rows to.
+#pragma once
+
+#include "kernels/common/Launch.h"
+#include "kernels/common/Nvrtc.h"
+#include "runtime/cuda/CudaContext.h"
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace glm::bench {
+
+struct Row {
+  std::string kernel; // template instance, short: "linear<bf16,bf16> gemv"
+  std::string shape;  // "[1x4096]·[4096x8192]"
+  double medianUs = 0;
+  double spreadUs = 0; // (p90 - p10) / 2
+  double bytes = 0; // fewest bytes the kernel must move: each input read once, output written once
+  double flops = 0;
+  /// What the row is judged by: "bw" (achieved bytes/s over the copy ceiling) or "mma" (FLOP/s
+  /// over the matrix ceiling).
+  std::string bound = "bw";
+  std::string note;
+};
+
+class Suite {
+public:
+  explicit Suite(cuda::CudaContext &ctx) : ctx_(ctx) {}
+
+  cuda::CudaContext &ctx() { return ctx_; }
+  /// Compiles `source` for this device and loads `names`.
+  Expected<std::unique_ptr<cuda::Module>> compile(const std::string &source,
+                                                  const std::vector<std::string> &names);
+  /// Device memory of `bytes` filled with small random values of `element` ("f32" or "bf16").
+  Expected<cuda::DeviceMemory> random(size_t count, bool bf16, float scale = 1.0f);
+
+  /// Median and spread of one call of `launch` (which enqueues work on ctx().stream()) over
+  /// `reps` timed calls after warm-up; each call timed with a pair of events.
+  Status time(const std::function<Status()> &launch, Row &row, int reps = 100);
+
+  void add(Row row) { rows_.push_back(std::move(row)); }
+  const std::vector<Row> &rows() const { return rows_; }
+
+  // Ceilings measured at start: device-to-device copy (bytes read + written per second), and the
+  // bf16 matrix rate (from the linear family's reference GEMM when it runs, else 0).
+  double copyBytesPerS = 0;
+  double matrixFlopsPerS = 0;
+
+private:
+  cuda::CudaContext &ctx_;
+  std::vector<Row> rows_;
+};
+
+// One per family; each adds its kernels' rows at GLM-5.3-Flash's dimensions.
+Status addLinearBenches(Suite &suite);
+Status addKdaBenches(Suite &suite);
+Status addSparseAttentionBenches(Suite &suite);
+Status addElementwiseBenches(Suite &suite);
+Status addMoeBenches(Suite &suite);
+
+} // namespace glm::bench

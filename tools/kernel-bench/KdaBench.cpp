@@ -1,0 +1,265 @@
+// The kda family's benchmarks: KDA's recurrence, short conv and gated norm at Flash's shapes.
+//
+// GLM-5.3-Flash: 64 heads of 128, conv kernel 4; decode at batch 1 and 4, prefill chunks of 2048.
+#include "kernels/gated_rms_norm/gated_rms_norm_gpu.h"
+#include "kernels/kda/kda_gpu.h"
+#include "kernels/short_conv/short_conv_gpu.h"
+#include "tools/kernel-bench/Bench.h"
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+
+namespace glm::bench {
+namespace {
+
+constexpr int64_t kHeads = 64, kDim = 128, kProj = kHeads * kDim, kConv = 4;
+/// Distinct bytes the rotation cycles through: three times the 60 MB L2, so that a call finds
+/// none of its data in the cache.
+constexpr double kRotateBytes = 192e6;
+
+int copiesFor(double bytesPerCall) {
+  return static_cast<int>(std::clamp(std::ceil(kRotateBytes / bytesPerCall), 1.0, 4096.0));
+}
+
+/// Positions 100.. for each of `batch` sequences of `rows` rows, and slots 0..batch-1.
+struct Context {
+  cuda::DeviceMemory positions, slots;
+  kernels::StepContext ctx{};
+};
+
+Expected<Context> makeContext(Suite &suite, int batch, int rows) {
+  std::vector<int32_t> positions, slots;
+  for (int b = 0; b < batch; ++b) {
+    slots.push_back(b);
+    for (int r = 0; r < rows; ++r) {
+      positions.push_back(100 + r);
+    }
+  }
+  Context c;
+  GLM_ASSIGN_OR_RETURN(c.positions, suite.ctx().allocate(positions.size() * 4));
+  GLM_ASSIGN_OR_RETURN(c.slots, suite.ctx().allocate(slots.size() * 4));
+  GLM_RETURN_IF_ERROR(
+      suite.ctx().upload(c.positions.ptr(), positions.data(), positions.size() * 4));
+  GLM_RETURN_IF_ERROR(suite.ctx().upload(c.slots.ptr(), slots.data(), slots.size() * 4));
+  c.ctx = {c.positions.as<const int32_t>(), c.slots.as<const int32_t>(), nullptr, rows, 0};
+  return c;
+}
+
+const char *tName(bool bf16) { return bf16 ? "bf16" : "f32"; }
+
+/// Captures `count` calls of `launch(i)` into a CUDA graph and times its replays: the launches then
+/// run back to back without host launch gaps, as the engine's captured programs run them.
+Status timeGraph(Suite &suite, int count, const std::function<Status(int)> &launch, Row &row,
+                 int reps) {
+  const cuda::CudaDriver &d = suite.ctx().driver();
+  const cuda::CUstream stream = suite.ctx().stream();
+  GLM_CU(&d, cuStreamBeginCapture(stream, cuda::kCaptureModeThreadLocal));
+  Status captured = Status::success();
+  for (int i = 0; i < count && captured.ok(); ++i) {
+    captured = launch(i);
+  }
+  cuda::CUgraph graph = nullptr;
+  const Status ended = cuda::check(d.cuStreamEndCapture(stream, &graph), "cuStreamEndCapture");
+  GLM_RETURN_IF_ERROR(captured);
+  GLM_RETURN_IF_ERROR(ended);
+  cuda::CUgraphExec exec = nullptr;
+  const Status made =
+      cuda::check(d.cuGraphInstantiateWithFlags(&exec, graph, 0), "cuGraphInstantiateWithFlags");
+  d.cuGraphDestroy(graph);
+  GLM_RETURN_IF_ERROR(made);
+  const Status timed = suite.time(
+      [&] { return cuda::check(d.cuGraphLaunch(exec, stream), "cuGraphLaunch"); }, row, reps);
+  d.cuGraphExecDestroy(exec);
+  return timed;
+}
+
+/// Times `launch(i)` (i: which copy of the data to use, cycling through `copies`): one launch per
+/// timed call, or with `graph` a graph of one launch per copy (8 to 64 launches; a kernel so small
+/// that 64 copies fit in L2 then finds its data there, as it would after the step that wrote it),
+/// whose row counts the bytes and FLOPs of all its launches.
+Status timeRotating(Suite &suite, int copies, bool graph, const std::function<Status(int)> &launch,
+                    Row &row, int reps) {
+  if (graph) {
+    const int count = std::clamp(copies, 8, 64);
+    row.bytes *= count;
+    row.flops *= count;
+    row.note = strCat("graph of ", count, " launches", row.note.empty() ? "" : "; ", row.note);
+    return timeGraph(suite, count, [&](int i) { return launch(i % copies); }, row, reps);
+  }
+  int next = 0;
+  return suite.time(
+      [&] {
+        const int i = next;
+        next = (next + 1) % copies;
+        return launch(i);
+      },
+      row, reps);
+}
+
+/// kda<T, f32> at `batch` sequences of `rows` rows, each launch on the next copy of the state.
+Status benchKda(Suite &suite, cuda::Module &module, bool decode, bool bf16, int batch, int rows,
+                bool graph) {
+  const int64_t n = static_cast<int64_t>(batch) * rows;
+  const int act = bf16 ? 2 : 4;
+  const double stateBytes = static_cast<double>(batch) * kHeads * kDim * kDim * 4;
+  // State read and written; q, k, v, f and b read; o written; A_log and dt_bias read.
+  const double bytes =
+      2 * stateBytes + n * (4.0 * kProj + kHeads) * act + n * kProj * act + (kHeads + kProj) * 4.0;
+  const int copies = copiesFor(bytes);
+  GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory q, suite.random(n * kProj, bf16));
+  GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory k, suite.random(n * kProj, bf16));
+  GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory v, suite.random(n * kProj, bf16));
+  GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory f, suite.random(n * kProj, bf16, 2.0f));
+  GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory b, suite.random(n * kHeads, bf16));
+  GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory aLog, suite.random(kHeads, false, 0.5f));
+  GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory dtBias, suite.random(kProj, false, 0.5f));
+  GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory out, suite.ctx().allocate(n * kProj * act));
+  const size_t unit = kHeads * kDim * kDim * 4;
+  GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory state,
+                       suite.random(static_cast<size_t>(copies) * batch * unit / 4, false, 0.1f));
+  GLM_ASSIGN_OR_RETURN(Context c, makeContext(suite, batch, rows));
+  kernels::KdaGpuArgs args{q.as<const void>(),
+                           k.as<const void>(),
+                           v.as<const void>(),
+                           f.as<const void>(),
+                           b.as<const void>(),
+                           aLog.as<const void>(),
+                           dtBias.as<const void>(),
+                           out.as<void>(),
+                           {state.as<uint8_t>(), static_cast<int64_t>(unit)},
+                           c.ctx,
+                           kHeads,
+                           kDim,
+                           kDim,
+                           -5.0f,
+                           1e-6f};
+  const kernels::LaunchDims d = kernels::kdaLaunch(decode, kHeads, kDim, batch);
+  const cuda::CUfunction fn = module.function((decode ? 0 : 2) + (bf16 ? 1 : 0));
+  Row row;
+  row.kernel = strCat("kda<", tName(bf16), ",f32> ", decode ? "decode" : "prefill");
+  row.shape = strCat("B", batch, "xR", rows, " [", kHeads, "x", kDim, "x", kDim, "]");
+  row.bytes = bytes;
+  row.flops = 7.0 * n * kHeads * kDim * kDim; // decay, m, write, read: 7 per state element
+  row.note = rows > 4 ? "per-token recurrence; chunked (WY) form not yet" : "";
+  GLM_RETURN_IF_ERROR(timeRotating(
+      suite, copies, graph,
+      [&](int i) {
+        args.state.base = state.as<uint8_t>() + static_cast<size_t>(i) * batch * unit;
+        return suite.ctx().launch(fn, d.grid, d.block, d.sharedMemory, args);
+      },
+      row, rows > 64 ? 20 : 100));
+  suite.add(row);
+  return Status::success();
+}
+
+/// short_conv<bf16, f32> over one of KDA's q/k/v projections (8192 channels).
+Status benchShortConv(Suite &suite, cuda::Module &module, int batch, int rows, bool graph) {
+  const int64_t n = static_cast<int64_t>(batch) * rows;
+  const size_t xBytes = n * kProj * 2, wBytes = kProj * kConv * 4;
+  const size_t stateUnit = kProj * (kConv - 1) * 2;
+  const double bytes = 2.0 * xBytes + wBytes + 2.0 * batch * stateUnit;
+  const int copies = copiesFor(bytes);
+  GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory x, suite.random(copies * xBytes / 2, true));
+  GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory w, suite.random(copies * wBytes / 4, false, 0.5f));
+  GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory state,
+                       suite.random(copies * batch * stateUnit / 2, true));
+  GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory out, suite.ctx().allocate(copies * xBytes));
+  GLM_ASSIGN_OR_RETURN(Context c, makeContext(suite, batch, rows));
+  kernels::ShortConvGpuArgs args{nullptr, nullptr, nullptr, {nullptr, 0}, c.ctx, kProj, kConv, 1};
+  const kernels::LaunchDims d = kernels::shortConvLaunch(kProj, rows, batch);
+  Row row;
+  row.kernel = "short_conv<bf16,f32>";
+  row.shape = strCat("B", batch, "xR", rows, " [", kProj, "] k", kConv);
+  row.bytes = bytes;
+  row.flops = 2.0 * n * kProj * kConv;
+  GLM_RETURN_IF_ERROR(timeRotating(
+      suite, copies, graph,
+      [&](int i) {
+        args.x = x.as<const uint8_t>() + i * xBytes;
+        args.weight = w.as<const uint8_t>() + i * wBytes;
+        args.out = out.as<uint8_t>() + i * xBytes;
+        args.state = {state.as<uint8_t>() + i * batch * stateUnit, static_cast<int64_t>(stateUnit)};
+        return suite.ctx().launch(module.function(0), d.grid, d.block, d.sharedMemory, args);
+      },
+      row, 100));
+  suite.add(row);
+  return Status::success();
+}
+
+/// gated_rms_norm<bf16, bf16> over `tokens` tokens of 64 heads of 128.
+Status benchGatedNorm(Suite &suite, cuda::Module &module, int tokens, bool graph) {
+  const int64_t rows = static_cast<int64_t>(tokens) * kHeads;
+  const size_t xBytes = rows * kDim * 2, wBytes = kDim * 2;
+  const double bytes = 3.0 * xBytes + wBytes;
+  const int copies = copiesFor(bytes);
+  GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory x, suite.random(copies * xBytes / 2, true));
+  GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory gate, suite.random(copies * xBytes / 2, true));
+  GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory w, suite.random(copies * wBytes / 2, true));
+  GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory out, suite.ctx().allocate(copies * xBytes));
+  kernels::GatedRmsNormGpuArgs args{nullptr, nullptr, nullptr, nullptr, rows, kDim, 1e-5f};
+  const kernels::LaunchDims d = kernels::gatedRmsNormLaunch(rows);
+  Row row;
+  row.kernel = "gated_rms_norm<bf16,bf16>";
+  row.shape = strCat("[", tokens, "x", kHeads, "x", kDim, "]");
+  row.bytes = bytes;
+  row.flops = 6.0 * rows * kDim;
+  GLM_RETURN_IF_ERROR(timeRotating(
+      suite, copies, graph,
+      [&](int i) {
+        args.x = x.as<const uint8_t>() + i * xBytes;
+        args.gate = gate.as<const uint8_t>() + i * xBytes;
+        args.weight = w.as<const uint8_t>() + i * wBytes;
+        args.out = out.as<uint8_t>() + i * xBytes;
+        return suite.ctx().launch(module.function(0), d.grid, d.block, d.sharedMemory, args);
+      },
+      row, 100));
+  suite.add(row);
+  return Status::success();
+}
+
+} // namespace
+
+Status addKdaBenches(Suite &suite) {
+  GLM_ASSIGN_OR_RETURN(
+      std::unique_ptr<cuda::Module> kda,
+      suite.compile(R"(#include "kernels/kda/kda.cuh")",
+                    {"glm::kernels::kdaDecodeKernel<float, float>",
+                     "glm::kernels::kdaDecodeKernel<glm::kernels::Bf16, float>",
+                     "glm::kernels::kdaPrefillKernel<float, float>",
+                     "glm::kernels::kdaPrefillKernel<glm::kernels::Bf16, float>"}));
+  // Decode: one launch per timed call (host launch gaps included), then a graph of one launch per
+  // state copy (back to back, as the engine's captured programs run layers).
+  for (int batch : {1, 4}) {
+    for (bool graph : {false, true}) {
+      GLM_RETURN_IF_ERROR(benchKda(suite, *kda, true, true, batch, 1, graph));
+    }
+  }
+  GLM_RETURN_IF_ERROR(benchKda(suite, *kda, true, false, 1, 1, true));
+  // Both kernels at decode shapes and at prefill's: what kdaUsesDecodeKernel's split rests on.
+  GLM_RETURN_IF_ERROR(benchKda(suite, *kda, false, true, 1, 1, true));
+  GLM_RETURN_IF_ERROR(benchKda(suite, *kda, true, true, 1, 4, true));
+  GLM_RETURN_IF_ERROR(benchKda(suite, *kda, false, true, 1, 4, true));
+  GLM_RETURN_IF_ERROR(benchKda(suite, *kda, false, true, 1, 2048, false));
+  GLM_RETURN_IF_ERROR(benchKda(suite, *kda, true, true, 1, 2048, false));
+
+  GLM_ASSIGN_OR_RETURN(std::unique_ptr<cuda::Module> conv,
+                       suite.compile(R"(#include "kernels/short_conv/short_conv.cuh")",
+                                     {"glm::kernels::shortConvKernel<glm::kernels::Bf16, float>"}));
+  for (auto [batch, rows] : {std::pair{1, 1}, {4, 1}, {1, 2048}}) {
+    GLM_RETURN_IF_ERROR(benchShortConv(suite, *conv, batch, rows, false));
+  }
+  GLM_RETURN_IF_ERROR(benchShortConv(suite, *conv, 1, 1, true));
+
+  GLM_ASSIGN_OR_RETURN(
+      std::unique_ptr<cuda::Module> norm,
+      suite.compile(R"(#include "kernels/gated_rms_norm/gated_rms_norm.cuh")",
+                    {"glm::kernels::gatedRmsNormKernel<glm::kernels::Bf16, glm::kernels::Bf16>"}));
+  for (int tokens : {1, 4, 2048}) {
+    GLM_RETURN_IF_ERROR(benchGatedNorm(suite, *norm, tokens, false));
+  }
+  GLM_RETURN_IF_ERROR(benchGatedNorm(suite, *norm, 1, true));
+  return Status::success();
+}
+
+} // namespace glm::bench

@@ -1,0 +1,353 @@
+// The linear family: the decode and prefill kernels at GLM-5.3-Flash's projection shapes, beside
+// cuBLAS's bf16 GEMM on the same shapes (whose 8192^3 rate is the suite's matrix ceiling).
+#include "kernels/linear/linear_gpu.h"
+#include "tools/kernel-bench/Bench.h"
+
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+namespace glm::bench {
+
+namespace {
+
+using kernels::LinearKernel;
+
+/// The few cuBLAS entry points the comparison needs, declared here (no CUDA headers at build time)
+/// and found with dlopen, so the bench builds and runs without cuBLAS (its rows are then missing).
+class Cublas {
+public:
+  using Handle = void *;
+  static constexpr int kOpN = 0, kOpT = 1;
+  static constexpr int kR16Bf = 14;      // cudaDataType CUDA_R_16BF
+  static constexpr int kCompute32F = 68; // cublasComputeType_t CUBLAS_COMPUTE_32F
+  static constexpr int kGemmDefault = -1;
+
+  static std::unique_ptr<Cublas> open(cuda::CUstream stream) {
+    void *lib = nullptr;
+    for (const char *name :
+         {"libcublas.so.13", "libcublas.so", "/usr/local/cuda/lib64/libcublas.so"}) {
+      if ((lib = dlopen(name, RTLD_NOW | RTLD_LOCAL)) != nullptr) {
+        break;
+      }
+    }
+    if (lib == nullptr) {
+      std::fprintf(stderr, "linear bench: no cuBLAS (%s); its rows are left out\n", dlerror());
+      return nullptr;
+    }
+    auto c = std::unique_ptr<Cublas>(new Cublas);
+    c->create_ = reinterpret_cast<decltype(c->create_)>(dlsym(lib, "cublasCreate_v2"));
+    c->setStream_ = reinterpret_cast<decltype(c->setStream_)>(dlsym(lib, "cublasSetStream_v2"));
+    c->gemmEx_ = reinterpret_cast<decltype(c->gemmEx_)>(dlsym(lib, "cublasGemmEx"));
+    c->destroy_ = reinterpret_cast<decltype(c->destroy_)>(dlsym(lib, "cublasDestroy_v2"));
+    if (c->create_ == nullptr || c->setStream_ == nullptr || c->gemmEx_ == nullptr ||
+        c->destroy_ == nullptr || c->create_(&c->handle_) != 0 ||
+        c->setStream_(c->handle_, stream) != 0) {
+      std::fprintf(stderr, "linear bench: cuBLAS did not initialise; its rows are left out\n");
+      return nullptr;
+    }
+    return c;
+  }
+  ~Cublas() {
+    if (handle_ != nullptr) {
+      destroy_(handle_);
+    }
+  }
+
+  /// y[rows, out] = x[rows, in] · w[out, in]ᵀ in bf16 with f32 accumulation, as torch's F.linear
+  /// calls it: column-major yᵀ = wᵀᵀ xᵀ.
+  Status linear(cuda::CUdeviceptr x, cuda::CUdeviceptr w, cuda::CUdeviceptr y, int64_t rows,
+                int64_t in, int64_t out) {
+    const float alpha = 1.0f, beta = 0.0f;
+    const int rc = gemmEx_(handle_, kOpT, kOpN, static_cast<int>(out), static_cast<int>(rows),
+                           static_cast<int>(in), &alpha, reinterpret_cast<const void *>(w), kR16Bf,
+                           static_cast<int>(in), reinterpret_cast<const void *>(x), kR16Bf,
+                           static_cast<int>(in), &beta, reinterpret_cast<void *>(y), kR16Bf,
+                           static_cast<int>(out), kCompute32F, kGemmDefault);
+    return rc == 0 ? Status::success() : internalError("cublasGemmEx failed: ", rc);
+  }
+
+private:
+  Cublas() = default;
+  Handle handle_ = nullptr;
+  int (*create_)(Handle *) = nullptr;
+  int (*setStream_)(Handle, cuda::CUstream) = nullptr;
+  int (*gemmEx_)(Handle, int, int, int, int, int, const void *, const void *, int, int,
+                 const void *, int, int, const void *, void *, int, int, int, int) = nullptr;
+  int (*destroy_)(Handle) = nullptr;
+};
+
+std::string shapeName(int64_t rows, int64_t in, int64_t out) {
+  char s[96];
+  std::snprintf(s, sizeof s, "[%lldx%lld]·[%lldx%lld]", static_cast<long long>(rows),
+                static_cast<long long>(in), static_cast<long long>(in),
+                static_cast<long long>(out));
+  return s;
+}
+
+/// Device buffers of `bytes` each, enough copies that together they are at least 4x the L2 (so
+/// that rotating among them, no call finds its weights cached), filled from one random block.
+Expected<std::vector<cuda::DeviceMemory>> weightCopies(Suite &suite, size_t bytes) {
+  const size_t l2 = suite.ctx().info().l2Bytes > 0 ? suite.ctx().info().l2Bytes : (60u << 20);
+  const size_t copies = std::clamp<size_t>((4 * l2 + bytes - 1) / bytes, 1, 16);
+  const size_t blockBytes = std::min<size_t>(bytes, 32u << 20);
+  GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory block, suite.random(blockBytes / 2, true, 0.02f));
+  std::vector<cuda::DeviceMemory> out;
+  for (size_t c = 0; c < copies; ++c) {
+    GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory m, suite.ctx().allocate(bytes));
+    for (size_t done = 0; done < bytes; done += blockBytes) {
+      GLM_CU(&suite.ctx().driver(),
+             cuMemcpyDtoD(m.ptr() + done, block.ptr(), std::min(blockBytes, bytes - done)));
+    }
+    out.push_back(std::move(m));
+  }
+  return out;
+}
+
+struct Kernels {
+  std::unique_ptr<cuda::Module> module;
+  std::vector<std::string> names;
+  cuda::CUfunction get(const std::string &name) const {
+    const size_t i = std::find(names.begin(), names.end(), name) - names.begin();
+    if (i == names.size()) {
+      std::fprintf(stderr, "linear bench: %s was not compiled\n", name.c_str());
+      std::abort();
+    }
+    return module->function(i);
+  }
+};
+
+const std::string kBf16 = "glm::kernels::Bf16", kFp8 = "glm::kernels::Fp8E4m3";
+
+std::string prefillName(int tileN, int k) {
+  char s[128];
+  std::snprintf(
+      s, sizeof s,
+      "glm::kernels::linearPrefillMmaKernel<glm::kernels::Bf16, glm::kernels::Bf16, %d, %d>", tileN,
+      k);
+  return s;
+}
+
+std::string decodeName(int mTiles, int unroll) {
+  char s[128];
+  std::snprintf(
+      s, sizeof s,
+      "glm::kernels::linearDecodeMmaKernel<glm::kernels::Bf16, glm::kernels::Bf16, %d, %d>", mTiles,
+      unroll);
+  return s;
+}
+
+Status timeInstance(Suite &suite, const Kernels &k, const std::string &name,
+                    const kernels::LaunchDims &d, const std::string &t, const std::string &w,
+                    int64_t rows, int64_t in, int64_t out, const std::string &label, bool mma,
+                    int reps);
+
+/// Times one kernel of the family on a shape, with its grid rule, rotating over weight copies.
+Status timeKernel(Suite &suite, const Kernels &k, LinearKernel kernel, const std::string &t,
+                  const std::string &w, int64_t rows, int64_t in, int64_t out, const char *label,
+                  int reps = 100) {
+  return timeInstance(suite, k, kernels::linearKernelName(kernel, t, w),
+                      kernels::linearLaunch(kernel, rows, in, out, suite.ctx().info().smCount), t,
+                      w, rows, in, out, label,
+                      kernel == LinearKernel::PrefillMma || kernel == LinearKernel::PrefillWgmma ||
+                          kernel == LinearKernel::Tiled,
+                      reps);
+}
+
+/// The mma.sync prefill kernel with tiles of 128 x tileN x k.
+Status timePrefill(Suite &suite, const Kernels &k, int tileN, int kk, int64_t rows, int64_t in,
+                   int64_t out, int reps) {
+  return timeInstance(suite, k, prefillName(tileN, kk),
+                      kernels::linearPrefillLaunch(rows, out, tileN, kk), kBf16, kBf16, rows, in,
+                      out, "mma-" + std::to_string(tileN) + "x" + std::to_string(kk), true, reps);
+}
+
+/// The decode kernel with 16 x mTiles outputs per block and `unroll` chunks per step.
+Status timeDecode(Suite &suite, const Kernels &k, int mTiles, int unroll, int64_t rows, int64_t in,
+                  int64_t out) {
+  return timeInstance(
+      suite, k, decodeName(mTiles, unroll),
+      kernels::linearDecodeLaunch(rows, out, suite.ctx().info().smCount, mTiles), kBf16, kBf16,
+      rows, in, out, "decode-" + std::to_string(mTiles) + "x" + std::to_string(unroll), false, 100);
+}
+
+Status timeInstance(Suite &suite, const Kernels &k, const std::string &name,
+                    const kernels::LaunchDims &d, const std::string &t, const std::string &w,
+                    int64_t rows, int64_t in, int64_t out, const std::string &label, bool mma,
+                    int reps) {
+  const size_t tBytes = t == "float" ? 4 : 2;
+  const size_t wBytes = w == "float" ? 4 : w == kFp8 ? 1 : 2;
+  GLM_ASSIGN_OR_RETURN(std::vector<cuda::DeviceMemory> weights,
+                       weightCopies(suite, static_cast<size_t>(in * out) * wBytes));
+  GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory x, suite.random(rows * in * tBytes / 2, true));
+  GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory y, suite.ctx().allocate(rows * out * tBytes));
+  GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory scales,
+                       suite.ctx().allocate(((out + 127) / 128) * ((in + 127) / 128) * 4));
+  GLM_CU(&suite.ctx().driver(), cuMemsetD8(scales.ptr(), 0, scales.bytes()));
+  const cuda::CUfunction fn = k.get(name);
+  size_t next = 0;
+  Row row;
+  row.kernel = std::string("linear<") + (t == "float" ? "f32" : "bf16") + "," +
+               (w == "float" ? "f32"
+                : w == kFp8  ? "fp8"
+                             : "bf16") +
+               "> " + label;
+  row.shape = shapeName(rows, in, out);
+  row.bytes = static_cast<double>(in * out * wBytes + (rows * in + rows * out) * tBytes) +
+              (w == kFp8 ? static_cast<double>(scales.bytes()) : 0.0);
+  row.flops = 2.0 * rows * in * out;
+  row.bound = mma ? "mma" : "bw";
+  GLM_RETURN_IF_ERROR(suite.time(
+      [&] {
+        const cuda::DeviceMemory &wm = weights[next++ % weights.size()];
+        const kernels::LinearGpuArgs args{reinterpret_cast<const void *>(x.ptr()),
+                                          reinterpret_cast<const void *>(wm.ptr()),
+                                          reinterpret_cast<const float *>(scales.ptr()),
+                                          nullptr,
+                                          reinterpret_cast<void *>(y.ptr()),
+                                          rows,
+                                          in,
+                                          out,
+                                          0};
+        return suite.ctx().launch(fn, d.grid, d.block, d.sharedMemory, args);
+      },
+      row, reps));
+  char note[64];
+  std::snprintf(note, sizeof note, "(%u blocks x %u)", d.grid[0] * d.grid[1], d.block[0]);
+  row.note = note;
+  suite.add(row);
+  return Status::success();
+}
+
+/// cuBLAS's bf16 GEMM on the same shape and weight rotation; returns its FLOP/s.
+Expected<double> timeCublas(Suite &suite, Cublas &cublas, int64_t rows, int64_t in, int64_t out,
+                            bool bw, int reps = 100) {
+  GLM_ASSIGN_OR_RETURN(std::vector<cuda::DeviceMemory> weights,
+                       weightCopies(suite, static_cast<size_t>(in * out) * 2));
+  GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory x, suite.random(rows * in, true));
+  GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory y, suite.ctx().allocate(rows * out * 2));
+  size_t next = 0;
+  Row row;
+  row.kernel = "cublasGemmEx bf16";
+  row.shape = shapeName(rows, in, out);
+  row.bytes = static_cast<double>(in * out * 2 + (rows * in + rows * out) * 2);
+  row.flops = 2.0 * rows * in * out;
+  row.bound = bw ? "bw" : "mma";
+  row.note = "(reference)";
+  GLM_RETURN_IF_ERROR(suite.time(
+      [&] {
+        return cublas.linear(x.ptr(), weights[next++ % weights.size()].ptr(), y.ptr(), rows, in,
+                             out);
+      },
+      row, reps));
+  suite.add(row);
+  return row.flops / (row.medianUs * 1e-6);
+}
+
+struct Product {
+  int64_t in, out;
+};
+// KDA q/k/v, KDA o_proj, DSA q_b, dense MLP gate, lm_head.
+const Product kDecodeProducts[] = {
+    {4096, 8192}, {8192, 4096}, {1536, 16384}, {4096, 12288}, {4096, 154880}};
+const Product kPrefillProducts[] = {{4096, 8192}, {8192, 4096}, {4096, 12288}};
+
+} // namespace
+
+Status addLinearBenches(Suite &suite) {
+  const bool wgmma = suite.ctx().info().arch == "sm_90a";
+  const int decodeSizes[][2] = {{2, 2}, {4, 1}, {2, 4}};
+  const int prefillSizes[][2] = {{128, 32}, {128, 64}, {256, 32}, {256, 64}};
+  Kernels k;
+  for (const auto &d : decodeSizes) {
+    k.names.push_back(decodeName(d[0], d[1]));
+  }
+  for (const auto &p : prefillSizes) {
+    k.names.push_back(prefillName(p[0], p[1]));
+  }
+  if (wgmma) {
+    k.names.push_back(kernels::linearKernelName(LinearKernel::PrefillWgmma, kBf16, kBf16));
+  }
+  for (const std::string &w : {kBf16, kFp8}) {
+    k.names.push_back(kernels::linearKernelName(LinearKernel::Gemv, "float", w));
+  }
+  k.names.push_back(kernels::linearKernelName(LinearKernel::Gemv, kBf16, kFp8));
+  k.names.push_back(kernels::linearKernelName(LinearKernel::Gemv, "float", "float"));
+  k.names.push_back(kernels::linearKernelName(LinearKernel::Tiled, "float", kBf16));
+  GLM_ASSIGN_OR_RETURN(k.module, suite.compile(R"(#include "kernels/linear/linear.cuh")", k.names));
+  std::unique_ptr<Cublas> cublas = Cublas::open(suite.ctx().stream());
+
+  // The matrix ceiling first: cuBLAS at 8192^3.
+  if (cublas) {
+    GLM_ASSIGN_OR_RETURN(suite.matrixFlopsPerS,
+                         timeCublas(suite, *cublas, 8192, 8192, 8192, false, 20));
+  }
+
+  // A product too small to cost anything but the launch: the fixed cost under these timers.
+  GLM_RETURN_IF_ERROR(timeInstance(
+      suite, k, decodeName(2, 2), kernels::linearDecodeLaunch(1, 32, suite.ctx().info().smCount),
+      kBf16, kBf16, 1, 128, 32, "decode-2x2 (launch floor)", false, 100));
+
+  // Decode: batch 1, 4 and 16 (a verify window) on every projection, in the block shapes the rule
+  // chooses between (decode-2x2 = DecodeMma, decode-4x1 = DecodeMmaWide) and one more.
+  for (int64_t rows : {1, 4, 16}) {
+    for (const Product &p : kDecodeProducts) {
+      for (const auto &d : decodeSizes) {
+        GLM_RETURN_IF_ERROR(timeDecode(suite, k, d[0], d[1], rows, p.in, p.out));
+      }
+      if (cublas) {
+        GLM_RETURN_IF_ERROR(timeCublas(suite, *cublas, rows, p.in, p.out, true).status());
+      }
+    }
+  }
+  // The other weight and activation types' decode kernel, at batch 1.
+  GLM_RETURN_IF_ERROR(timeKernel(suite, k, LinearKernel::Gemv, kBf16, kFp8, 1, 4096, 8192, "gemv"));
+  GLM_RETURN_IF_ERROR(
+      timeKernel(suite, k, LinearKernel::Gemv, "float", kBf16, 1, 4096, 8192, "gemv"));
+  GLM_RETURN_IF_ERROR(
+      timeKernel(suite, k, LinearKernel::Gemv, "float", "float", 1, 4096, 8192, "gemv"));
+
+  // Where decode hands over to prefill: 32 to 256 rows.
+  for (int64_t rows : {32, 64, 128, 256}) {
+    for (const auto &d : {decodeSizes[0], decodeSizes[1]}) {
+      GLM_RETURN_IF_ERROR(timeDecode(suite, k, d[0], d[1], rows, 4096, 8192));
+    }
+    if (wgmma) {
+      GLM_RETURN_IF_ERROR(timeKernel(suite, k, LinearKernel::PrefillWgmma, kBf16, kBf16, rows, 4096,
+                                     8192, "prefill-wgmma"));
+    }
+    GLM_RETURN_IF_ERROR(timePrefill(suite, k, 128, 32, rows, 4096, 8192, 100));
+    if (cublas) {
+      GLM_RETURN_IF_ERROR(timeCublas(suite, *cublas, rows, 4096, 8192, true).status());
+    }
+  }
+
+  // Prefill: 2048-row chunks, and 8192^3 beside the ceiling.
+  for (const Product &p : kPrefillProducts) {
+    if (wgmma) {
+      GLM_RETURN_IF_ERROR(timeKernel(suite, k, LinearKernel::PrefillWgmma, kBf16, kBf16, 2048, p.in,
+                                     p.out, "prefill-wgmma", 30));
+    }
+    for (const auto &pr : prefillSizes) {
+      GLM_RETURN_IF_ERROR(timePrefill(suite, k, pr[0], pr[1], 2048, p.in, p.out, 30));
+    }
+    if (cublas) {
+      GLM_RETURN_IF_ERROR(timeCublas(suite, *cublas, 2048, p.in, p.out, false, 30).status());
+    }
+  }
+  if (wgmma) {
+    GLM_RETURN_IF_ERROR(timeKernel(suite, k, LinearKernel::PrefillWgmma, kBf16, kBf16, 8192, 8192,
+                                   8192, "prefill-wgmma", 20));
+  }
+  for (const auto &pr : {prefillSizes[0], prefillSizes[3]}) {
+    GLM_RETURN_IF_ERROR(timePrefill(suite, k, pr[0], pr[1], 8192, 8192, 8192, 20));
+  }
+  GLM_RETURN_IF_ERROR(
+      timeKernel(suite, k, LinearKernel::Tiled, "float", kBf16, 2048, 4096, 8192, "tiled", 5));
+  return Status::success();
+}
+
+} // namespace glm::bench

@@ -1,0 +1,306 @@
+// The moe family: the router, the routed experts and the sampler at GLM-5.3-Flash's shapes
+// (hidden 4096, 288 experts of inter 2048, top 8; vocabulary 154,880), at decode (1 and 4 tokens)
+// and prefill (2048 rows).
+#include "kernels/moe_experts/moe_experts_gpu.h"
+#include "kernels/moe_router/moe_router_gpu.h"
+#include "kernels/sample/sample_gpu.h"
+#include "runtime/common/Random.h"
+#include "tools/kernel-bench/Bench.h"
+
+#include <bit>
+#include <cstdio>
+#include <numeric>
+#include <set>
+#include <string>
+
+namespace glm::bench {
+
+namespace {
+
+constexpr int64_t kHidden = 4096, kInter = 2048, kExperts = 288, kTopK = 8, kVocab = 154880;
+const std::string kBf16 = "glm::kernels::Bf16";
+
+size_t l2Bytes(Suite &suite) {
+  return suite.ctx().info().l2Bytes > 0 ? suite.ctx().info().l2Bytes : (60u << 20);
+}
+
+/// Enough copies of `bytes` that together they are 4x the L2 (at most 64).
+size_t copiesFor(Suite &suite, size_t bytes) {
+  return std::clamp<size_t>((4 * l2Bytes(suite) + bytes - 1) / bytes, 1, 64);
+}
+
+std::string shapeOf(int64_t tokens, const std::string &rest) {
+  std::string s = "[";
+  s += std::to_string(tokens);
+  s += "x";
+  s += std::to_string(kHidden);
+  s += "]";
+  s += rest;
+  return s;
+}
+
+/// Random distinct experts per token.
+std::vector<int32_t> routing(SplitMix64 &rng, int64_t tokens) {
+  std::vector<int32_t> ids(tokens * kTopK), pool(kExperts);
+  for (int64_t t = 0; t < tokens; ++t) {
+    std::iota(pool.begin(), pool.end(), 0);
+    for (int64_t k = 0; k < kTopK; ++k) {
+      std::swap(pool[k], pool[k + rng.below(kExperts - k)]);
+      ids[t * kTopK + k] = pool[k];
+    }
+  }
+  return ids;
+}
+
+Status addRouter(Suite &suite) {
+  using kernels::MoeRouterScores;
+  GLM_ASSIGN_OR_RETURN(
+      std::unique_ptr<cuda::Module> m,
+      suite.compile(R"(#include "kernels/moe_router/moe_router.cuh")",
+                    {kernels::moeRouterScoresName(MoeRouterScores::Gemv, kBf16, kBf16),
+                     kernels::moeRouterScoresName(MoeRouterScores::Tiled, kBf16, kBf16),
+                     "glm::kernels::moeRouterSelectKernel<glm::kernels::Bf16>"}));
+  const size_t weightBytes = kExperts * kHidden * 2;
+  std::vector<cuda::DeviceMemory> weights;
+  for (size_t c = 0; c < copiesFor(suite, weightBytes); ++c) {
+    GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory w, suite.random(kExperts * kHidden, true, 0.02f));
+    weights.push_back(std::move(w));
+  }
+  GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory bias, suite.random(kExperts, false, 0.05f));
+  for (int64_t tokens : {1, 4, 2048}) {
+    GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory x, suite.random(tokens * kHidden, true));
+    GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory scores, suite.ctx().allocate(tokens * kExperts * 4));
+    GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory ids, suite.ctx().allocate(tokens * kTopK * 4));
+    GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory w, suite.ctx().allocate(tokens * kTopK * 2));
+    const MoeRouterScores scoresKernel = kernels::moeRouterScoresKernelFor(tokens);
+    const kernels::LaunchDims scoresDims =
+        kernels::moeRouterScoresLaunch(scoresKernel, tokens, kExperts);
+    const kernels::LaunchDims selectDims = kernels::moeRouterSelectLaunch(tokens);
+    size_t next = 0;
+    Row row;
+    row.kernel = std::string("moe_router<bf16,bf16> ") +
+                 (scoresKernel == MoeRouterScores::Gemv ? "gemv" : "tiled") + "+select";
+    row.shape = shapeOf(tokens, "·[4096x288] top 8");
+    row.bytes = static_cast<double>(weightBytes + kExperts * 4 + tokens * kHidden * 2 +
+                                    tokens * kTopK * (4 + 2));
+    row.flops = 2.0 * tokens * kHidden * kExperts;
+    row.bound = "bw";
+    GLM_RETURN_IF_ERROR(suite.time(
+        [&] {
+          const kernels::MoeRouterGpuArgs args{
+              reinterpret_cast<const void *>(x.ptr()),
+              reinterpret_cast<const void *>(weights[next++ % weights.size()].ptr()),
+              reinterpret_cast<const void *>(bias.ptr()),
+              reinterpret_cast<float *>(scores.ptr()),
+              reinterpret_cast<int32_t *>(ids.ptr()),
+              reinterpret_cast<void *>(w.ptr()),
+              tokens,
+              kHidden,
+              kExperts,
+              kTopK,
+              1,
+              1,
+              1,
+              0,
+              2.5f};
+          // Module order: gemv scores, tiled scores, select.
+          const int scoresIndex = scoresKernel == MoeRouterScores::Gemv ? 0 : 1;
+          GLM_RETURN_IF_ERROR(suite.ctx().launch(m->function(scoresIndex), scoresDims.grid,
+                                                 scoresDims.block, 0, args));
+          return suite.ctx().launch(m->function(2), selectDims.grid, selectDims.block, 0, args);
+        },
+        row));
+    suite.add(row);
+  }
+  return Status::success();
+}
+
+Status addExperts(Suite &suite) {
+  // All 288 experts, as the model holds them (14.5 GB of bf16): filled on the device with one
+  // small value (0x3C3C, ~0.0115); the values do not change the time.
+  const size_t matrix = static_cast<size_t>(kInter * kHidden) * 2;
+  GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory gate, suite.ctx().allocate(kExperts * matrix));
+  GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory up, suite.ctx().allocate(kExperts * matrix));
+  GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory down, suite.ctx().allocate(kExperts * matrix));
+  for (const cuda::DeviceMemory *mem : {&gate, &up, &down}) {
+    GLM_CU(&suite.ctx().driver(), cuMemsetD8(mem->ptr(), 0x3C, mem->bytes()));
+  }
+  SplitMix64 rng(42);
+  struct Config {
+    const char *t, *w;
+    int64_t tokens;
+  };
+  for (const Config &c : {Config{"bf16", "bf16", 1}, Config{"bf16", "bf16", 4},
+                          Config{"f32", "bf16", 1}, Config{"bf16", "bf16", 2048}}) {
+    const bool actBf16 = std::string(c.t) == "bf16";
+    const int64_t tBytes = actBf16 ? 2 : 4;
+    const std::string t = actBf16 ? kBf16 : "float";
+    const kernels::MoeExpertsPath path =
+        kernels::moeExpertsPathFor(actBf16, c.tokens, kHidden, kInter);
+    const std::vector<kernels::MoeExpertsLaunch> launches =
+        kernels::moeExpertsLaunches(path, t, kBf16, c.tokens, kHidden, kInter, kExperts, kTopK);
+    std::vector<std::string> names;
+    for (const auto &l : launches) {
+      names.push_back(l.name);
+    }
+    GLM_ASSIGN_OR_RETURN(std::unique_ptr<cuda::Module> m,
+                         suite.compile(R"(#include "kernels/moe_experts/moe_experts.cuh")", names));
+    const std::vector<int32_t> ids = routing(rng, c.tokens);
+    const std::set<int32_t> touched(ids.begin(), ids.end());
+    GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory dids, suite.ctx().allocate(ids.size() * 4));
+    GLM_RETURN_IF_ERROR(suite.ctx().upload(dids.ptr(), ids.data(), ids.size() * 4));
+    GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory x, suite.random(c.tokens * kHidden, actBf16));
+    GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory weights, suite.random(c.tokens * kTopK, actBf16, 0.1f));
+    GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory out, suite.ctx().allocate(c.tokens * kHidden * tBytes));
+    const kernels::MoeExpertsScratch layout =
+        kernels::moeExpertsScratch(path, c.tokens, kTopK, kExperts, kHidden, kInter, tBytes);
+    GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory scratch, suite.ctx().allocate(layout.bytes));
+    kernels::MoeExpertsGpuArgs args{reinterpret_cast<const void *>(x.ptr()),
+                                    reinterpret_cast<const int32_t *>(dids.ptr()),
+                                    reinterpret_cast<const void *>(weights.ptr()),
+                                    reinterpret_cast<const void *>(gate.ptr()),
+                                    reinterpret_cast<const void *>(up.ptr()),
+                                    reinterpret_cast<const void *>(down.ptr()),
+                                    reinterpret_cast<void *>(out.ptr()),
+                                    nullptr,
+                                    nullptr,
+                                    nullptr,
+                                    nullptr,
+                                    c.tokens,
+                                    kHidden,
+                                    kInter,
+                                    kExperts,
+                                    kTopK,
+                                    0,
+                                    10.0f};
+    kernels::moeExpertsBindScratch(args, path, reinterpret_cast<void *>(scratch.ptr()), tBytes);
+    Row row;
+    row.kernel = std::string("moe_experts<") + c.t + "," + c.w + "> " +
+                 (path == kernels::MoeExpertsPath::Decode       ? "decode"
+                  : path == kernels::MoeExpertsPath::PrefillMma ? "prefill-mma"
+                                                                : "prefill-simt");
+    char rest[96];
+    std::snprintf(rest, sizeof rest, " %zu of 288 experts", touched.size());
+    row.shape = shapeOf(c.tokens, rest);
+    // Every touched expert's three matrices once, x in, out back.
+    row.bytes = static_cast<double>(touched.size() * 3 * matrix + 2 * c.tokens * kHidden * tBytes +
+                                    c.tokens * kTopK * (4 + tBytes));
+    row.flops = 6.0 * c.tokens * kTopK * kHidden * kInter;
+    row.bound = "bw";
+    GLM_RETURN_IF_ERROR(suite.time(
+        [&] {
+          for (size_t i = 0; i < launches.size(); ++i) {
+            const kernels::LaunchDims &d = launches[i].dims;
+            GLM_RETURN_IF_ERROR(suite.ctx().launch(m->function(static_cast<int>(i)), d.grid,
+                                                   d.block, d.sharedMemory, args));
+          }
+          return Status::success();
+        },
+        row, c.tokens > 64 ? 10 : 100));
+    row.note = std::to_string(launches.size()) + " launches";
+    suite.add(row);
+    if (path == kernels::MoeExpertsPath::Decode) {
+      // Each launch alone: gate+up reads two matrices per touched expert, down one.
+      const char *parts[] = {"  gate+up", "  down", "  combine"};
+      const double partBytes[] = {static_cast<double>(touched.size() * 2 * matrix),
+                                  static_cast<double>(touched.size() * matrix),
+                                  static_cast<double>(c.tokens * (kTopK + 1) * kHidden * tBytes)};
+      for (size_t i = 0; i < launches.size() && i < 3; ++i) {
+        Row part;
+        part.kernel = row.kernel + parts[i];
+        part.shape = row.shape;
+        part.bytes = partBytes[i];
+        part.bound = "bw";
+        GLM_RETURN_IF_ERROR(suite.time(
+            [&] {
+              const kernels::LaunchDims &d = launches[i].dims;
+              return suite.ctx().launch(m->function(static_cast<int>(i)), d.grid, d.block,
+                                        d.sharedMemory, args);
+            },
+            part));
+        suite.add(part);
+      }
+    }
+  }
+  return Status::success();
+}
+
+Status addSampler(Suite &suite) {
+  GLM_ASSIGN_OR_RETURN(
+      std::unique_ptr<cuda::Module> m,
+      suite.compile(R"(#include "kernels/sample/sample.cuh")", {"glm::kernels::sampleKernel"}));
+  struct Config {
+    const char *label;
+    float temperature, topP, minP;
+    int32_t topK;
+  };
+  const Config configs[] = {{"greedy", 0.0f, 1.0f, 0.0f, 0},
+                            {"T0.7 top_k 50 top_p 0.9", 0.7f, 0.9f, 0.0f, 50},
+                            {"T1 top_p 0.95", 1.0f, 0.95f, 0.0f, 0},
+                            {"T1 min_p 0.05", 1.0f, 1.0f, 0.05f, 0},
+                            {"T1 (all kept)", 1.0f, 1.0f, 0.0f, 0}};
+  for (int64_t rows : {1, 4}) {
+    const size_t bytes = rows * kVocab * 4;
+    std::vector<cuda::DeviceMemory> logits;
+    for (size_t c = 0; c < copiesFor(suite, bytes); ++c) {
+      // Logits of spread 3: a few hundred tokens hold most of the mass.
+      GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory l, suite.random(rows * kVocab, false, 3.0f));
+      logits.push_back(std::move(l));
+    }
+    std::vector<int32_t> positions(rows);
+    std::iota(positions.begin(), positions.end(), 1000);
+    GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory dpos, suite.ctx().allocate(rows * 4));
+    GLM_RETURN_IF_ERROR(suite.ctx().upload(dpos.ptr(), positions.data(), rows * 4));
+    GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory dparams, suite.ctx().allocate(rows * 32));
+    GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory out, suite.ctx().allocate(rows * 4));
+    for (const Config &c : configs) {
+      std::vector<int32_t> words(rows * 8, 0);
+      for (int64_t b = 0; b < rows; ++b) {
+        words[b * 8 + 0] = std::bit_cast<int32_t>(c.temperature);
+        words[b * 8 + 1] = std::bit_cast<int32_t>(c.topP);
+        words[b * 8 + 2] = std::bit_cast<int32_t>(c.minP);
+        words[b * 8 + 3] = c.topK;
+        words[b * 8 + 4] = static_cast<int32_t>(12345 + b);
+      }
+      GLM_RETURN_IF_ERROR(suite.ctx().upload(dparams.ptr(), words.data(), words.size() * 4));
+      kernels::StepContext ctx{};
+      ctx.positions = reinterpret_cast<const int32_t *>(dpos.ptr());
+      ctx.rowsPerSequence = 1;
+      const kernels::LaunchDims d = kernels::sampleLaunch(rows);
+      size_t next = 0;
+      Row row;
+      row.kernel = std::string("sample ") + c.label;
+      char shape[64];
+      std::snprintf(shape, sizeof shape, "[%lldx%lld] f32", static_cast<long long>(rows),
+                    static_cast<long long>(kVocab));
+      row.shape = shape;
+      row.bytes = static_cast<double>(bytes + rows * (32 + 4 + 4));
+      row.bound = "bw";
+      GLM_RETURN_IF_ERROR(suite.time(
+          [&] {
+            const kernels::SampleGpuArgs args{
+                reinterpret_cast<const float *>(logits[next++ % logits.size()].ptr()),
+                reinterpret_cast<const int32_t *>(dparams.ptr()),
+                ctx,
+                reinterpret_cast<int32_t *>(out.ptr()),
+                rows,
+                kVocab,
+                0};
+            return suite.ctx().launch(m->function(0), d.grid, d.block, d.sharedMemory, args);
+          },
+          row));
+      suite.add(row);
+    }
+  }
+  return Status::success();
+}
+
+} // namespace
+
+Status addMoeBenches(Suite &suite) {
+  GLM_RETURN_IF_ERROR(addRouter(suite));
+  GLM_RETURN_IF_ERROR(addExperts(suite));
+  return addSampler(suite);
+}
+
+} // namespace glm::bench

@@ -1,0 +1,327 @@
+// The sparse_attention family: dsa_indexer (append, score, filter, select) and
+// mla_sparse_attention (absorb, attend, output) at GLM-5.3-Flash's dimensions, bf16 plans.
+#include "kernels/dsa_indexer/dsa_indexer_gpu.h"
+#include "kernels/mla_sparse_attention/mla_sparse_attention_gpu.h"
+#include "tools/kernel-bench/Bench.h"
+
+#include <cstdio>
+#include <numeric>
+
+namespace glm::bench {
+
+namespace {
+
+// config.json: index_n_heads 32, index_head_dim 128, index_kpool 4, index_topk 2048;
+// num_attention_heads 64, qk_nope_head_dim 256, v_head_dim 256, kv_lora_rank 512.
+constexpr int64_t kIndexHeads = 32, kIndexDim = 128, kKpool = 4, kTopk = 2048;
+constexpr int64_t kHeads = 64, kQkDim = 256, kVDim = 256, kRank = 512;
+constexpr int64_t kWidth = kTopk + kKpool - 1;
+constexpr int64_t kPageTokens = 64;
+constexpr double kL2Bytes = 60e6;
+
+std::string human(int64_t tokens) {
+  return tokens >= (1 << 20) ? std::to_string(tokens >> 20) + "M"
+                             : std::to_string(tokens >> 10) + "K";
+}
+
+/// Paged state for `seqs` sequences of `context` tokens in `copies` disjoint page sets (the timed
+/// calls rotate among them so that L2 does not serve state smaller than it), with one page table
+/// per copy.
+struct Paged {
+  cuda::DeviceMemory pool;
+  std::vector<cuda::DeviceMemory> tables;
+  int64_t maxPages = 0, pageBytes = 0;
+};
+
+Expected<Paged> makePaged(Suite &suite, int64_t seqs, int64_t context, int64_t unitBytes,
+                          int64_t unitsPerPage, int copies) {
+  Paged p;
+  p.maxPages = (context + kPageTokens - 1) / kPageTokens + 1;
+  p.pageBytes = unitsPerPage * unitBytes;
+  const int64_t pages = copies * seqs * p.maxPages;
+  GLM_ASSIGN_OR_RETURN(p.pool, suite.random(static_cast<size_t>(pages * p.pageBytes / 2), true));
+  for (int c = 0; c < copies; ++c) {
+    std::vector<int32_t> table(static_cast<size_t>(seqs * p.maxPages));
+    std::iota(table.begin(), table.end(), static_cast<int32_t>(c * seqs * p.maxPages));
+    GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory t, suite.ctx().allocate(table.size() * 4));
+    GLM_RETURN_IF_ERROR(suite.ctx().upload(t.ptr(), table.data(), table.size() * 4));
+    p.tables.push_back(std::move(t));
+  }
+  return p;
+}
+
+Expected<cuda::DeviceMemory> deviceInts(Suite &suite, const std::vector<int32_t> &v) {
+  GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory m,
+                       suite.ctx().allocate(std::max<size_t>(v.size(), 1) * 4));
+  GLM_RETURN_IF_ERROR(suite.ctx().upload(m.ptr(), v.data(), v.size() * 4));
+  return m;
+}
+
+int copiesFor(double bytes) {
+  return static_cast<int>(std::clamp(2.0 * kL2Bytes / bytes, 1.0, 8.0));
+}
+
+/// The indexer at `batch` sequences of `rowsPerSeq` rows, each sequence's last row at position
+/// context - 1.
+Status indexerRow(Suite &suite, cuda::Module &m, int64_t batch, int64_t rowsPerSeq,
+                  int64_t context) {
+  const int64_t rows = batch * rowsPerSeq;
+  const int64_t poolsPerPage = kPageTokens / kKpool;
+  const int64_t keyBytes = kIndexDim * 2;
+  // Bytes a step must read: every candidate pool's key of each sequence once.
+  const int64_t pools = context / kKpool;
+  const double stateBytes = static_cast<double>(batch * pools * keyBytes);
+  const int copies = copiesFor(stateBytes);
+  GLM_ASSIGN_OR_RETURN(Paged keys,
+                       makePaged(suite, batch, context, keyBytes, poolsPerPage, copies));
+  const int64_t maxPools = keys.maxPages * poolsPerPage;
+  GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory q, suite.random(rows * kIndexHeads * kIndexDim, true));
+  GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory k, suite.random(rows * kIndexDim, true));
+  GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory g, suite.random(rows * kIndexDim, true));
+  GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory w, suite.random(rows * kIndexHeads, true));
+  GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory ape, suite.random(kKpool * kIndexDim, true, 0.5f));
+  GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory tail,
+                       suite.random(batch * (kKpool - 1) * 2 * kIndexDim, true));
+  GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory sel, suite.ctx().allocate(rows * kWidth * 4));
+  GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory ws,
+                       suite.ctx().allocate(kernels::dsaIndexerWorkspaceBytes(rows, maxPools)));
+  std::vector<int32_t> positions(static_cast<size_t>(rows)), slots(static_cast<size_t>(batch));
+  for (int64_t b = 0; b < batch; ++b) {
+    slots[static_cast<size_t>(b)] = static_cast<int32_t>(b);
+    for (int64_t i = 0; i < rowsPerSeq; ++i) {
+      positions[static_cast<size_t>(b * rowsPerSeq + i)] =
+          static_cast<int32_t>(context - rowsPerSeq + i);
+    }
+  }
+  GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory dpos, deviceInts(suite, positions));
+  GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory dslots, deviceInts(suite, slots));
+  std::vector<kernels::DsaIndexerGpuArgs> args(static_cast<size_t>(copies));
+  for (int c = 0; c < copies; ++c) {
+    kernels::DsaIndexerGpuArgs &a = args[static_cast<size_t>(c)];
+    a.q = reinterpret_cast<const void *>(q.ptr());
+    a.k = reinterpret_cast<const void *>(k.ptr());
+    a.gate = reinterpret_cast<const void *>(g.ptr());
+    a.headWeights = reinterpret_cast<const void *>(w.ptr());
+    a.ape = reinterpret_cast<const void *>(ape.ptr());
+    a.selected = reinterpret_cast<int32_t *>(sel.ptr());
+    a.workspace = reinterpret_cast<void *>(ws.ptr());
+    a.ctx = {reinterpret_cast<const int32_t *>(dpos.ptr()),
+             reinterpret_cast<const int32_t *>(dslots.ptr()),
+             reinterpret_cast<const int32_t *>(keys.tables[static_cast<size_t>(c)].ptr()),
+             static_cast<int32_t>(rowsPerSeq), static_cast<int32_t>(keys.maxPages)};
+    a.keys = {reinterpret_cast<uint8_t *>(keys.pool.ptr()), keys.pageBytes, 0, keyBytes,
+              static_cast<int32_t>(poolsPerPage)};
+    a.tail = {reinterpret_cast<uint8_t *>(tail.ptr()), (kKpool - 1) * 2 * kIndexDim * 2};
+    a.rows = static_cast<int32_t>(rows);
+    a.heads = kIndexHeads;
+    a.headDim = kIndexDim;
+    a.kpool = kKpool;
+    a.topk = kTopk;
+    a.width = kWidth;
+    a.maxPools = static_cast<int32_t>(maxPools);
+  }
+  const kernels::LaunchDims append = kernels::dsaIndexerAppendLaunch(rows);
+  const kernels::LaunchDims score =
+      kernels::dsaIndexerScoreLaunch(rows, maxPools, kIndexHeads, kIndexDim);
+  const kernels::LaunchDims filter = kernels::dsaIndexerFilterLaunch(rows, maxPools);
+  const kernels::LaunchDims select = kernels::dsaIndexerSelectLaunch(rows);
+  // Candidate pools scored, summed over rows (prefill rows see fewer).
+  double scored = 0;
+  for (int32_t t : positions) {
+    scored += static_cast<double>((t + 1) / kKpool);
+  }
+  const double flops = scored * kIndexHeads * kIndexDim * 2;
+  const double inputBytes =
+      static_cast<double>(rows) * (kIndexHeads + 2) * kIndexDim * 2 + rows * kWidth * 4.0;
+  const std::string shape = std::to_string(batch) + "x" + std::to_string(rowsPerSeq) + " rows, " +
+                            human(context) + " ctx";
+  int call = 0;
+  auto launchAll = [&](bool scoreOnly) -> Status {
+    const kernels::DsaIndexerGpuArgs &a = args[static_cast<size_t>(call++ % copies)];
+    if (!scoreOnly) {
+      GLM_RETURN_IF_ERROR(suite.ctx().launch(m.function(0), append.grid, append.block, 0, a));
+    }
+    GLM_RETURN_IF_ERROR(
+        suite.ctx().launch(m.function(1), score.grid, score.block, score.sharedMemory, a));
+    if (!scoreOnly) {
+      GLM_RETURN_IF_ERROR(suite.ctx().launch(m.function(2), filter.grid, filter.block, 0, a));
+      GLM_RETURN_IF_ERROR(suite.ctx().launch(m.function(3), select.grid, select.block, 0, a));
+    }
+    return Status::success();
+  };
+  const bool prefill = rowsPerSeq > 1;
+  Row all{.kernel = "dsa_indexer<bf16> 4 kernels",
+          .shape = shape,
+          .bytes = stateBytes + inputBytes,
+          .flops = flops,
+          .bound = prefill ? "mma" : "bw",
+          .note = "append+score+filter+select"};
+  GLM_RETURN_IF_ERROR(suite.time([&] { return launchAll(false); }, all, prefill ? 10 : 100));
+  suite.add(all);
+  Row scoreRow{.kernel = "dsaIndexerScore<bf16,bf16>",
+               .shape = shape,
+               .bytes = stateBytes,
+               .flops = flops,
+               .bound = prefill ? "mma" : "bw",
+               .note = "mma scores + histogram"};
+  GLM_RETURN_IF_ERROR(suite.time([&] { return launchAll(true); }, scoreRow, prefill ? 10 : 100));
+  suite.add(scoreRow);
+  return Status::success();
+}
+
+/// MLA over `width` selected tokens per row, `batch` sequences of `rowsPerSeq` rows at context.
+Status mlaRow(Suite &suite, cuda::Module &m, int fnBase, bool fp8, int64_t batch,
+              int64_t rowsPerSeq, int64_t context) {
+  const int64_t rows = batch * rowsPerSeq;
+  const int64_t unitBytes = kRank * (fp8 ? 1 : 2);
+  const double weightBytes = static_cast<double>(kHeads * (kQkDim + kVDim) * kRank * 2);
+  const int copies = copiesFor(weightBytes);
+  GLM_ASSIGN_OR_RETURN(Paged lat, makePaged(suite, batch, context, unitBytes, kPageTokens, 1));
+  std::vector<cuda::DeviceMemory> kvB;
+  for (int c = 0; c < copies; ++c) {
+    GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory w,
+                         suite.random(kHeads * (kQkDim + kVDim) * kRank, true, 0.05f));
+    kvB.push_back(std::move(w));
+  }
+  GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory q, suite.random(rows * kHeads * kQkDim, true));
+  GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory latent, suite.random(rows * kRank, true));
+  GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory out, suite.ctx().allocate(rows * kHeads * kVDim * 2));
+  const bool mma = kernels::mlaAttendUsesMma(true, fp8 ? 1 : 2, kHeads, kRank);
+  const int32_t chunks = kernels::mlaSparseAttentionChunks(rows, kHeads, kWidth, mma);
+  GLM_ASSIGN_OR_RETURN(
+      cuda::DeviceMemory ws,
+      suite.ctx().allocate(static_cast<size_t>(
+          kernels::mlaSparseAttentionWorkspaceBytes(rows, kHeads, kRank, chunks))));
+  std::vector<int32_t> positions(static_cast<size_t>(rows)), slots(static_cast<size_t>(batch));
+  for (int64_t b = 0; b < batch; ++b) {
+    slots[static_cast<size_t>(b)] = static_cast<int32_t>(b);
+    for (int64_t i = 0; i < rowsPerSeq; ++i) {
+      positions[static_cast<size_t>(b * rowsPerSeq + i)] =
+          static_cast<int32_t>(context - rowsPerSeq + i);
+    }
+  }
+  GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory dpos, deviceInts(suite, positions));
+  GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory dslots, deviceInts(suite, slots));
+  std::vector<cuda::DeviceMemory> dsel;
+  std::vector<kernels::MlaSparseAttentionGpuArgs> args(static_cast<size_t>(copies));
+  for (int c = 0; c < copies; ++c) {
+    // Distinct positions scattered over the context (61 is prime to the power-of-two span),
+    // different in every copy so that L2 does not keep the selected rows either.
+    std::vector<int32_t> selected(static_cast<size_t>(rows * kWidth));
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t s = 0; s < kWidth; ++s) {
+        selected[static_cast<size_t>(r * kWidth + s)] =
+            static_cast<int32_t>((s * 61 + r + c * 4099) % (context - rowsPerSeq));
+      }
+    }
+    GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory d, deviceInts(suite, selected));
+    dsel.push_back(std::move(d));
+    kernels::MlaSparseAttentionGpuArgs &a = args[static_cast<size_t>(c)];
+    a.q = reinterpret_cast<const void *>(q.ptr());
+    a.latent = reinterpret_cast<const void *>(latent.ptr());
+    a.kvB = reinterpret_cast<const void *>(kvB[static_cast<size_t>(c)].ptr());
+    a.selected = reinterpret_cast<const int32_t *>(dsel.back().ptr());
+    a.out = reinterpret_cast<void *>(out.ptr());
+    a.workspace = reinterpret_cast<void *>(ws.ptr());
+    a.ctx = {reinterpret_cast<const int32_t *>(dpos.ptr()),
+             reinterpret_cast<const int32_t *>(dslots.ptr()),
+             reinterpret_cast<const int32_t *>(lat.tables[0].ptr()),
+             static_cast<int32_t>(rowsPerSeq), static_cast<int32_t>(lat.maxPages)};
+    a.latents = {reinterpret_cast<uint8_t *>(lat.pool.ptr()), lat.pageBytes, 0, unitBytes,
+                 static_cast<int32_t>(kPageTokens)};
+    a.rows = static_cast<int32_t>(rows);
+    a.heads = kHeads;
+    a.qkHeadDim = kQkDim;
+    a.vHeadDim = kVDim;
+    a.rank = kRank;
+    a.width = kWidth;
+    a.chunks = chunks;
+    a.scale = 0.0625f;
+  }
+  const kernels::LaunchDims absorb = kernels::mlaAbsorbLaunch(rows, kHeads, kRank);
+  const kernels::LaunchDims attend = kernels::mlaAttendLaunch(rows, kHeads, kRank, chunks, mma);
+  const kernels::LaunchDims output = kernels::mlaOutputLaunch(rows, kHeads, kVDim);
+  int call = 0;
+  const int which[3] = {fnBase, fnBase + 1, 2}; // the output kernel does not read the state
+  auto launch = [&](int only) -> Status {
+    const kernels::MlaSparseAttentionGpuArgs &a = args[static_cast<size_t>(call++ % copies)];
+    const kernels::LaunchDims *dims[3] = {&absorb, &attend, &output};
+    for (int i = 0; i < 3; ++i) {
+      if (only < 0 || only == i) {
+        GLM_RETURN_IF_ERROR(suite.ctx().launch(m.function(which[i]), dims[i]->grid, dims[i]->block,
+                                               dims[i]->sharedMemory, a));
+      }
+    }
+    return Status::success();
+  };
+  // Per row: absorb and output 2 * heads * 256 * 512 MACs each, scores and mix 2 * heads * width *
+  // rank each.
+  const double perRow = 2.0 * kHeads * (2.0 * kQkDim * kRank + 2.0 * kWidth * kRank);
+  const double latentBytes = static_cast<double>(rows) * kWidth * unitBytes;
+  const double ioBytes =
+      static_cast<double>(rows) * (kHeads * (kQkDim + kVDim) * 2 + kRank * 2 + kWidth * 4);
+  const bool prefill = rowsPerSeq > 1;
+  const std::string name = fp8 ? "mla_sparse<bf16,fp8>" : "mla_sparse<bf16,bf16>";
+  const std::string shape = std::to_string(batch) + "x" + std::to_string(rowsPerSeq) + " rows, " +
+                            std::to_string(kWidth) + " sel, chunks " + std::to_string(chunks);
+  Row all{.kernel = name + " 3 kernels",
+          .shape = shape,
+          .bytes = weightBytes + latentBytes + ioBytes,
+          .flops = perRow * rows,
+          .bound = prefill ? "mma" : "bw",
+          .note = "absorb+attend+output"};
+  GLM_RETURN_IF_ERROR(suite.time([&] { return launch(-1); }, all, prefill ? 5 : 100));
+  suite.add(all);
+  if (!prefill) {
+    const char *names[3] = {"mlaAbsorb", "mlaAttendMma", "mlaOutput"};
+    const double bytes[3] = {weightBytes / 2, latentBytes, weightBytes / 2};
+    for (int i = 0; i < 3; ++i) {
+      Row part{.kernel = std::string(names[i]) + (fp8 ? "<fp8>" : "<bf16>"),
+               .shape = shape,
+               .bytes = bytes[i],
+               .flops = i == 1 ? 4.0 * kHeads * kWidth * kRank * rows
+                               : 2.0 * kHeads * kQkDim * kRank * rows,
+               .bound = "bw"};
+      GLM_RETURN_IF_ERROR(suite.time([&] { return launch(i); }, part, 100));
+      suite.add(part);
+    }
+  }
+  return Status::success();
+}
+
+} // namespace
+
+Status addSparseAttentionBenches(Suite &suite) {
+  const std::string b = "glm::kernels::Bf16";
+  GLM_ASSIGN_OR_RETURN(
+      std::unique_ptr<cuda::Module> indexer,
+      suite.compile(R"(#include "kernels/dsa_indexer/dsa_indexer.cuh")",
+                    {"glm::kernels::dsaIndexerAppendKernel<" + b + ", " + b + ", " + b + ">",
+                     "glm::kernels::dsaIndexerScoreKernel<" + b + ", " + b + ">",
+                     "glm::kernels::dsaIndexerFilterKernel",
+                     "glm::kernels::dsaIndexerSelectKernel"}));
+  for (int64_t context : {int64_t{128} << 10, int64_t{1} << 20}) {
+    for (int64_t batch : {1, 4}) {
+      GLM_RETURN_IF_ERROR(indexerRow(suite, *indexer, batch, 1, context));
+    }
+  }
+  GLM_RETURN_IF_ERROR(indexerRow(suite, *indexer, 1, 2048, int64_t{16} << 10));
+
+  const std::string f8 = "glm::kernels::Fp8E4m3";
+  GLM_ASSIGN_OR_RETURN(
+      std::unique_ptr<cuda::Module> mla,
+      suite.compile(R"(#include "kernels/mla_sparse_attention/mla_sparse_attention.cuh")",
+                    {"glm::kernels::mlaAbsorbKernel<" + b + ", " + b + ", " + b + ">",
+                     "glm::kernels::mlaAttendMmaKernel<" + b + ", " + b + ">",
+                     "glm::kernels::mlaOutputKernel<" + b + ", " + b + ">",
+                     "glm::kernels::mlaAbsorbKernel<" + b + ", " + f8 + ", " + b + ">",
+                     "glm::kernels::mlaAttendMmaKernel<" + b + ", " + f8 + ">"}));
+  for (int64_t batch : {1, 4}) {
+    GLM_RETURN_IF_ERROR(mlaRow(suite, *mla, 0, false, batch, 1, int64_t{128} << 10));
+  }
+  GLM_RETURN_IF_ERROR(mlaRow(suite, *mla, 3, true, 1, 1, int64_t{128} << 10));
+  GLM_RETURN_IF_ERROR(mlaRow(suite, *mla, 0, false, 1, 2048, int64_t{16} << 10));
+  return Status::success();
+}
+
+} // namespace glm::bench
