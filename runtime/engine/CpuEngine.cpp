@@ -6,6 +6,7 @@
 #include "kernels/concat/concat.h"
 #include "kernels/dsa_indexer/dsa_indexer.h"
 #include "kernels/embedding/embedding.h"
+#include "kernels/exl3/exl3.h"
 #include "kernels/expand_streams/expand_streams.h"
 #include "kernels/gated_rms_norm/gated_rms_norm.h"
 #include "kernels/kda/kda.h"
@@ -20,6 +21,7 @@
 #include "kernels/short_conv/short_conv.h"
 #include "kernels/stream_mean/stream_mean.h"
 #include "kernels/swiglu/swiglu.h"
+#include "runtime/weights/Exl3Tensors.h"
 #include "runtime/weights/PlanWeights.h"
 #include "runtime/weights/SafeTensorsWriter.h"
 
@@ -29,13 +31,6 @@
 #include <fnmatch.h>
 
 namespace glm::runtime {
-
-/// What one sequence holds besides its state slots: the pages of the plan's state pool that keep
-/// its sparse-attention rows (MLA latents, pooled index keys), in token order.
-struct CpuEngine::SequenceState {
-  std::vector<int32_t> pages;
-  int64_t length = 0;
-};
 
 namespace {
 
@@ -98,20 +93,9 @@ Expected<std::unique_ptr<CpuEngine>> CpuEngine::create(std::unique_ptr<PlanFile>
                                           {weights, engine->arenas_[i].size() * 8}));
     }
   }
-  engine->sequences_.resize(p.state_pool() ? p.state_pool()->max_sequences() : 1);
-  // Prompts run through the largest prefill program, in chunks of its rows.
-  for (const plan::Program *program : *p.programs()) {
-    if (program->kind() == plan::ProgramKind::Prefill &&
-        (!engine->prefill_ || program->rows() > engine->prefill_->rows())) {
-      engine->prefill_ = program;
-    }
-  }
+  GLM_RETURN_IF_ERROR(engine->initCommon(p));
   if (const plan::StatePool *pool = p.state_pool()) {
-    engine->pageTokens_ = pool->page_tokens();
     engine->pageBytes_ = pool->page_bytes();
-    for (int32_t page = static_cast<int32_t>(pool->page_count()) - 1; page >= 0; --page) {
-      engine->freePages_.push_back(page);
-    }
   }
   // Each indexer's open-pool tail lives in a per-sequence slot named after it.
   if (p.states() != nullptr) {
@@ -128,81 +112,26 @@ Expected<std::unique_ptr<CpuEngine>> CpuEngine::create(std::unique_ptr<PlanFile>
       }
     }
   }
-  for (const plan::Program *program : *p.programs()) {
-    for (const plan::IoSlot *io : *program->io()) {
-      if (io->kind() == plan::IoKind::Logits) {
-        engine->vocab_ = dim(*io->tensor(), 1);
-      }
-    }
-  }
   engine->plan_ = std::move(planFile);
   return engine;
 }
 
-Expected<int> CpuEngine::newSequence() {
-  for (size_t slot = 0; slot < sequences_.size(); ++slot) {
-    if (!sequences_[slot]) {
-      sequences_[slot] = std::make_unique<SequenceState>();
-      // A new sequence starts from zero state: clear its slots of every per-sequence state.
-      for (const plan::StateLayout *s : *plan().states()) {
-        if (!s->paged()) {
-          std::memset(address(*s->slice()) + slot * s->unit_bytes(), 0, s->unit_bytes());
-        }
-      }
-      return static_cast<int>(slot);
+Status CpuEngine::clearSlots(int slot) {
+  // A new sequence starts from zero state: clear its slots of every per-sequence state.
+  for (const plan::StateLayout *s : *plan().states()) {
+    if (!s->paged()) {
+      std::memset(address(*s->slice()) + slot * s->unit_bytes(), 0, s->unit_bytes());
     }
-  }
-  return Status(StatusCode::Unavailable,
-                strCat("all ", sequences_.size(), " sequence slots are in use"));
-}
-
-void CpuEngine::endSequence(int slot) {
-  if (slot >= 0 && static_cast<size_t>(slot) < sequences_.size() && sequences_[slot]) {
-    freePages_.insert(freePages_.end(), sequences_[slot]->pages.begin(),
-                      sequences_[slot]->pages.end());
-    sequences_[slot].reset();
-  }
-}
-
-Status CpuEngine::reservePages(SequenceState &seq, int64_t tokens) {
-  const size_t needed = static_cast<size_t>((tokens + pageTokens_ - 1) / pageTokens_);
-  while (seq.pages.size() < needed) {
-    if (freePages_.empty()) {
-      return Status(StatusCode::Unavailable,
-                    strCat("the state pool is full: a sequence of ", tokens,
-                           " tokens needs more pages than are free (the plan holds ",
-                           plan().state_pool()->max_context(), " tokens of context)"));
-    }
-    seq.pages.push_back(freePages_.back());
-    freePages_.pop_back();
   }
   return Status::success();
 }
 
-float *CpuEngine::pagedRow(const plan::StateLayout &state, const SequenceState &seq, int64_t row,
+float *CpuEngine::pagedRow(const plan::StateLayout &state, int slot, int64_t row,
                            int64_t rowsPerPage) {
-  const int32_t page = seq.pages[static_cast<size_t>(row / rowsPerPage)];
+  const int32_t page = sequences_.pages(slot)[static_cast<size_t>(row / rowsPerPage)];
   return reinterpret_cast<float *>(address(*state.slice()) + page * pageBytes_ +
                                    state.offset_in_page() +
                                    (row % rowsPerPage) * state.unit_bytes());
-}
-
-int64_t CpuEngine::length(int slot) const {
-  return slot >= 0 && static_cast<size_t>(slot) < sequences_.size() && sequences_[slot]
-             ? sequences_[slot]->length
-             : 0;
-}
-
-int64_t CpuEngine::pagesNeeded(int slot, int64_t more) const {
-  if (plan().state_pool() == nullptr) {
-    return 0;
-  }
-  const int64_t held =
-      slot >= 0 && static_cast<size_t>(slot) < sequences_.size() && sequences_[slot]
-          ? static_cast<int64_t>(sequences_[slot]->pages.size())
-          : 0;
-  const int64_t needed = (length(slot) + more + pageTokens_ - 1) / pageTokens_;
-  return std::max<int64_t>(needed - held, 0);
 }
 
 bool CpuEngine::matchesDump(const std::string &name) const {
@@ -225,12 +154,11 @@ uint8_t *CpuEngine::address(const plan::Slice &slice) {
   return reinterpret_cast<uint8_t *>(arenas_[slice.arena()].data()) + slice.offset();
 }
 
-int64_t CpuEngine::prefillChunk() const { return prefill_ ? prefill_->rows() : 0; }
-
 Expected<std::vector<float>> CpuEngine::prefill(int slot, std::span<const int32_t> tokens) {
-  if (slot < 0 || static_cast<size_t>(slot) >= sequences_.size() || !sequences_[slot]) {
+  if (!sequences_.active(slot)) {
     return invalidArgument("sequence slot ", slot, " is not in use");
   }
+  GLM_RETURN_IF_ERROR(checkTokens(tokens));
   const plan::Program *program = prefill_;
   if (program == nullptr) {
     return invalidArgument(plan_->source(), ": the plan has no prefill program");
@@ -247,28 +175,16 @@ Expected<std::vector<float>> CpuEngine::prefill(int slot, std::span<const int32_
 
 Expected<std::vector<float>> CpuEngine::decode(std::span<const int> slots,
                                                std::span<const int32_t> tokens) {
-  if (slots.size() != tokens.size() || slots.empty()) {
-    return invalidArgument("decode needs one token per sequence");
-  }
+  GLM_RETURN_IF_ERROR(checkDecode(slots, tokens));
   // The smallest one-row decode program that takes this many sequences; the CPU runs it with
   // exactly these rows.
-  const plan::Program *program = nullptr;
-  for (const plan::Program *p : *plan().programs()) {
-    if (p->kind() == plan::ProgramKind::Decode && p->rows() == 1 && p->batch() >= slots.size() &&
-        (!program || p->batch() < program->batch())) {
-      program = p;
-    }
-  }
+  const plan::Program *program = decodeProgramFor(slots.size());
   if (program == nullptr) {
     return invalidArgument(plan_->source(), ": no decode program takes ", slots.size(),
                            " sequences");
   }
   std::vector<RowGroup> groups;
   for (size_t i = 0; i < slots.size(); ++i) {
-    if (slots[i] < 0 || static_cast<size_t>(slots[i]) >= sequences_.size() ||
-        !sequences_[slots[i]]) {
-      return invalidArgument("sequence slot ", slots[i], " is not in use");
-    }
     groups.push_back({slots[i], static_cast<int64_t>(i), 1});
   }
   return run(*program, tokens, groups);
@@ -285,24 +201,19 @@ Expected<std::vector<float>> CpuEngine::run(const plan::Program &program,
       std::memset(address(*io->tensor()->slice()), 0, io->tensor()->slice()->size());
     }
     if (io->kind() == plan::IoKind::TokenIds) {
-      for (int32_t id : tokens) {
-        if (id < 0 || id >= vocab_) {
-          return invalidArgument("token id ", id, " is outside the vocabulary [0, ", vocab_, ")");
-        }
-      }
       std::memcpy(address(*io->tensor()->slice()), tokens.data(), tokens.size() * 4);
     }
   }
   // Pages for the rows this run appends, and the step context the plan's io slots describe.
   for (const RowGroup &g : groups) {
-    GLM_RETURN_IF_ERROR(reservePages(*sequences_[g.slot], sequences_[g.slot]->length + g.count));
+    GLM_RETURN_IF_ERROR(sequences_.reserve(g.slot, sequences_.length(g.slot) + g.count));
   }
   for (const plan::IoSlot *io : *program.io()) {
     auto *words = reinterpret_cast<int32_t *>(address(*io->tensor()->slice()));
     if (io->kind() == plan::IoKind::Positions) {
       for (const RowGroup &g : groups) {
         for (int64_t r = 0; r < g.count; ++r) {
-          words[g.first + r] = static_cast<int32_t>(sequences_[g.slot]->length + r);
+          words[g.first + r] = static_cast<int32_t>(sequences_.length(g.slot) + r);
         }
       }
     } else if (io->kind() == plan::IoKind::SequenceSlots) {
@@ -313,7 +224,7 @@ Expected<std::vector<float>> CpuEngine::run(const plan::Program &program,
       const int64_t perSequence = dim(*io->tensor(), 1);
       std::fill(words, words + groups.size() * perSequence, -1);
       for (size_t b = 0; b < groups.size(); ++b) {
-        const std::vector<int32_t> &pages = sequences_[groups[b].slot]->pages;
+        const std::vector<int32_t> &pages = sequences_.pages(groups[b].slot);
         std::copy(pages.begin(), pages.end(), words + b * perSequence);
       }
     }
@@ -350,7 +261,7 @@ Expected<std::vector<float>> CpuEngine::run(const plan::Program &program,
   }
   ++runs_;
   for (const RowGroup &g : groups) {
-    sequences_[g.slot]->length += g.count;
+    sequences_.advance(g.slot, g.count);
   }
   for (const plan::IoSlot *io : *program.io()) {
     if (io->kind() == plan::IoKind::Logits) {
@@ -377,6 +288,28 @@ Status CpuEngine::runStep(const plan::Step &step, int64_t n, const std::vector<R
       v.shape[d] = w->rank_shape()->Get(static_cast<uint32_t>(d));
     }
     return v;
+  };
+  // Weight i's matrices when it is an EXL3 binding (kernels/exl3/exl3.h, arena layout in
+  // runtime/weights/Exl3Tensors.h); empty otherwise.
+  auto exl3 = [&](uint32_t i) -> Expected<std::vector<kernels::Exl3MatrixView>> {
+    std::vector<kernels::Exl3MatrixView> matrices;
+    if (step.weights() == nullptr || i >= step.weights()->size()) {
+      return matrices;
+    }
+    const plan::WeightBinding *w = plan().weights()->Get(step.weights()->Get(i));
+    if (w->format() != plan::WeightFormat::EXL3) {
+      return matrices;
+    }
+    const auto &shape = *w->rank_shape();
+    const uint32_t base = w->experts() > 0 ? 1 : 0;
+    const int64_t count = base == 1 ? shape.Get(0) : 1;
+    GLM_ASSIGN_OR_RETURN(Exl3ArenaLayout layout,
+                         Exl3ArenaLayout::fromSlice(count, shape.Get(base), shape.Get(base + 1),
+                                                    w->slice()->size()));
+    for (int64_t m = 0; m < count; ++m) {
+      matrices.push_back(kernels::Exl3MatrixView::inArena(address(*w->slice()), layout, m));
+    }
+    return matrices;
   };
   auto stateSlot = [&](uint32_t i, int slot) {
     const plan::StateLayout *s = plan().states()->Get(step.states()->Get(i));
@@ -422,7 +355,17 @@ Status CpuEngine::runStep(const plan::Step &step, int64_t n, const std::vector<R
                                   .rows = n,
                                   .dim = dim(*in[0], 1),
                                   .eps = eps});
-  case plan::OpKind::Linear:
+  case plan::OpKind::Linear: {
+    GLM_ASSIGN_OR_RETURN(std::vector<kernels::Exl3MatrixView> quantized, exl3(0));
+    if (!quantized.empty()) {
+      if (quantized[0].in != dim(*in[0], 1) || quantized[0].out != dim(*out[0], 1)) {
+        return invalidArgument("EXL3 weight [", quantized[0].out, ", ", quantized[0].in,
+                               "] does not map ", dim(*in[0], 1), " to ", dim(*out[0], 1),
+                               " features");
+      }
+      return kernels::exl3DenseLinearRef(floats(*in[0]), quantized[0], weight(1), floats(*out[0]),
+                                         n);
+    }
     return kernels::linearRef({.x = floats(*in[0]),
                                .weight = weight(0),
                                .bias = weight(1),
@@ -430,6 +373,7 @@ Status CpuEngine::runStep(const plan::Step &step, int64_t n, const std::vector<R
                                .rows = n,
                                .inFeatures = dim(*in[0], 1),
                                .outFeatures = dim(*out[0], 1)});
+  }
   case plan::OpKind::MhcPre:
     return kernels::mhcPreRef({.streams = floats(*in[0]),
                                .fn = weight(0),
@@ -502,9 +446,9 @@ Status CpuEngine::runStep(const plan::Step &step, int64_t n, const std::vector<R
     const int64_t heads = intParam(step, "num_heads"), d = intParam(step, "head_dim");
     const int64_t kpool = intParam(step, "kpool"), topk = intParam(step, "topk");
     const int64_t width = dim(*out[0], 1);
-    if (pageTokens_ % kpool != 0) {
-      return invalidArgument("pages of ", pageTokens_, " tokens do not hold whole pools of ",
-                             kpool);
+    const int64_t pageTokens = sequences_.pageTokens();
+    if (pageTokens % kpool != 0) {
+      return invalidArgument("pages of ", pageTokens, " tokens do not hold whole pools of ", kpool);
     }
     const uint32_t stateIndex = step.states()->Get(0);
     const plan::StateLayout &keys = *plan().states()->Get(stateIndex);
@@ -512,16 +456,15 @@ Status CpuEngine::runStep(const plan::Step &step, int64_t n, const std::vector<R
     if (tail == tailOf_.end()) {
       return internalError("indexer state ", keys.name()->str(), " has no tail slot");
     }
-    const int64_t poolsPerPage = pageTokens_ / kpool;
+    const int64_t poolsPerPage = pageTokens / kpool;
     for (const RowGroup &g : groups) {
       // The reference kernel takes the sequence's keys contiguously: gather them from the pages
       // and the tail slot, run it, and write back what it appended.
-      SequenceState &seq = *sequences_[g.slot];
-      const int64_t before = seq.length, after = seq.length + g.count;
+      const int64_t before = sequences_.length(g.slot), after = before + g.count;
       const int64_t closed = before / kpool, closedAfter = after / kpool;
       std::vector<float> poolKeys(static_cast<size_t>(std::max<int64_t>(closedAfter, 1) * d));
       for (int64_t p = 0; p < closed; ++p) {
-        std::memcpy(poolKeys.data() + p * d, pagedRow(keys, seq, p, poolsPerPage),
+        std::memcpy(poolKeys.data() + p * d, pagedRow(keys, g.slot, p, poolsPerPage),
                     static_cast<size_t>(d) * 4);
       }
       auto *tailSlot =
@@ -554,7 +497,7 @@ Status CpuEngine::runStep(const plan::Step &step, int64_t n, const std::vector<R
            .alwaysSelectTail = width == topk + kpool - 1,
            .tieRule = options_.tieRule}));
       for (int64_t p = closed; p < closedAfter; ++p) {
-        std::memcpy(pagedRow(keys, seq, p, poolsPerPage), poolKeys.data() + p * d,
+        std::memcpy(pagedRow(keys, g.slot, p, poolsPerPage), poolKeys.data() + p * d,
                     static_cast<size_t>(d) * 4);
       }
       for (int64_t r = 0; r < after % kpool; ++r) {
@@ -571,11 +514,10 @@ Status CpuEngine::runStep(const plan::Step &step, int64_t n, const std::vector<R
     const plan::StateLayout &latents = *plan().states()->Get(step.states()->Get(0));
     for (const RowGroup &g : groups) {
       // Gather the sequence's latent rows from its pages, attend, write the new rows back.
-      SequenceState &seq = *sequences_[g.slot];
-      const int64_t before = seq.length, after = seq.length + g.count;
+      const int64_t before = sequences_.length(g.slot), after = before + g.count;
       std::vector<float> rows(static_cast<size_t>(after * rank));
       for (int64_t j = 0; j < before; ++j) {
-        std::memcpy(rows.data() + j * rank, pagedRow(latents, seq, j, pageTokens_),
+        std::memcpy(rows.data() + j * rank, pagedRow(latents, g.slot, j, sequences_.pageTokens()),
                     static_cast<size_t>(rank) * 4);
       }
       kernels::MlaLatentCache cache{.latents = rows.data(), .maxTokens = after, .length = before};
@@ -595,7 +537,7 @@ Status CpuEngine::runStep(const plan::Step &step, int64_t n, const std::vector<R
            .selectedWidth = width,
            .scale = floatParam(step, "scale")}));
       for (int64_t j = before; j < after; ++j) {
-        std::memcpy(pagedRow(latents, seq, j, pageTokens_), rows.data() + j * rank,
+        std::memcpy(pagedRow(latents, g.slot, j, sequences_.pageTokens()), rows.data() + j * rank,
                     static_cast<size_t>(rank) * 4);
       }
     }
@@ -664,18 +606,37 @@ Status CpuEngine::runStep(const plan::Step &step, int64_t n, const std::vector<R
       };
       views[e] = {view(gate, inter, hidden), view(up, inter, hidden), view(down, hidden, inter)};
     }
-    return kernels::moeExpertsRef({.x = floats(*in[0]),
-                                   .expertIds = ids,
-                                   .expertWeights = routeWeights,
-                                   .experts = views.data(),
-                                   .out = floats(*out[0]),
-                                   .tokens = n,
-                                   .hidden = hidden,
-                                   .numExperts = experts,
-                                   .topK = topK,
-                                   .intermediate = inter,
-                                   .swigluLimit = floatParam(step, "limit", INFINITY)});
+    const kernels::MoeExpertsArgs moe{.x = floats(*in[0]),
+                                      .expertIds = ids,
+                                      .expertWeights = routeWeights,
+                                      .experts = views.data(),
+                                      .out = floats(*out[0]),
+                                      .tokens = n,
+                                      .hidden = hidden,
+                                      .numExperts = experts,
+                                      .topK = topK,
+                                      .intermediate = inter,
+                                      .swigluLimit = floatParam(step, "limit", INFINITY)};
+    // EXL3 projections replace the dense views above (which then point at trellis bytes).
+    GLM_ASSIGN_OR_RETURN(std::vector<kernels::Exl3MatrixView> qGate, exl3(0));
+    GLM_ASSIGN_OR_RETURN(std::vector<kernels::Exl3MatrixView> qUp, exl3(1));
+    GLM_ASSIGN_OR_RETURN(std::vector<kernels::Exl3MatrixView> qDown, exl3(2));
+    if (qGate.empty() && qUp.empty() && qDown.empty()) {
+      return kernels::moeExpertsRef(moe);
+    }
+    return kernels::exl3MoeExpertsRef({.moe = moe,
+                                       .exl3Gate = qGate.empty() ? nullptr : qGate.data(),
+                                       .exl3Up = qUp.empty() ? nullptr : qUp.data(),
+                                       .exl3Down = qDown.empty() ? nullptr : qDown.data()});
   }
+  case plan::OpKind::Convert:
+    // Only bf16 plans widen logits, and the CPU runs f32 plans, where a convert is a copy.
+    if (in[0]->element() != plan::ElementType::F32) {
+      return invalidArgument("the CPU backend converts only f32 buffers");
+    }
+    std::memcpy(floats(*out[0]), floats(*in[0]),
+                static_cast<size_t>(n * dim(*in[0], 1)) * sizeof(float));
+    return Status::success();
   case plan::OpKind::Add:
     return kernels::addRef({.a = floats(*in[0]),
                             .b = floats(*in[1]),

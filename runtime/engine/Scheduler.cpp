@@ -30,7 +30,7 @@ struct Scheduler::Active {
   }
 };
 
-Scheduler::Scheduler(std::unique_ptr<CpuEngine> engine, int64_t maxWaiting)
+Scheduler::Scheduler(std::unique_ptr<Engine> engine, int64_t maxWaiting)
     : engine_(std::move(engine)), maxWaiting_(maxWaiting) {
   worker_ = std::thread([this] { loop(); });
 }

@@ -3,7 +3,7 @@
 #pragma once
 
 #include "runtime/common/Status.h"
-#include "runtime/engine/CpuEngine.h"
+#include "runtime/engine/Engine.h"
 #include "runtime/engine/Sampler.h"
 
 #include <atomic>
@@ -53,7 +53,7 @@ struct SchedulerStats {
 class Scheduler {
 public:
   /// Takes the engine; at most `maxWaiting` requests wait for a free sequence slot.
-  Scheduler(std::unique_ptr<CpuEngine> engine, int64_t maxWaiting);
+  Scheduler(std::unique_ptr<Engine> engine, int64_t maxWaiting);
   /// Stops the worker; requests still running finish with FinishReason::Cancelled.
   ~Scheduler();
 
@@ -70,7 +70,7 @@ private:
   /// Delivers `token`; returns false once the request is over (and reports why).
   bool deliver(Active &a, int32_t token);
 
-  std::unique_ptr<CpuEngine> engine_;
+  std::unique_ptr<Engine> engine_;
   int64_t maxWaiting_;
   mutable std::mutex mutex_;
   std::condition_variable wake_;

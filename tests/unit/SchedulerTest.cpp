@@ -1,6 +1,7 @@
 // The continuous-batching scheduler over the tiny fixture's CPU plan: what happens to requests
 // whose consumer is gone, and to the ones after them.
 #include "runtime/engine/Scheduler.h"
+#include "runtime/engine/CpuEngine.h"
 
 #include <gtest/gtest.h>
 

@@ -1,0 +1,95 @@
+// What the scheduler and `glmc generate` need of a backend: sequences with state, prefill and
+// decode steps returning logits. CpuEngine (reference kernels) and CudaEngine (CUDA graphs)
+// implement it over the same plan format and the same sequence bookkeeping.
+#pragma once
+
+#include "runtime/common/Status.h"
+#include "runtime/schema/plan_generated.h"
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+namespace glm::runtime {
+
+/// Sequence slots and the pages of the plan's state pool each sequence holds.
+class SequenceTable {
+public:
+  /// `pool` may be null (a plan without paged state).
+  void init(int64_t maxSequences, const plan::StatePool *pool);
+
+  /// A free slot, or Unavailable when all are taken.
+  Expected<int> open();
+  void close(int slot);
+  bool active(int slot) const;
+
+  int64_t length(int slot) const;
+  void advance(int slot, int64_t tokens);
+  const std::vector<int32_t> &pages(int slot) const;
+  /// Gives the sequence the pages its first `tokens` tokens need, from the free list.
+  Status reserve(int slot, int64_t tokens);
+  int64_t pagesNeeded(int slot, int64_t more) const;
+  int64_t freePages() const { return static_cast<int64_t>(freePages_.size()); }
+  int64_t pageTokens() const { return pageTokens_; }
+  int64_t capacity() const { return static_cast<int64_t>(sequences_.size()); }
+
+private:
+  struct Sequence {
+    bool active = false;
+    int64_t length = 0;
+    std::vector<int32_t> pages;
+  };
+  std::vector<Sequence> sequences_;
+  std::vector<int32_t> freePages_;
+  int64_t pageTokens_ = 1;
+  int64_t maxContext_ = 0;
+  bool paged_ = false;
+};
+
+class Engine {
+public:
+  virtual ~Engine() = default;
+
+  /// A free state slot for a new sequence (its state cleared), or Unavailable when all max_seqs
+  /// are taken.
+  Expected<int> newSequence();
+  /// Frees a sequence's slot and pages.
+  void endSequence(int slot) { sequences_.close(slot); }
+  /// Tokens a sequence holds.
+  int64_t length(int slot) const { return sequences_.length(slot); }
+  /// State-pool pages a sequence must still take to hold `more` further tokens (0 for a plan
+  /// without a pool), and the pages free now: the scheduler admits and preempts by them.
+  int64_t pagesNeeded(int slot, int64_t more) const { return sequences_.pagesNeeded(slot, more); }
+  int64_t freePages() const { return sequences_.freePages(); }
+
+  /// Appends `tokens` to a sequence through the plan's prefill programs (in chunks of at most the
+  /// largest prefill size) and returns every row's logits, [tokens, vocab].
+  virtual Expected<std::vector<float>> prefill(int slot, std::span<const int32_t> tokens) = 0;
+  /// One decode step: token i goes to sequence slots[i]. Returns [slots, vocab] logits.
+  virtual Expected<std::vector<float>> decode(std::span<const int> slots,
+                                              std::span<const int32_t> tokens) = 0;
+
+  /// Tokens one prefill program takes (the largest); prefill() splits longer inputs at multiples
+  /// of it. 0 when the plan has no prefill program.
+  int64_t prefillChunk() const { return prefill_ ? prefill_->rows() : 0; }
+  int64_t vocabSize() const { return vocab_; }
+  virtual const plan::Plan &plan() const = 0;
+
+protected:
+  /// Reads what every backend needs of the plan: the largest prefill program, the vocabulary,
+  /// the state pool.
+  Status initCommon(const plan::Plan &plan);
+  /// Zeroes a new sequence's per-sequence state slots.
+  virtual Status clearSlots(int slot) = 0;
+  /// The smallest one-row decode program that takes `sequences` sequences, or null.
+  const plan::Program *decodeProgramFor(size_t sequences) const;
+  /// Checks a decode call's arguments.
+  Status checkDecode(std::span<const int> slots, std::span<const int32_t> tokens) const;
+  Status checkTokens(std::span<const int32_t> tokens) const;
+
+  SequenceTable sequences_;
+  const plan::Program *prefill_ = nullptr; // the largest prefill program
+  int64_t vocab_ = 0;
+};
+
+} // namespace glm::runtime
