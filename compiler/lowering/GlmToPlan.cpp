@@ -17,6 +17,7 @@
 #include "compiler/target/Target.h"
 
 #include "ir/glm/GlmOps.h"
+#include "runtime/weights/Exl3Tensors.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
@@ -164,11 +165,12 @@ private:
       return n + matrices * 4 * static_cast<uint64_t>(((rows + 127) / 128) * ((cols + 127) / 128));
     }
     case WeightFormat::EXL3: {
-      // The trellis holds K bits per weight; suh and svh an f16 per input and output channel.
+      // The runtime's EXL3 slice layout: per matrix a trellis of K bits per weight over both
+      // dimensions padded to 128, suh and svh (an f16 per padded channel) and 8 bytes of K and
+      // codebook. K is the checkpoint's largest, so every matrix fits.
       const int64_t rows = shape[shape.size() - 2], cols = shape.back();
-      const uint64_t matrices = n / static_cast<uint64_t>(rows * cols);
-      return n * static_cast<uint64_t>(exl3Bits_) / 8 +
-             matrices * 2 * static_cast<uint64_t>(rows + cols);
+      const int64_t matrices = static_cast<int64_t>(n / static_cast<uint64_t>(rows * cols));
+      return glm::Exl3ArenaLayout::bytesFor(matrices, rows, cols, static_cast<int>(exl3Bits_));
     }
     }
     return 2 * n;
@@ -179,6 +181,17 @@ private:
     SmallVector<int64_t> global(local.getShape());
     if (auto g = w->getAttrOfType<DenseI64ArrayAttr>("glm.global_shape")) {
       global.assign(g.asArrayRef().begin(), g.asArrayRef().end());
+    }
+    // An EXL3 matrix can only be split between ranks on its 128-feature Hadamard blocks.
+    if (w.getFormat() == WeightFormat::EXL3) {
+      const size_t rank = global.size();
+      for (size_t d = rank >= 2 ? rank - 2 : 0; d < rank; ++d) {
+        if (local.getShape()[d] != global[d] && local.getShape()[d] % 128 != 0) {
+          return w.emitError() << "EXL3 weight " << w.getSymName() << ": a rank holds "
+                               << local.getShape()[d] << " of " << global[d]
+                               << " features, which cuts its 128-feature Hadamard blocks";
+        }
+      }
     }
     OpBuilder::InsertionGuard guard(b_);
     b_.setInsertionPoint(w);
@@ -261,9 +274,15 @@ private:
                                    b_.getStringAttr(kind), b_.getStringAttr(kind), nullptr);
   }
 
-  Value alloc(Location loc, Value v, StringRef name, StringAttr io = {}) {
+  /// Results HF computes and keeps in f32 in a bf16 forward: mHC's mixing weights (post, comb),
+  /// which only ever feed mhc_post.
+  static bool keepsF32(Operation *op, size_t result) {
+    return isa<MhcPreOp>(op) && (result == 1 || result == 2);
+  }
+
+  Value alloc(Location loc, Value v, StringRef name, StringAttr io = {}, bool f32 = false) {
     planir::BufferType type = bufferType(v);
-    if (io && io.getValue() == "logits") {
+    if ((io && io.getValue() == "logits") || (f32 && isa<FloatType>(type.getElementType()))) {
       // Logits reach the host and the sampler in f32 whatever the activation precision.
       type = planir::BufferType::get(b_.getContext(), type.getShape(), b_.getF32Type());
     }
@@ -309,6 +328,7 @@ private:
     context_.sampling = ioAlloc(fn.getLoc(), "sampling_params", {batch, 8}, i32);
     for (Operation &op : fn.getBody().front().without_terminator()) {
       SmallVector<Value> inputs, results;
+      SmallVector<std::pair<Value, Value>> widen; // bf16 results and the f32 buffers they fill
       for (Value v : op.getOperands()) {
         inputs.push_back(buffers.lookup(v));
       }
@@ -316,12 +336,33 @@ private:
       for (auto [i, r] : llvm::enumerate(op.getResults())) {
         const std::string rname = op.getNumResults() == 1 ? name : name + "." + std::to_string(i);
         auto io = outputs.find(r);
+        if (!f32_ && io != outputs.end() && io->second == "logits") {
+          // HF's lm_head runs in bf16 and widens its logits afterwards (.float()): the step
+          // writes bf16 and a convert step fills the f32 logits slot the host reads.
+          Value narrow = alloc(op.getLoc(), r, rname + ".bf16");
+          results.push_back(narrow);
+          widen.push_back({narrow, alloc(op.getLoc(), r, rname, b_.getStringAttr("logits"))});
+          buffers[r] = widen.back().second;
+          continue;
+        }
         Value buffer = alloc(op.getLoc(), r, rname,
-                             io == outputs.end() ? StringAttr() : b_.getStringAttr(io->second));
+                             io == outputs.end() ? StringAttr() : b_.getStringAttr(io->second),
+                             keepsF32(&op, i));
         buffers[r] = buffer;
         results.push_back(buffer);
       }
       lowerStep(&op, name, inputs, results);
+      for (auto [narrow, wide] : widen) {
+        planir::StepOp::create(
+            b_, op.getLoc(), b_.getStringAttr("convert"), b_.getStringAttr(name + ".f32"),
+            ValueRange{narrow}, ValueRange{wide}, b_.getArrayAttr({}), b_.getArrayAttr({}),
+            b_.getDictionaryAttr({}), b_.getStringAttr(std::string("convert.bf16.") + target_.name),
+            b_.getI64IntegerAttr(
+                static_cast<int64_t>(cast<planir::BufferType>(narrow.getType()).getByteSize())),
+            b_.getI64IntegerAttr(
+                static_cast<int64_t>(cast<planir::BufferType>(wide.getType()).getByteSize())),
+            b_.getI64IntegerAttr(0));
+      }
     }
     return success();
   }

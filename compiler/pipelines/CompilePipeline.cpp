@@ -4,6 +4,8 @@
 #include "compiler/Passes.h"
 #include "compiler/pipelines/EmitPlan.h"
 #include "runtime/common/Hash.h"
+#include "runtime/common/Logging.h"
+#include "runtime/plan/PlanFile.h"
 
 #include "mlir/IR/Diagnostics.h"
 
@@ -75,7 +77,23 @@ Expected<std::vector<uint8_t>> compileGlm53Plan(mlir::MLIRContext &context,
       config.linearNumHeads, "x", config.linearHeadDim, " mla ", config.numAttentionHeads, "x",
       config.qkHeadDim(), "/", config.vHeadDim, " index ", config.indexNHeads, "x",
       config.indexHeadDim, " topk ", config.indexTopk, "/", config.indexKpool);
-  return emitPlan(*module, summary, Fnv1a64().add(summary).hex());
+  const std::string hash = Fnv1a64().add(summary).hex();
+  GLM_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, emitPlan(*module, summary, hash));
+  if (options.target == "cpu") {
+    return bytes;
+  }
+  // GPU plans: choose each step's kernels on the emitted plan, compile them, emit with cubins.
+  GLM_ASSIGN_OR_RETURN(std::unique_ptr<runtime::PlanFile> draft,
+                       runtime::PlanFile::fromBytes(bytes, "emitted plan"));
+  GLM_ASSIGN_OR_RETURN(cuda::PlanKernels kernels,
+                       cuda::buildPlanKernels(draft->root(), options.target));
+  if (!kernels.missing.empty()) {
+    logWarning(kernels.missing.size(),
+               " steps have no CUDA kernel yet and launch nothing (the "
+               "plan cannot run on a GPU until they do); the first: ",
+               kernels.missing.front());
+  }
+  return emitPlan(*module, summary, hash, &kernels);
 }
 
 } // namespace glm::compiler

@@ -57,7 +57,8 @@ const char *const kOpNames[] = {"embedding",
                                 "concat",
                                 "sample",
                                 "all_gather",
-                                "all_reduce"};
+                                "all_reduce",
+                                "convert"};
 static_assert(sizeof(kOpNames) / sizeof(kOpNames[0]) == static_cast<size_t>(plan::OpKind::MAX) + 1,
               "every OpKind has a mnemonic");
 
@@ -152,7 +153,7 @@ plan::Arch archOf(StringRef target) {
 
 class Emitter {
 public:
-  explicit Emitter(ModuleOp module) : module_(module) {}
+  Emitter(ModuleOp module, const cuda::PlanKernels *kernels) : module_(module), kernels_(kernels) {}
 
   Expected<std::vector<uint8_t>> run(const std::string &summary, const std::string &hash) {
     auto targets = llvm::to_vector(module_.getOps<planir::TargetOp>());
@@ -220,15 +221,21 @@ public:
         static_cast<uint32_t>(p.getPageCount().value_or(0)), &poolSlice);
 
     std::vector<fb::Offset<plan::Program>> programs;
+    size_t programIndex = 0;
     for (auto program : module_.getOps<planir::ProgramOp>()) {
-      GLM_ASSIGN_OR_RETURN(auto emitted, emitProgram(program, arch));
+      GLM_ASSIGN_OR_RETURN(auto emitted, emitProgram(program, programIndex++));
       programs.push_back(emitted);
     }
 
-    // GPU plans list the kernels their steps launch; the CUDA backend compiles them into cubins.
+    // GPU plans carry the cubins of the kernel instances their steps launch.
     std::vector<fb::Offset<plan::Kernel>> kernels;
-    for (const std::string &name : kernelNames_) {
-      kernels.push_back(plan::CreateKernelDirect(b_, name.c_str(), name.c_str(), nullptr));
+    if (kernels_ != nullptr) {
+      for (const cuda::PlanKernels::Instance &k : kernels_->kernels) {
+        std::vector<fb::Offset<plan::Cubin>> cubins = {
+            plan::CreateCubinDirect(b_, arch, &k.cubin, k.hash.c_str())};
+        kernels.push_back(plan::CreateKernelDirect(b_, k.name.c_str(), k.header.c_str(),
+                                                   k.entry.c_str(), &cubins));
+      }
     }
 
     auto targetDesc = plan::CreateTargetDescDirect(
@@ -260,7 +267,7 @@ private:
     return plan::CreateTensorRefDirect(b_, alloc.getName().str().c_str(), element, &shape, &slice);
   }
 
-  Expected<fb::Offset<plan::Program>> emitProgram(planir::ProgramOp program, plan::Arch arch) {
+  Expected<fb::Offset<plan::Program>> emitProgram(planir::ProgramOp program, size_t programIndex) {
     std::vector<fb::Offset<plan::IoSlot>> io;
     std::vector<fb::Offset<plan::Step>> steps;
     for (Operation &op : program.getBody().front()) {
@@ -307,7 +314,6 @@ private:
             plan::CreateAttributeDirect(b_, attr.getName().str().c_str(), i, f, nullptr));
       }
       fb::Offset<plan::Collective> collective = 0;
-      fb::Offset<plan::KernelLaunch> launch = 0;
       const bool isCollective = kind == plan::OpKind::AllReduce || kind == plan::OpKind::AllGather;
       if (isCollective) {
         auto world = step.getParams().getAs<IntegerAttr>("world");
@@ -318,21 +324,19 @@ private:
                                                 : plan::CollectiveKind::AllGather,
                                             axis ? static_cast<uint32_t>(axis.getInt()) : 0,
                                             world ? static_cast<uint32_t>(world.getInt()) : 1);
-      } else if (arch != plan::Arch::Cpu) {
-        // Launch dimensions belong to each kernel's contract; until the CUDA kernels exist the
-        // plan names the kernel and leaves a one-block launch.
-        const std::string kernel = step.getKernel().str();
-        auto [it, inserted] = kernelIndex_.try_emplace(kernel, kernelNames_.size());
-        if (inserted) {
-          kernelNames_.push_back(kernel);
+      }
+      std::vector<fb::Offset<plan::KernelLaunch>> launches;
+      if (kernels_ != nullptr) {
+        for (const cuda::PlanKernels::Launch &l : kernels_->launches[programIndex][steps.size()]) {
+          std::vector<uint32_t> grid(l.dims.grid, l.dims.grid + 3);
+          std::vector<uint32_t> block(l.dims.block, l.dims.block + 3);
+          launches.push_back(
+              plan::CreateKernelLaunchDirect(b_, l.kernel, &grid, &block, l.dims.sharedMemory));
         }
-        std::vector<uint32_t> one = {1, 1, 1};
-        launch =
-            plan::CreateKernelLaunchDirect(b_, static_cast<uint32_t>(it->second), &one, &one, 0);
       }
       steps.push_back(plan::CreateStepDirect(
           b_, kind, step.getName().str().c_str(), &inputs, &outputs, &weights, &states, &attributes,
-          launch, collective, static_cast<uint64_t>(step.getBytesRead()),
+          &launches, collective, static_cast<uint64_t>(step.getBytesRead()),
           static_cast<uint64_t>(step.getBytesWritten()), static_cast<uint64_t>(step.getFlops())));
     }
     std::vector<fb::Offset<plan::Segment>> segments;
@@ -354,15 +358,15 @@ private:
   llvm::StringMap<uint32_t> arenaIndex_;
   llvm::StringMap<uint32_t> weightIndex_;
   llvm::StringMap<uint32_t> stateIndex_;
-  llvm::StringMap<size_t> kernelIndex_;
-  std::vector<std::string> kernelNames_;
+  const cuda::PlanKernels *kernels_;
 };
 
 } // namespace
 
 Expected<std::vector<uint8_t>> emitPlan(ModuleOp module, const std::string &modelSummary,
-                                        const std::string &configHash) {
-  return Emitter(module).run(modelSummary, configHash);
+                                        const std::string &configHash,
+                                        const cuda::PlanKernels *kernels) {
+  return Emitter(module, kernels).run(modelSummary, configHash);
 }
 
 } // namespace glm::compiler

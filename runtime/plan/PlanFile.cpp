@@ -245,7 +245,9 @@ private:
         }
         GLM_RETURN_IF_ERROR(checkIndices(where, step->weights(), weightCount, "weight"));
         GLM_RETURN_IF_ERROR(checkIndices(where, step->states(), stateCount, "state"));
-        if (const plan::KernelLaunch *launch = step->launch()) {
+        const auto *launches = step->launches();
+        for (uint32_t l = 0; launches != nullptr && l < launches->size(); ++l) {
+          const plan::KernelLaunch *launch = launches->Get(l);
           if (launch->kernel() >= kernelCount) {
             return fail(where, "launches kernel ", launch->kernel(), " of ", kernelCount);
           }

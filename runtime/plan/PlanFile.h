@@ -14,7 +14,7 @@
 namespace glm::runtime {
 
 /// The plan format this runtime reads; the compiler writes the same number.
-inline constexpr uint32_t kPlanFormatVersion = 1;
+inline constexpr uint32_t kPlanFormatVersion = 2;
 
 /// Bytes per element of a plan element type.
 size_t elementSize(plan::ElementType type);

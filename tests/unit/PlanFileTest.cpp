@@ -46,7 +46,8 @@ std::vector<uint8_t> buildPlan(const PlanEdits &e = {}) {
   std::vector<fb::Offset<plan::Cubin>> cubins = {
       plan::CreateCubinDirect(b, plan::Arch::Sm90a, &image, "hash")};
   std::vector<fb::Offset<plan::Kernel>> kernels = {
-      plan::CreateKernelDirect(b, "linear_bf16", "glm_linear_bf16", &cubins)};
+      plan::CreateKernelDirect(b, "glm::kernels::linearKernel<float, float>",
+                               "kernels/linear/linear.cuh", "glm_linear_f32", &cubins)};
 
   auto tensor = [&](const char *name, uint64_t offset) {
     const plan::Slice slice(1, offset, 4 * 8 * 4);
@@ -56,14 +57,16 @@ std::vector<uint8_t> buildPlan(const PlanEdits &e = {}) {
   std::vector<fb::Offset<plan::TensorRef>> out = {tensor("blk.0.attn.q_proj", 512)};
   std::vector<uint32_t> weightIdx = {e.weightIndex};
   std::vector<uint32_t> grid = {1, 1, 1}, block = {128, 1, 1};
-  auto launch =
-      e.withLaunch ? plan::CreateKernelLaunchDirect(b, e.kernelIndex, &grid, &block, 0) : 0;
+  std::vector<fb::Offset<plan::KernelLaunch>> launches;
+  if (e.withLaunch) {
+    launches.push_back(plan::CreateKernelLaunchDirect(b, e.kernelIndex, &grid, &block, 0));
+  }
   std::vector<fb::Offset<plan::Step>> steps = {
       plan::CreateStepDirect(b, plan::OpKind::Linear, "blk.0.attn.q_proj", &in, &out, &weightIdx,
-                             nullptr, nullptr, launch, 0, 512, 128, 512),
+                             nullptr, nullptr, &launches, 0, 512, 128, 512),
       plan::CreateStepDirect(
           b, plan::OpKind::AllReduce, "blk.0.attn.o_proj.reduce", &out, &out, nullptr, nullptr,
-          nullptr, 0,
+          nullptr, nullptr,
           plan::CreateCollective(b, plan::CollectiveKind::AllReduce, 0, e.collectiveWorld)),
   };
   std::vector<fb::Offset<plan::Segment>> segments;
@@ -117,7 +120,8 @@ TEST(PlanFile, RefusesWhatIsNotAPlan) {
 }
 
 TEST(PlanFile, RefusesOtherVersions) {
-  expectRefused(buildPlan({.version = 99}), "format version 99, this glmc reads version 1");
+  expectRefused(buildPlan({.version = 99}),
+                strCat("format version 99, this glmc reads version ", kPlanFormatVersion));
 }
 
 TEST(PlanFile, RefusesSlicesOutsideArenas) {

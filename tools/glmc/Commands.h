@@ -10,10 +10,13 @@ namespace glm::tools {
 int runInfo(const std::vector<std::string> &args);
 int runSynth(const std::vector<std::string> &args);
 int runInspect(const std::vector<std::string> &args);
+int runBench(const std::vector<std::string> &args);
 int runGenerate(const std::vector<std::string> &args);
 int runServe(const std::vector<std::string> &args);
 int runRenderChat(const std::vector<std::string> &args);
 int runTokenize(const std::vector<std::string> &args);
+int runQuantize(const std::vector<std::string> &args);
+int runDequantize(const std::vector<std::string> &args);
 #ifdef GLM_HAVE_COMPILER
 int runDumpIr(const std::vector<std::string> &args);
 int runCompile(const std::vector<std::string> &args);

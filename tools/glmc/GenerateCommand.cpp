@@ -1,7 +1,6 @@
 // `glmc generate`: one prompt through a plan on the CPU backend, with the text streamed as it
 // comes.
 #include "models/glm53/Config.h"
-#include "runtime/engine/CpuEngine.h"
 #include "runtime/engine/Sampler.h"
 #include "runtime/weights/SafeTensorsWriter.h"
 #include "server/chat/ChatPrompt.h"
@@ -9,6 +8,7 @@
 #include "server/tokenizer/Tokenizer.h"
 #include "tools/glmc/CommandLine.h"
 #include "tools/glmc/Commands.h"
+#include "tools/glmc/OpenEngine.h"
 
 #include <algorithm>
 #include <charconv>
@@ -202,12 +202,12 @@ int runGenerate(const std::vector<std::string> &args) {
   if (!checkpoint.ok()) {
     return cl.fail(checkpoint.status());
   }
-  Expected<std::unique_ptr<runtime::CpuEngine>> engine =
-      runtime::CpuEngine::create(std::move(plan).value(), **checkpoint, options);
+  Expected<std::unique_ptr<runtime::Engine>> engine =
+      openEngine(std::move(plan).value(), **checkpoint, options);
   if (!engine.ok()) {
     return cl.fail(engine.status());
   }
-  runtime::CpuEngine &e = **engine;
+  runtime::Engine &e = **engine;
   const int64_t vocab = e.vocabSize();
   Expected<int> slot = e.newSequence();
   if (!slot.ok()) {

@@ -2,6 +2,7 @@
 // step.
 #include "runtime/common/Progress.h"
 #include "runtime/plan/PlanFile.h"
+#include "runtime/plan/StepView.h"
 #include "tools/glmc/CommandLine.h"
 #include "tools/glmc/Commands.h"
 
@@ -82,8 +83,12 @@ OrderedJson toJson(const plan::Plan &p) {
                           {"bytes_read", s->bytes_read()},
                           {"bytes_written", s->bytes_written()},
                           {"flops", s->flops()}};
-        if (s->launch() && p.kernels()) {
-          sj["kernel"] = str(p.kernels()->Get(s->launch()->kernel())->name());
+        if (s->launches() && p.kernels()) {
+          OrderedJson kernels = OrderedJson::array();
+          for (const plan::KernelLaunch *l : *s->launches()) {
+            kernels.push_back(str(p.kernels()->Get(l->kernel())->name()));
+          }
+          sj["kernels"] = kernels;
         }
         if (s->collective()) {
           ++collectives;
@@ -139,11 +144,26 @@ void printText(const plan::Plan &p, bool allSteps) {
                     bytesText(c->image() ? c->image()->size() : 0);
         }
       }
-      std::printf("  %-40s %s\n", str(k->name()).c_str(),
-                  cubins.empty() ? "no cubin yet" : cubins.c_str());
+      std::printf("  %-52s %s\n", runtime::shortKernelName(str(k->name())).c_str(),
+                  cubins.empty() ? "no cubin" : cubins.c_str());
     }
-  } else {
+  } else if (p.target()->arch() == plan::Arch::Cpu) {
     std::printf("kernels: CPU reference (by op)\n");
+  }
+  if (p.target()->arch() != plan::Arch::Cpu) {
+    // Steps compiled without a kernel (an op whose CUDA kernel is not written yet).
+    std::map<std::string, int> missing;
+    for (const plan::Program *program : *p.programs()) {
+      for (const plan::Step *s : *program->steps()) {
+        if (!s->collective() && (!s->launches() || s->launches()->size() == 0)) {
+          missing[plan::EnumNameOpKind(s->op())]++;
+        }
+      }
+    }
+    for (const auto &[op, n] : missing) {
+      std::printf("  %d %s steps have no CUDA kernel yet: the plan cannot run on a GPU\n", n,
+                  op.c_str());
+    }
   }
   for (const plan::Program *program : *p.programs()) {
     uint64_t read = 0, written = 0, flops = 0, collectiveBytesTotal = 0;
@@ -181,10 +201,17 @@ void printText(const plan::Plan &p, bool allSteps) {
     }
     for (uint32_t i = 0; i < stepCount; ++i) {
       const plan::Step *s = program->steps()->Get(i);
-      std::string kernel =
-          s->collective() ? plan::EnumNameCollectiveKind(s->collective()->kind()) : "cpu reference";
-      if (s->launch() && p.kernels()) {
-        kernel = str(p.kernels()->Get(s->launch()->kernel())->name());
+      std::string kernel = s->collective() ? plan::EnumNameCollectiveKind(s->collective()->kind())
+                           : p.target()->arch() == plan::Arch::Cpu ? "cpu reference"
+                                                                   : "no CUDA kernel yet";
+      if (s->launches() && s->launches()->size() > 0 && p.kernels()) {
+        kernel.clear();
+        for (const plan::KernelLaunch *l : *s->launches()) {
+          kernel += (kernel.empty() ? "" : " + ") +
+                    runtime::shortKernelName(str(p.kernels()->Get(l->kernel())->name())) + " [" +
+                    std::to_string(l->grid()->Get(0)) + "x" + std::to_string(l->grid()->Get(1)) +
+                    "x" + std::to_string(l->grid()->Get(2)) + "]";
+        }
       }
       std::printf("  %5u %-40s %-20s %-34s %12s\n", i, str(s->name()).c_str(),
                   plan::EnumNameOpKind(s->op()), kernel.c_str(),

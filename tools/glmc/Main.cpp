@@ -34,14 +34,24 @@ const Subcommand kSubcommands[] = {
      "        [--max-tokens N] [--greedy | --temperature T --top-p P --top-k K --min-p M --seed "
      "S]\n"
      "        [--prefill-chunks a,b,...] [--dump-logits OUT.safetensors]\n"
-     "        [--dump-tensors GLOBS (or GLM_DUMP) --dump-dir DIR]   runs CPU plans",
+     "        [--dump-tensors GLOBS (or GLM_DUMP) --dump-dir DIR]   runs CPU and GPU plans",
      glm::tools::runGenerate},
     {"serve",
      "serve PLAN.glmp --model DIR [--host H] [--port 8888] [--api-key K] [--served-name NAME]\n"
-     "        [--max-waiting N]   the OpenAI-compatible server (CPU plans)",
+     "        [--max-waiting N]   the OpenAI-compatible server (CPU and GPU plans)",
      glm::tools::runServe},
+    {"quantize",
+     "quantize MODEL_DIR -o OUT_DIR --bits K [--codebook 3inst|mcg|mul1] [--experts-only]\n"
+     "        [--seed S]   EXL3 (exllamav3 layout) from a dense checkpoint, K in 1..8",
+     glm::tools::runQuantize},
+    {"dequantize", "dequantize MODEL_DIR -o OUT_DIR   EXL3 -> the dense bf16 equivalent",
+     glm::tools::runDequantize},
     {"inspect", "inspect PLAN.glmp [--json] [--steps]   programs, arenas, kernels, collectives",
      glm::tools::runInspect},
+    {"bench",
+     "bench PLAN.glmp --model DIR [--context N] [--reps N] [--json OUT] [--plot OUT.svg]\n"
+     "                            replayed-graph latency per program, per-step breakdown, roofline",
+     glm::tools::runBench},
 #ifdef GLM_HAVE_COMPILER
     {"compile",
      "compile MODEL_DIR -o PLAN.glmp [--target cpu|sm_90a|sm_121a] [--tp N]\n"

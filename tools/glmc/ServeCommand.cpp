@@ -1,12 +1,12 @@
 // `glmc serve`: the OpenAI-compatible server over a plan (the CPU backend, for now).
 #include "models/glm53/Config.h"
-#include "runtime/engine/CpuEngine.h"
 #include "runtime/engine/Scheduler.h"
 #include "server/chat/ChatPrompt.h"
 #include "server/http/HttpServer.h"
 #include "server/tokenizer/Tokenizer.h"
 #include "tools/glmc/CommandLine.h"
 #include "tools/glmc/Commands.h"
+#include "tools/glmc/OpenEngine.h"
 
 #include <csignal>
 #include <cstdio>
@@ -67,8 +67,8 @@ int runServe(const std::vector<std::string> &args) {
   if (!checkpoint.ok()) {
     return cl.fail(checkpoint.status());
   }
-  Expected<std::unique_ptr<runtime::CpuEngine>> engine =
-      runtime::CpuEngine::create(std::move(plan).value(), **checkpoint);
+  Expected<std::unique_ptr<runtime::Engine>> engine =
+      openEngine(std::move(plan).value(), **checkpoint);
   if (!engine.ok()) {
     return cl.fail(engine.status());
   }

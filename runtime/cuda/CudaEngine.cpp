@@ -1,0 +1,451 @@
+// Plan execution on one GPU: arenas, weights, kernels, one CUDA graph per program.
+#include "runtime/cuda/CudaEngine.h"
+
+#include "runtime/cuda/StepArgs.h"
+#include "runtime/weights/PlanWeights.h"
+
+#include <algorithm>
+#include <cstring>
+#include <functional>
+
+namespace glm::cuda {
+namespace {
+
+plan::Arch archOf(const std::string &arch) {
+  return arch == "sm_90a" ? plan::Arch::Sm90a
+                          : (arch == "sm_121a" ? plan::Arch::Sm121a : plan::Arch::Cpu);
+}
+
+} // namespace
+
+CudaEngine::~CudaEngine() {
+  if (ctx_ != nullptr) {
+    (void)ctx_->synchronize();
+    for (Program &p : programs_) {
+      if (p.graph != nullptr) {
+        ctx_->driver().cuGraphExecDestroy(p.graph);
+      }
+    }
+  }
+}
+
+Expected<std::unique_ptr<CudaEngine>> CudaEngine::create(std::unique_ptr<runtime::PlanFile> file,
+                                                         const Checkpoint &checkpoint,
+                                                         CudaEngineOptions options) {
+  std::unique_ptr<CudaEngine> engine(new CudaEngine());
+  engine->options_ = options;
+  engine->plan_ = std::move(file);
+  const runtime::PlanFile &planFile = *engine->plan_;
+  const plan::Plan &p = planFile.root();
+  if (p.tp() != 1) {
+    return invalidArgument(planFile.source(), ": a TP ", p.tp(),
+                           " plan needs one process per GPU (glmc worker); this engine runs TP 1");
+  }
+  GLM_ASSIGN_OR_RETURN(engine->ctx_, CudaContext::create(options.device));
+  CudaContext &ctx = *engine->ctx_;
+  const plan::Arch arch = archOf(ctx.info().arch);
+  if (arch == plan::Arch::Cpu || p.target()->arch() != arch) {
+    return invalidArgument(planFile.source(), ": compiled for ", p.target()->name()->str(),
+                           ", but ", ctx.info().name, " is ", ctx.info().arch,
+                           " (compile the plan with --target ", ctx.info().arch, ")");
+  }
+  GLM_RETURN_IF_ERROR(planFile.checkRunnableOn(arch));
+  GLM_RETURN_IF_ERROR(engine->initCommon(p));
+
+  // One allocation per arena, zeroed; the weights come in through a host staging buffer.
+  for (const plan::Arena *a : *p.arenas()) {
+    GLM_ASSIGN_OR_RETURN(DeviceMemory m, ctx.allocate(a->size()));
+    GLM_CU(&ctx.driver(), cuMemsetD8(m.ptr(), 0, a->size()));
+    engine->arenas_.push_back(std::move(m));
+  }
+  for (uint32_t i = 0; i < p.arenas()->size(); ++i) {
+    if (p.arenas()->Get(i)->kind() == plan::ArenaKind::Weights) {
+      std::vector<uint8_t> staging(p.arenas()->Get(i)->size());
+      GLM_RETURN_IF_ERROR(loadPlanWeights(p, checkpoint, 0, staging));
+      GLM_RETURN_IF_ERROR(ctx.upload(engine->arenas_[i].ptr(), staging.data(), staging.size()));
+    }
+  }
+  for (const plan::Kernel *k : *p.kernels()) {
+    for (const plan::Cubin *c : *k->cubins()) {
+      if (c->arch() == arch) {
+        GLM_ASSIGN_OR_RETURN(
+            std::unique_ptr<Module> module,
+            ctx.load(std::span<const uint8_t>(c->image()->data(), c->image()->size()),
+                     {k->entry()->str()}));
+        engine->modules_.push_back(std::move(module));
+        break;
+      }
+    }
+  }
+  // One scratch buffer serves every step: steps run one after another on one stream.
+  uint64_t workspace = 0;
+  for (const plan::Program *program : *p.programs()) {
+    engine->programs_.push_back(Program{program});
+    for (const plan::Step *step : *program->steps()) {
+      workspace = std::max(workspace, stepWorkspaceBytes(runtime::StepView(p, *program, *step)));
+    }
+  }
+  GLM_ASSIGN_OR_RETURN(engine->workspace_, ctx.allocate(workspace));
+  for (Program &program : engine->programs_) {
+    GLM_RETURN_IF_ERROR(engine->prepare(program).withContext(program.plan->name()->str()));
+  }
+  return engine;
+}
+
+Status CudaEngine::prepare(Program &program) {
+  DeviceLayout layout;
+  for (const DeviceMemory &m : arenas_) {
+    layout.arenas.push_back(m.ptr());
+  }
+  layout.workspace = reinterpret_cast<void *>(workspace_.ptr());
+  for (const plan::IoSlot *io : *program.plan->io()) {
+    const IoSlot slot{layout.address(*io->tensor()->slice()), io->tensor()->slice()->size()};
+    switch (io->kind()) {
+    case plan::IoKind::TokenIds:
+      program.tokens = slot;
+      break;
+    case plan::IoKind::Positions:
+      program.positions = slot;
+      break;
+    case plan::IoKind::SequenceSlots:
+      program.slots = slot;
+      break;
+    case plan::IoKind::PageTable:
+      program.pageTable = slot;
+      program.maxPages = io->tensor()->shape()->Get(1);
+      break;
+    case plan::IoKind::SamplingParams:
+      program.sampling = slot;
+      break;
+    case plan::IoKind::Logits:
+      program.logits = slot;
+      break;
+    case plan::IoKind::SampledIds:
+      break;
+    }
+  }
+  layout.context = kernels::StepContext{
+      reinterpret_cast<const int32_t *>(program.positions.address),
+      reinterpret_cast<const int32_t *>(program.slots.address),
+      reinterpret_cast<const int32_t *>(program.pageTable.address),
+      static_cast<int32_t>(program.plan->rows()), static_cast<int32_t>(program.maxPages)};
+
+  for (const plan::Step *step : *program.plan->steps()) {
+    const runtime::StepView view(plan(), *program.plan, *step);
+    if (step->collective() != nullptr) {
+      return internalError("step ", view.name(), " is a collective in a TP 1 plan");
+    }
+    const auto *launches = step->launches();
+    if (launches == nullptr || launches->size() == 0) {
+      return unimplemented("step ", view.name(), " (", plan::EnumNameOpKind(step->op()),
+                           ") has no CUDA kernel in this plan: glmc compile wrote it without "
+                           "one (its warning said why)");
+    }
+    Expected<std::vector<std::vector<uint8_t>>> built = buildStepArgs(view, layout);
+    if (!built.ok()) {
+      return built.status().withContext(strCat("step ", view.name()));
+    }
+    std::vector<std::vector<uint8_t>> args = std::move(built).value();
+    if (launches->size() != args.size()) {
+      return internalError("step ", view.name(), " has ", launches->size(),
+                           " launches in the plan but ", args.size(), " argument structs");
+    }
+    for (uint32_t i = 0; i < launches->size(); ++i) {
+      const plan::KernelLaunch *l = launches->Get(i);
+      Launch launch{
+          modules_[l->kernel()]->function(0), {}, {}, l->shared_memory(), std::move(args[i])};
+      for (int d = 0; d < 3; ++d) {
+        launch.grid[d] = l->grid()->Get(static_cast<uint32_t>(d));
+        launch.block[d] = l->block()->Get(static_cast<uint32_t>(d));
+      }
+      if (launch.sharedMemory > 48 * 1024) {
+        GLM_CU(&ctx_->driver(), cuFuncSetAttribute(launch.function, kFuncAttrMaxDynamicSharedSize,
+                                                   static_cast<int>(launch.sharedMemory)));
+      }
+      program.launches.push_back(std::move(launch));
+    }
+  }
+  if (options_.graphs) {
+    // Capture once; every later step replays the graph with fresh io slots.
+    const CudaDriver &d = ctx_->driver();
+    GLM_CU(&d, cuStreamBeginCapture(ctx_->stream(), kCaptureModeThreadLocal));
+    const Status launched = enqueue(program);
+    CUgraph graph = nullptr;
+    const Status ended = check(d.cuStreamEndCapture(ctx_->stream(), &graph), "cuStreamEndCapture");
+    GLM_RETURN_IF_ERROR(launched);
+    GLM_RETURN_IF_ERROR(ended);
+    const Status instantiated =
+        check(d.cuGraphInstantiateWithFlags(&program.graph, graph, 0), "cuGraphInstantiate");
+    d.cuGraphDestroy(graph);
+    GLM_RETURN_IF_ERROR(instantiated);
+  }
+  return Status::success();
+}
+
+Status CudaEngine::enqueue(const Program &program) {
+  for (const Launch &l : program.launches) {
+    void *params[] = {const_cast<uint8_t *>(l.args.data())};
+    GLM_CU(&ctx_->driver(),
+           cuLaunchKernel(l.function, l.grid[0], l.grid[1], l.grid[2], l.block[0], l.block[1],
+                          l.block[2], l.sharedMemory, ctx_->stream(), params, nullptr));
+  }
+  return Status::success();
+}
+
+Status CudaEngine::clearSlots(int slot) {
+  for (const plan::StateLayout *s : *plan().states()) {
+    if (!s->paged()) {
+      const CUdeviceptr base = arenas_[s->slice()->arena()].ptr() + s->slice()->offset();
+      GLM_CU(&ctx_->driver(), cuMemsetD8Async(base + static_cast<uint64_t>(slot) * s->unit_bytes(),
+                                              0, s->unit_bytes(), ctx_->stream()));
+    }
+  }
+  return Status::success();
+}
+
+CudaEngine::Program *CudaEngine::find(const plan::Program *p) {
+  for (Program &program : programs_) {
+    if (program.plan == p) {
+      return &program;
+    }
+  }
+  return nullptr;
+}
+
+Expected<std::vector<float>> CudaEngine::prefill(int slot, std::span<const int32_t> tokens) {
+  if (!sequences_.active(slot)) {
+    return invalidArgument("sequence slot ", slot, " is not in use");
+  }
+  GLM_RETURN_IF_ERROR(checkTokens(tokens));
+  if (prefill_ == nullptr) {
+    return invalidArgument(plan_->source(), ": the plan has no prefill program");
+  }
+  Program &program = *find(prefill_);
+  std::vector<float> logits;
+  for (size_t start = 0; start < tokens.size(); start += prefill_->rows()) {
+    const size_t n = std::min<size_t>(prefill_->rows(), tokens.size() - start);
+    GLM_ASSIGN_OR_RETURN(std::vector<float> chunk, run(program, tokens.subspan(start, n),
+                                                       {{slot, 0, static_cast<int64_t>(n)}}));
+    logits.insert(logits.end(), chunk.begin(), chunk.end());
+  }
+  return logits;
+}
+
+Expected<std::vector<float>> CudaEngine::decode(std::span<const int> slots,
+                                                std::span<const int32_t> tokens) {
+  GLM_RETURN_IF_ERROR(checkDecode(slots, tokens));
+  const plan::Program *p = decodeProgramFor(slots.size());
+  if (p == nullptr) {
+    return invalidArgument(plan_->source(), ": no decode program takes ", slots.size(),
+                           " sequences");
+  }
+  std::vector<RowGroup> groups;
+  for (size_t i = 0; i < slots.size(); ++i) {
+    groups.push_back({slots[i], static_cast<int64_t>(i), 1});
+  }
+  return run(*find(p), tokens, groups);
+}
+
+Expected<std::vector<float>> CudaEngine::run(Program &program, std::span<const int32_t> tokens,
+                                             const std::vector<RowGroup> &groups) {
+  const int64_t rows = static_cast<int64_t>(program.plan->batch()) * program.plan->rows();
+  const int64_t perSequence = program.plan->rows();
+  for (const RowGroup &g : groups) {
+    GLM_RETURN_IF_ERROR(sequences_.reserve(g.slot, sequences_.length(g.slot) + g.count));
+  }
+  // The io slots of this step: rows the call does not use are padding (position -1, token 0),
+  // batch entries it does not use have slot -1 and no pages.
+  std::vector<int32_t> ids(static_cast<size_t>(rows), 0), positions(ids.size(), -1);
+  std::vector<int32_t> slots(program.plan->batch(), -1);
+  std::vector<int32_t> pages(static_cast<size_t>(program.plan->batch() * program.maxPages), -1);
+  for (size_t b = 0; b < groups.size(); ++b) {
+    const RowGroup &g = groups[b];
+    slots[b] = g.slot;
+    for (int64_t r = 0; r < g.count; ++r) {
+      ids[static_cast<size_t>(b * perSequence + r)] = tokens[static_cast<size_t>(g.first + r)];
+      positions[static_cast<size_t>(b * perSequence + r)] =
+          static_cast<int32_t>(sequences_.length(g.slot) + r);
+    }
+    const std::vector<int32_t> &held = sequences_.pages(g.slot);
+    if (static_cast<int64_t>(held.size()) > program.maxPages) {
+      return internalError("sequence ", g.slot, " holds ", held.size(),
+                           " pages; the page table has ", program.maxPages);
+    }
+    std::copy(held.begin(), held.end(), pages.begin() + static_cast<int64_t>(b) * program.maxPages);
+  }
+  const CudaDriver &d = ctx_->driver();
+  auto upload = [&](const IoSlot &slot, const std::vector<int32_t> &words) -> Status {
+    if (slot.address != 0) {
+      GLM_CU(&d, cuMemcpyHtoDAsync(slot.address, words.data(),
+                                   std::min(slot.bytes, words.size() * 4), ctx_->stream()));
+    }
+    return Status::success();
+  };
+  GLM_RETURN_IF_ERROR(upload(program.tokens, ids));
+  GLM_RETURN_IF_ERROR(upload(program.positions, positions));
+  GLM_RETURN_IF_ERROR(upload(program.slots, slots));
+  GLM_RETURN_IF_ERROR(upload(program.pageTable, pages));
+  if (program.sampling.address != 0) {
+    // Greedy (temperature 0) until the server passes sampling parameters.
+    GLM_CU(&d,
+           cuMemsetD8Async(program.sampling.address, 0, program.sampling.bytes, ctx_->stream()));
+  }
+  if (program.graph != nullptr) {
+    GLM_CU(&d, cuGraphLaunch(program.graph, ctx_->stream()));
+  } else {
+    GLM_RETURN_IF_ERROR(enqueue(program));
+  }
+  // Only the rows the call used come back.
+  // Sized once up front: the copies below are asynchronous into this storage.
+  int64_t used = 0;
+  for (const RowGroup &g : groups) {
+    used += g.count;
+  }
+  std::vector<float> logits(static_cast<size_t>(used * vocab_));
+  size_t offset = 0;
+  for (size_t b = 0; b < groups.size(); ++b) {
+    const size_t count = static_cast<size_t>(groups[b].count * vocab_);
+    const uint64_t firstRow = b * static_cast<uint64_t>(perSequence);
+    GLM_CU(&d, cuMemcpyDtoHAsync(logits.data() + offset,
+                                 program.logits.address + firstRow * vocab_ * sizeof(float),
+                                 count * sizeof(float), ctx_->stream()));
+    offset += count;
+  }
+  GLM_RETURN_IF_ERROR(
+      ctx_->synchronize().withContext(strCat("running ", program.plan->name()->str())));
+  for (const RowGroup &g : groups) {
+    sequences_.advance(g.slot, g.count);
+  }
+  return logits;
+}
+
+} // namespace glm::cuda
+
+namespace glm::cuda {
+
+Expected<CudaEngine::ProgramTiming> CudaEngine::timeProgram(const plan::Program &p, int64_t context,
+                                                            int reps) {
+  Program *program = find(&p);
+  if (program == nullptr) {
+    return invalidArgument("program ", p.name()->str(), " is not in this engine's plan");
+  }
+  const CudaDriver &d = ctx_->driver();
+  // Sequences of `context` tokens: pages for them and the step's rows, state left as it is.
+  std::vector<int> slots;
+  auto release = [&] {
+    for (int s : slots) {
+      sequences_.close(s);
+    }
+  };
+  std::vector<RowGroup> groups;
+  for (uint32_t b = 0; b < p.batch(); ++b) {
+    Expected<int> slot = sequences_.open();
+    if (!slot.ok()) {
+      release();
+      return slot.status();
+    }
+    slots.push_back(*slot);
+    if (Status s = sequences_.reserve(*slot, context + p.rows()); !s.ok()) {
+      release();
+      return s;
+    }
+    sequences_.advance(*slot, context);
+    groups.push_back({*slot, static_cast<int64_t>(b) * p.rows(), static_cast<int64_t>(p.rows())});
+  }
+  std::vector<int32_t> tokens(static_cast<size_t>(p.batch()) * p.rows(), 1);
+  // One run writes the io slots (and checks the program runs); its lengths are then rolled back.
+  Expected<std::vector<float>> first = run(*program, tokens, groups);
+  release();
+  GLM_RETURN_IF_ERROR(first.status());
+
+  CUevent start = nullptr, stop = nullptr;
+  GLM_CU(&d, cuEventCreate(&start, kEventDefault));
+  GLM_CU(&d, cuEventCreate(&stop, kEventDefault));
+  std::vector<CUevent> marks(program->plan->steps()->size() + 1, nullptr);
+  for (CUevent &e : marks) {
+    GLM_CU(&d, cuEventCreate(&e, kEventDefault));
+  }
+  auto destroy = [&] {
+    d.cuEventDestroy(start);
+    d.cuEventDestroy(stop);
+    for (CUevent e : marks) {
+      d.cuEventDestroy(e);
+    }
+  };
+  auto timeOnce = [&](const std::function<Status()> &work) -> Expected<double> {
+    GLM_CU(&d, cuEventRecord(start, ctx_->stream()));
+    GLM_RETURN_IF_ERROR(work());
+    GLM_CU(&d, cuEventRecord(stop, ctx_->stream()));
+    GLM_CU(&d, cuEventSynchronize(stop));
+    float ms = 0;
+    GLM_CU(&d, cuEventElapsedTime(&ms, start, stop));
+    return ms * 1000.0;
+  };
+  ProgramTiming timing;
+  std::vector<double> replays;
+  for (int i = 0; i < reps + 5; ++i) {
+    Expected<double> us = timeOnce([&]() -> Status {
+      if (program->graph != nullptr) {
+        GLM_CU(&d, cuGraphLaunch(program->graph, ctx_->stream()));
+        return Status::success();
+      }
+      return enqueue(*program);
+    });
+    if (!us.ok()) {
+      destroy();
+      return us.status();
+    }
+    if (i >= 5) {
+      replays.push_back(*us);
+    }
+  }
+  std::sort(replays.begin(), replays.end());
+  timing.medianUs = replays[replays.size() / 2];
+  timing.p10Us = replays[replays.size() / 10];
+  timing.p90Us = replays[replays.size() * 9 / 10];
+
+  // Eager runs with an event after each step's launches.
+  const uint32_t stepCount = program->plan->steps()->size();
+  std::vector<std::vector<double>> perStep(stepCount);
+  const int eagerRuns = std::max(3, std::min(reps, 20));
+  for (int run = 0; run < eagerRuns; ++run) {
+    Status status = check(d.cuEventRecord(marks[0], ctx_->stream()), "cuEventRecord");
+    size_t next = 0;
+    for (uint32_t s = 0; s < stepCount && status.ok(); ++s) {
+      const auto *launches = program->plan->steps()->Get(s)->launches();
+      const size_t count = launches ? launches->size() : 0;
+      for (size_t l = 0; l < count && status.ok(); ++l, ++next) {
+        const Launch &launch = program->launches[next];
+        void *params[] = {const_cast<uint8_t *>(launch.args.data())};
+        status =
+            check(d.cuLaunchKernel(launch.function, launch.grid[0], launch.grid[1], launch.grid[2],
+                                   launch.block[0], launch.block[1], launch.block[2],
+                                   launch.sharedMemory, ctx_->stream(), params, nullptr),
+                  "cuLaunchKernel");
+      }
+      if (status.ok()) {
+        status = check(d.cuEventRecord(marks[s + 1], ctx_->stream()), "cuEventRecord");
+      }
+    }
+    if (status.ok()) {
+      status = check(d.cuEventSynchronize(marks[stepCount]), "cuEventSynchronize");
+    }
+    for (uint32_t s = 0; s < stepCount && status.ok(); ++s) {
+      float ms = 0;
+      status = check(d.cuEventElapsedTime(&ms, marks[s], marks[s + 1]), "cuEventElapsedTime");
+      perStep[s].push_back(ms * 1000.0);
+    }
+    if (!status.ok()) {
+      destroy();
+      return status;
+    }
+  }
+  destroy();
+  for (std::vector<double> &v : perStep) {
+    std::sort(v.begin(), v.end());
+    timing.stepUs.push_back(v[v.size() / 2]);
+  }
+  return timing;
+}
+
+} // namespace glm::cuda
