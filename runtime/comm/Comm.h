@@ -1,5 +1,5 @@
 // Collective communication between tensor-parallel ranks, behind one interface: loopback threads
-// now, NCCL and a TCP transport between processes later.
+// and TCP between processes now, NCCL later.
 #pragma once
 
 #include "runtime/common/Status.h"
@@ -23,6 +23,10 @@ public:
   /// piece [rows, width] lands at columns [r width, (r + 1) width) of out [rows, world width]
   /// (axis 1); for axis 0, rank r's rows follow rank r-1's.
   virtual Status allGather(const float *piece, float *out, size_t rows, size_t width, int axis) = 0;
+
+  /// Every rank's `buffer` (`bytes` long on every rank) becomes rank 0's: the lockstep control
+  /// channel, through which rank 0 tells the other ranks which engine call comes next.
+  virtual Status broadcast(void *buffer, size_t bytes) = 0;
 };
 
 } // namespace glm::runtime

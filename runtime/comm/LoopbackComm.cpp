@@ -15,9 +15,10 @@ public:
     publish(buffer);
     // Rank 0 sums in rank order into the shared scratch; everyone copies it out.
     if (rank_ == 0) {
-      group_.scratch_.assign(group_.inputs_[0], group_.inputs_[0] + count);
+      const float *first = input(0);
+      group_.scratch_.assign(first, first + count);
       for (int r = 1; r < group_.world_; ++r) {
-        const float *in = group_.inputs_[static_cast<size_t>(r)];
+        const float *in = input(static_cast<size_t>(r));
         for (size_t i = 0; i < count; ++i) {
           group_.scratch_[i] += in[i];
         }
@@ -36,7 +37,7 @@ public:
     publish(piece);
     const size_t world = static_cast<size_t>(group_.world_);
     for (size_t r = 0; r < world; ++r) {
-      const float *in = group_.inputs_[r];
+      const float *in = input(r);
       if (axis == 0) {
         std::memcpy(out + r * rows * width, in, rows * width * sizeof(float));
         continue;
@@ -49,8 +50,18 @@ public:
     return Status::success();
   }
 
+  Status broadcast(void *buffer, size_t bytes) override {
+    publish(buffer);
+    if (rank_ != 0) {
+      std::memcpy(buffer, group_.inputs_[0], bytes);
+    }
+    group_.barrier_.arrive_and_wait(); // rank 0's buffer stays valid until everyone has copied it
+    return Status::success();
+  }
+
 private:
-  void publish(const float *data) {
+  const float *input(size_t r) const { return static_cast<const float *>(group_.inputs_[r]); }
+  void publish(const void *data) {
     group_.inputs_[static_cast<size_t>(rank_)] = data;
     group_.barrier_.arrive_and_wait();
   }

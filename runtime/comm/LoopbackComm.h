@@ -21,7 +21,7 @@ private:
   friend class LoopbackComm;
   int world_;
   std::barrier<> barrier_;
-  std::vector<const float *> inputs_;
+  std::vector<const void *> inputs_;
   std::vector<float> scratch_;
 };
 

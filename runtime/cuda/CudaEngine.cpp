@@ -212,7 +212,8 @@ CudaEngine::Program *CudaEngine::find(const plan::Program *p) {
   return nullptr;
 }
 
-Expected<std::vector<float>> CudaEngine::prefill(int slot, std::span<const int32_t> tokens) {
+Expected<std::vector<float>> CudaEngine::prefill(int slot, std::span<const int32_t> tokens,
+                                                 runtime::LogitRows rows) {
   if (!sequences_.active(slot)) {
     return invalidArgument("sequence slot ", slot, " is not in use");
   }
@@ -224,8 +225,13 @@ Expected<std::vector<float>> CudaEngine::prefill(int slot, std::span<const int32
   std::vector<float> logits;
   for (size_t start = 0; start < tokens.size(); start += prefill_->rows()) {
     const size_t n = std::min<size_t>(prefill_->rows(), tokens.size() - start);
-    GLM_ASSIGN_OR_RETURN(std::vector<float> chunk, run(program, tokens.subspan(start, n),
-                                                       {{slot, 0, static_cast<int64_t>(n)}}));
+    // Every chunk but the last is only state; with LogitRows::Last only the last row comes back.
+    const bool last = start + n == tokens.size();
+    GLM_ASSIGN_OR_RETURN(
+        std::vector<float> chunk,
+        run(program, tokens.subspan(start, n), {{slot, 0, static_cast<int64_t>(n)}},
+            rows == runtime::LogitRows::All ? LogitsBack::All
+                                            : (last ? LogitsBack::Last : LogitsBack::None)));
     logits.insert(logits.end(), chunk.begin(), chunk.end());
   }
   return logits;
@@ -247,7 +253,7 @@ Expected<std::vector<float>> CudaEngine::decode(std::span<const int> slots,
 }
 
 Expected<std::vector<float>> CudaEngine::run(Program &program, std::span<const int32_t> tokens,
-                                             const std::vector<RowGroup> &groups) {
+                                             const std::vector<RowGroup> &groups, LogitsBack back) {
   const int64_t rows = static_cast<int64_t>(program.plan->batch()) * program.plan->rows();
   const int64_t perSequence = program.plan->rows();
   for (const RowGroup &g : groups) {
@@ -295,17 +301,19 @@ Expected<std::vector<float>> CudaEngine::run(Program &program, std::span<const i
   } else {
     GLM_RETURN_IF_ERROR(enqueue(program));
   }
-  // Only the rows the call used come back.
-  // Sized once up front: the copies below are asynchronous into this storage.
+  // Only the rows the call used come back (or each group's last, or none). Sized once up front:
+  // the copies below are asynchronous into this storage.
   int64_t used = 0;
   for (const RowGroup &g : groups) {
-    used += g.count;
+    used += back == LogitsBack::All ? g.count : (back == LogitsBack::Last ? 1 : 0);
   }
   std::vector<float> logits(static_cast<size_t>(used * vocab_));
   size_t offset = 0;
-  for (size_t b = 0; b < groups.size(); ++b) {
-    const size_t count = static_cast<size_t>(groups[b].count * vocab_);
-    const uint64_t firstRow = b * static_cast<uint64_t>(perSequence);
+  for (size_t b = 0; b < groups.size() && back != LogitsBack::None; ++b) {
+    const int64_t rowsBack = back == LogitsBack::All ? groups[b].count : 1;
+    const uint64_t firstRow =
+        b * static_cast<uint64_t>(perSequence) + static_cast<uint64_t>(groups[b].count - rowsBack);
+    const size_t count = static_cast<size_t>(rowsBack * vocab_);
     GLM_CU(&d, cuMemcpyDtoHAsync(logits.data() + offset,
                                  program.logits.address + firstRow * vocab_ * sizeof(float),
                                  count * sizeof(float), ctx_->stream()));

@@ -29,7 +29,8 @@ public:
                                                       CudaEngineOptions options = {});
   ~CudaEngine() override;
 
-  Expected<std::vector<float>> prefill(int slot, std::span<const int32_t> tokens) override;
+  Expected<std::vector<float>> prefill(int slot, std::span<const int32_t> tokens,
+                                       runtime::LogitRows rows = runtime::LogitRows::All) override;
   Expected<std::vector<float>> decode(std::span<const int> slots,
                                       std::span<const int32_t> tokens) override;
   const plan::Plan &plan() const override { return plan_->root(); }
@@ -74,8 +75,11 @@ private:
   Status clearSlots(int slot) override;
   Status prepare(Program &program);
   Status enqueue(const Program &program);
+  /// Which logits rows a run copies back: all the rows it used, each group's last, or none.
+  enum class LogitsBack { All, Last, None };
   Expected<std::vector<float>> run(Program &program, std::span<const int32_t> tokens,
-                                   const std::vector<RowGroup> &groups);
+                                   const std::vector<RowGroup> &groups,
+                                   LogitsBack back = LogitsBack::All);
   Program *find(const plan::Program *p);
 
   std::unique_ptr<runtime::PlanFile> plan_;

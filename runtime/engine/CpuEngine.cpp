@@ -154,7 +154,8 @@ uint8_t *CpuEngine::address(const plan::Slice &slice) {
   return reinterpret_cast<uint8_t *>(arenas_[slice.arena()].data()) + slice.offset();
 }
 
-Expected<std::vector<float>> CpuEngine::prefill(int slot, std::span<const int32_t> tokens) {
+Expected<std::vector<float>> CpuEngine::prefill(int slot, std::span<const int32_t> tokens,
+                                                LogitRows rows) {
   if (!sequences_.active(slot)) {
     return invalidArgument("sequence slot ", slot, " is not in use");
   }
@@ -169,6 +170,9 @@ Expected<std::vector<float>> CpuEngine::prefill(int slot, std::span<const int32_
     GLM_ASSIGN_OR_RETURN(std::vector<float> chunk, run(*program, tokens.subspan(start, n),
                                                        {{slot, 0, static_cast<int64_t>(n)}}));
     logits.insert(logits.end(), chunk.begin(), chunk.end());
+  }
+  if (rows == LogitRows::Last && !logits.empty()) {
+    logits.erase(logits.begin(), logits.end() - vocab_);
   }
   return logits;
 }

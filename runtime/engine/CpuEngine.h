@@ -40,7 +40,8 @@ public:
                                                      CpuEngineOptions options = {});
   ~CpuEngine() override;
 
-  Expected<std::vector<float>> prefill(int slot, std::span<const int32_t> tokens) override;
+  Expected<std::vector<float>> prefill(int slot, std::span<const int32_t> tokens,
+                                       LogitRows rows = LogitRows::All) override;
   Expected<std::vector<float>> decode(std::span<const int> slots,
                                       std::span<const int32_t> tokens) override;
   const plan::Plan &plan() const override { return plan_->root(); }

@@ -46,25 +46,39 @@ private:
   bool paged_ = false;
 };
 
+/// Which rows' logits a prefill returns.
+enum class LogitRows { All, Last };
+
 class Engine {
 public:
   virtual ~Engine() = default;
 
+  // The sequence bookkeeping is virtual so that an engine wrapping another (LockstepEngine)
+  // can forward it.
+
   /// A free state slot for a new sequence (its state cleared), or Unavailable when all max_seqs
   /// are taken.
-  Expected<int> newSequence();
+  virtual Expected<int> newSequence();
   /// Frees a sequence's slot and pages.
-  void endSequence(int slot) { sequences_.close(slot); }
+  virtual void endSequence(int slot) { sequences_.close(slot); }
   /// Tokens a sequence holds.
-  int64_t length(int slot) const { return sequences_.length(slot); }
+  virtual int64_t length(int slot) const { return sequences_.length(slot); }
   /// State-pool pages a sequence must still take to hold `more` further tokens (0 for a plan
   /// without a pool), and the pages free now: the scheduler admits and preempts by them.
-  int64_t pagesNeeded(int slot, int64_t more) const { return sequences_.pagesNeeded(slot, more); }
-  int64_t freePages() const { return sequences_.freePages(); }
+  virtual int64_t pagesNeeded(int slot, int64_t more) const {
+    return sequences_.pagesNeeded(slot, more);
+  }
+  virtual int64_t freePages() const { return sequences_.freePages(); }
+  /// Whether the engine can run calls now; an error (Unavailable) says what is missing, e.g. a
+  /// tensor-parallel rank. Any thread may ask.
+  virtual Status health() const { return Status::success(); }
 
   /// Appends `tokens` to a sequence through the plan's prefill programs (in chunks of at most the
-  /// largest prefill size) and returns every row's logits, [tokens, vocab].
-  virtual Expected<std::vector<float>> prefill(int slot, std::span<const int32_t> tokens) = 0;
+  /// largest prefill size) and returns the logits of every row, [tokens, vocab], or of the last
+  /// row only, [1, vocab] (what serving needs: at GLM-5.3's vocabulary a 512-row chunk's logits
+  /// are 317 MB, which a GPU engine then need not copy back).
+  virtual Expected<std::vector<float>> prefill(int slot, std::span<const int32_t> tokens,
+                                               LogitRows rows = LogitRows::All) = 0;
   /// One decode step: token i goes to sequence slots[i]. Returns [slots, vocab] logits.
   virtual Expected<std::vector<float>> decode(std::span<const int> slots,
                                               std::span<const int32_t> tokens) = 0;

@@ -49,6 +49,10 @@ Status Scheduler::submit(SequenceRequest request, std::shared_ptr<TokenSink> sin
   if (stopping_) {
     return Status(StatusCode::Unavailable, "the server is shutting down");
   }
+  // An engine that cannot run now (a tensor-parallel rank is missing) takes no new work.
+  if (Status health = engine_->health(); !health.ok()) {
+    return health;
+  }
   if (static_cast<int64_t>(waiting_.size()) >= maxWaiting_) {
     return Status(StatusCode::Unavailable,
                   strCat("the waiting queue is full (", maxWaiting_, " requests)"));
@@ -152,6 +156,24 @@ void Scheduler::step(std::vector<std::unique_ptr<Active>> &running) {
     return false;
   };
 
+  // 0. An engine that lost part of itself (a tensor-parallel rank) has lost the sequences'
+  // state too: every request fails with its error rather than waiting for a recovery that
+  // could not resume them anyway.
+  if (Status health = engine_->health(); !health.ok()) {
+    while (!running.empty()) {
+      running.back()->sink->onFinish(FinishReason::Error, health);
+      finish(running.size() - 1);
+    }
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (auto &[request, sink] : waiting_) {
+      sink->onFinish(FinishReason::Error, health);
+      ++stats_.finished;
+    }
+    stats_.waiting -= static_cast<int64_t>(waiting_.size());
+    waiting_.clear();
+    return;
+  }
+
   // 1. Slots: preempted sequences first (they are older), then waiting requests, not yet
   // prefilled. A waiting request whose client already left is dropped before it costs anything.
   bool slotless = false;
@@ -227,8 +249,10 @@ void Scheduler::step(std::vector<std::unique_ptr<Active>> &running) {
     }
     budget -= n;
     Expected<std::vector<float>> logits =
-        engine_->prefill(a.slot, std::span<const int32_t>(a.tokens).subspan(
-                                     static_cast<size_t>(a.inEngine), static_cast<size_t>(n)));
+        engine_->prefill(a.slot,
+                         std::span<const int32_t>(a.tokens).subspan(static_cast<size_t>(a.inEngine),
+                                                                    static_cast<size_t>(n)),
+                         LogitRows::Last); // the last row gives the first token
     if (!logits.ok()) {
       a.sink->onFinish(FinishReason::Error, logits.status());
       finish(i);

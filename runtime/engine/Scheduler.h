@@ -60,6 +60,9 @@ public:
   /// Queues a request. Unavailable when the waiting queue is full.
   Status submit(SequenceRequest request, std::shared_ptr<TokenSink> sink);
   SchedulerStats stats() const;
+  /// The engine's health (Engine::health): an error while it cannot run, e.g. a missing
+  /// tensor-parallel rank. Any thread may ask.
+  Status health() const { return engine_->health(); }
 
 private:
   struct Active;

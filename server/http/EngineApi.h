@@ -15,6 +15,8 @@ public:
   virtual Status submit(runtime::SequenceRequest request,
                         std::shared_ptr<runtime::TokenSink> sink) = 0;
   virtual runtime::SchedulerStats stats() const = 0;
+  /// An error (shown on /health) while the engine cannot run, e.g. a missing tensor-parallel rank.
+  virtual Status health() const { return Status::success(); }
 };
 
 /// The engine the server runs: the CPU backend's scheduler.
@@ -27,6 +29,7 @@ public:
     return scheduler_->submit(std::move(request), std::move(sink));
   }
   runtime::SchedulerStats stats() const override { return scheduler_->stats(); }
+  Status health() const override { return scheduler_->health(); }
 
 private:
   std::unique_ptr<runtime::Scheduler> scheduler_;

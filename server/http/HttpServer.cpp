@@ -62,6 +62,14 @@ ApiError makeError(int status, std::string type, std::string code, std::string m
   return e;
 }
 
+/// A request the engine failed: 503 when the engine lost a part it needs (a tensor-parallel rank;
+/// the client may retry once /health is ok again), 500 otherwise.
+ApiError engineError(const Status &error) {
+  return error.code() == StatusCode::Unavailable
+             ? makeError(503, "server_error", "engine_unavailable", error.message())
+             : makeError(500, "server_error", "engine_error", error.message());
+}
+
 /// A Prometheus histogram with fixed buckets (upper bounds in seconds).
 class Histogram {
 public:
@@ -421,7 +429,12 @@ struct HttpServer::Impl {
     Status s = engine.submit(std::move(request), queue);
     if (!s.ok()) {
       res.set_header("Retry-After", "1");
-      sendError(res, makeError(503, "server_error", "server_overloaded", s.message()));
+      // Refused because the engine is missing a part (a tensor-parallel rank), or the queue is
+      // full.
+      const bool engineDown = !engine.health().ok();
+      sendError(res,
+                makeError(503, "server_error",
+                          engineDown ? "engine_unavailable" : "server_overloaded", s.message()));
       ++requestsFailed;
       return nullptr;
     }
@@ -541,7 +554,7 @@ struct HttpServer::Impl {
         std::string body;
         if (g.reason == runtime::FinishReason::Error) {
           ++requestsFailed;
-          body = makeError(500, "server_error", "engine_error", g.error.message()).toJson().dump();
+          body = engineError(g.error).toJson().dump();
         } else {
           if (Expected<ReplyBuilder::Delta> rest = builder->finish(); rest.ok()) {
             collect(*rest);
@@ -613,7 +626,7 @@ struct HttpServer::Impl {
       }
       if (g.reason == runtime::FinishReason::Error) {
         ++requestsFailed;
-        write(makeError(500, "server_error", "engine_error", g.error.message()).toJson());
+        write(engineError(g.error).toJson());
       } else {
         if (Expected<ReplyBuilder::Delta> rest = builder->finish(); rest.ok()) {
           emit(*rest);
@@ -654,6 +667,9 @@ struct HttpServer::Impl {
     http.Get("/health", [this](const httplib::Request &, httplib::Response &res) {
       if (draining) {
         return sendJson(res, 503, {{"status", "draining"}});
+      }
+      if (Status health = engine.health(); !health.ok()) {
+        return sendJson(res, 503, {{"status", "unavailable"}, {"error", health.message()}});
       }
       sendJson(res, 200, {{"status", "ok"}});
     });

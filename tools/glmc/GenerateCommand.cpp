@@ -217,8 +217,10 @@ int runGenerate(const std::vector<std::string> &args) {
   std::vector<float> prefillLogits;
   size_t start = 0;
   for (size_t end : chunkEnds) {
+    // Every prompt row's logits only when they are dumped; otherwise each chunk's last row.
     Expected<std::vector<float>> logits =
-        e.prefill(*slot, std::span(prompt).subspan(start, end - start));
+        e.prefill(*slot, std::span(prompt).subspan(start, end - start),
+                  cl.has("dump-logits") ? runtime::LogitRows::All : runtime::LogitRows::Last);
     if (!logits.ok()) {
       return cl.fail(logits.status());
     }
@@ -243,7 +245,7 @@ int runGenerate(const std::vector<std::string> &args) {
     std::fflush(stdout);
     return Status::success();
   };
-  const float *row = prefillLogits.data() + (prompt.size() - 1) * vocab;
+  const float *row = prefillLogits.data() + prefillLogits.size() - vocab;
   std::vector<float> last(row, row + vocab);
   for (int64_t i = 0; i < limit; ++i) {
     const int64_t position = static_cast<int64_t>(prompt.size()) + i;

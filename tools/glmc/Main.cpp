@@ -38,8 +38,21 @@ const Subcommand kSubcommands[] = {
      glm::tools::runGenerate},
     {"serve",
      "serve PLAN.glmp --model DIR [--host H] [--port 8888] [--api-key K] [--served-name NAME]\n"
-     "        [--max-waiting N]   the OpenAI-compatible server (CPU and GPU plans)",
+     "        [--max-waiting N] [--tp-listen HOST:PORT]   the OpenAI-compatible server (CPU and "
+     "GPU plans);\n"
+     "        a CPU plan compiled with --tp N > 1 runs rank 0 here and takes `glmc worker` ranks "
+     "1..N-1\n"
+     "        on --tp-listen (requests get 503 and /health names the missing ranks until all "
+     "join)",
      glm::tools::runServe},
+    {"worker",
+     "worker PLAN.glmp --model DIR --rank R --head HOST:PORT [--wait SECONDS]\n"
+     "        tensor-parallel rank R of a --tp N CPU plan: joins `glmc serve --tp-listen` at "
+     "HOST:PORT\n"
+     "        (same plan and checkpoint required), runs its calls in lockstep, rejoins when "
+     "dropped;\n"
+     "        exits when rank 0 cannot be reached for --wait seconds (default 300)",
+     glm::tools::runWorker},
     {"quantize",
      "quantize MODEL_DIR -o OUT_DIR --bits K [--codebook 3inst|mcg|mul1] [--experts-only]\n"
      "        [--seed S]   EXL3 (exllamav3 layout) from a dense checkpoint, K in 1..8",

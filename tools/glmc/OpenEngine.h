@@ -8,6 +8,7 @@
 #include "runtime/weights/SafeTensors.h"
 
 #include <memory>
+#include <string>
 
 namespace glm::tools {
 
@@ -16,5 +17,12 @@ namespace glm::tools {
 Expected<std::unique_ptr<runtime::Engine>>
 openEngine(std::unique_ptr<runtime::PlanFile> plan, const Checkpoint &checkpoint,
            const runtime::CpuEngineOptions &cpuOptions = {});
+
+/// Rank 0 of a tensor-parallel group across processes (`glmc serve --tp-listen`): listens on
+/// `listenAddress` (HOST:PORT) for the `glmc worker` ranks and returns a LockstepEngine over rank
+/// 0's CPU engine. It serves once every worker has joined (Engine::health says who is missing).
+Expected<std::unique_ptr<runtime::Engine>>
+openLockstepEngine(std::unique_ptr<runtime::PlanFile> plan, const Checkpoint &checkpoint,
+                   const std::string &listenAddress);
 
 } // namespace glm::tools

@@ -1,5 +1,6 @@
 // `glmc serve`: the OpenAI-compatible server over a plan (the CPU backend, for now).
 #include "models/glm53/Config.h"
+#include "runtime/engine/LockstepEngine.h"
 #include "runtime/engine/Scheduler.h"
 #include "server/chat/ChatPrompt.h"
 #include "server/http/HttpServer.h"
@@ -19,7 +20,7 @@ namespace glm::tools {
 int runServe(const std::vector<std::string> &args) {
   CommandLine cl("serve");
   cl.option("model").option("host").option("port").option("api-key").option("served-name");
-  cl.option("max-waiting").positional(1, 1);
+  cl.option("max-waiting").option("tp-listen").positional(1, 1);
   if (!cl.parseOrReport(args)) {
     return 2;
   }
@@ -67,10 +68,26 @@ int runServe(const std::vector<std::string> &args) {
   if (!checkpoint.ok()) {
     return cl.fail(checkpoint.status());
   }
+  // A TP N plan runs rank 0 here and ranks 1..N-1 in `glmc worker` processes that join on
+  // --tp-listen.
+  const int tp = static_cast<int>((*plan)->root().tp());
+  const std::optional<std::string> tpListen = cl.get("tp-listen");
+  if (tp > 1 && !tpListen) {
+    return cl.fail(invalidArgument((*plan)->source(), " is a TP ", tp,
+                                   " plan: give --tp-listen HOST:PORT and start `glmc worker` "
+                                   "for ranks 1..",
+                                   tp - 1));
+  }
   Expected<std::unique_ptr<runtime::Engine>> engine =
-      openEngine(std::move(plan).value(), **checkpoint);
+      tpListen ? openLockstepEngine(std::move(plan).value(), **checkpoint, *tpListen)
+               : openEngine(std::move(plan).value(), **checkpoint);
   if (!engine.ok()) {
     return cl.fail(engine.status());
+  }
+  if (auto *lockstep = dynamic_cast<runtime::LockstepEngine *>(engine->get())) {
+    // The bound port, which --tp-listen HOST:0 leaves to the system.
+    std::printf("glmc serve: tensor-parallel rank 0 of %d; workers join on port %d\n", tp,
+                lockstep->port());
   }
   server::SchedulerEngine scheduler(
       std::make_unique<runtime::Scheduler>(std::move(engine).value(), maxWaiting->value_or(64)));

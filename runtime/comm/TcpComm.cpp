@@ -1,0 +1,630 @@
+// TCP collectives: framed messages over non-blocking sockets, every wait bounded by poll().
+#include "runtime/comm/TcpComm.h"
+
+#include <arpa/inet.h>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <bit>
+
+namespace glm::runtime {
+namespace {
+
+// Floats and lengths travel in host order: every target glmc builds for is little-endian.
+static_assert(std::endian::native == std::endian::little, "TcpComm sends host-order values");
+
+constexpr uint32_t kMagic = 0x544d4c47; // "GLMT"
+constexpr uint32_t kProtocolVersion = 1;
+constexpr uint64_t kMaxHandshakeBytes = 1 << 20;
+constexpr int kHandshakeTimeoutMs = 10000;
+constexpr int kRetryPauseMs = 200;
+
+enum class Kind : uint32_t {
+  Hello = 1,       // worker -> rank 0: version, rank, world, identity
+  Welcome = 2,     // rank 0 -> worker: admitted
+  Refuse = 3,      // rank 0 -> worker: refused for good (message)
+  RefuseRetry = 4, // rank 0 -> worker: not now, try again (message)
+  Reduce = 10,     // worker -> rank 0: an all-reduce contribution
+  Reduced = 11,    // rank 0 -> worker: the sum
+  Gather = 12,     // worker -> rank 0: an all-gather piece
+  Gathered = 13,   // rank 0 -> worker: the whole tensor
+  Broadcast = 14,  // rank 0 -> worker: a broadcast buffer
+};
+
+const char *kindName(uint32_t kind) {
+  switch (static_cast<Kind>(kind)) {
+  case Kind::Hello:
+    return "a hello";
+  case Kind::Welcome:
+    return "a welcome";
+  case Kind::Refuse:
+  case Kind::RefuseRetry:
+    return "a refusal";
+  case Kind::Reduce:
+  case Kind::Reduced:
+    return "an all-reduce";
+  case Kind::Gather:
+  case Kind::Gathered:
+    return "an all-gather";
+  case Kind::Broadcast:
+    return "a broadcast";
+  }
+  return "an unknown message";
+}
+
+struct FrameHeader {
+  uint32_t magic;
+  uint32_t kind;
+  uint64_t bytes;
+};
+
+/// Waits for `events` on `fd`; the error says the peer went quiet.
+Status waitFor(int fd, short events, int timeoutMs) {
+  pollfd p{fd, events, 0};
+  while (true) {
+    const int n = ::poll(&p, 1, timeoutMs);
+    if (n > 0) {
+      return Status::success(); // readiness or an error condition: the next call reports it
+    }
+    if (n == 0) {
+      return Status(StatusCode::Unavailable, strCat("did not answer within ", timeoutMs, " ms"));
+    }
+    if (errno != EINTR) {
+      return Status(StatusCode::Unavailable, strCat("poll failed: ", std::strerror(errno)));
+    }
+  }
+}
+
+/// Sends all of `data`; `timeoutMs` bounds each wait for the peer to make room.
+Status sendBytes(int fd, const void *data, size_t n, int timeoutMs) {
+  const auto *p = static_cast<const uint8_t *>(data);
+  while (n > 0) {
+    const ssize_t sent = ::send(fd, p, n, MSG_NOSIGNAL);
+    if (sent > 0) {
+      p += sent;
+      n -= static_cast<size_t>(sent);
+      continue;
+    }
+    if (sent < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      GLM_RETURN_IF_ERROR(waitFor(fd, POLLOUT, timeoutMs));
+      continue;
+    }
+    if (sent < 0 && errno == EINTR) {
+      continue;
+    }
+    return Status(StatusCode::Unavailable,
+                  strCat("closed the connection (send: ", std::strerror(errno), ")"));
+  }
+  return Status::success();
+}
+
+/// Receives exactly `n` bytes; `timeoutMs` bounds each wait for more.
+Status recvBytes(int fd, void *data, size_t n, int timeoutMs) {
+  auto *p = static_cast<uint8_t *>(data);
+  while (n > 0) {
+    const ssize_t got = ::recv(fd, p, n, 0);
+    if (got > 0) {
+      p += got;
+      n -= static_cast<size_t>(got);
+      continue;
+    }
+    if (got == 0) {
+      return Status(StatusCode::Unavailable, "closed the connection");
+    }
+    if (errno == EAGAIN || errno == EWOULDBLOCK) {
+      GLM_RETURN_IF_ERROR(waitFor(fd, POLLIN, timeoutMs));
+      continue;
+    }
+    if (errno == EINTR) {
+      continue;
+    }
+    return Status(StatusCode::Unavailable,
+                  strCat("closed the connection (recv: ", std::strerror(errno), ")"));
+  }
+  return Status::success();
+}
+
+Status sendFrame(int fd, Kind kind, const void *payload, size_t bytes, int timeoutMs) {
+  const FrameHeader header{kMagic, static_cast<uint32_t>(kind), bytes};
+  GLM_RETURN_IF_ERROR(sendBytes(fd, &header, sizeof header, timeoutMs));
+  return sendBytes(fd, payload, bytes, timeoutMs);
+}
+
+Expected<FrameHeader> recvHeader(int fd, int timeoutMs) {
+  FrameHeader header{};
+  GLM_RETURN_IF_ERROR(recvBytes(fd, &header, sizeof header, timeoutMs));
+  if (header.magic != kMagic) {
+    return Status(StatusCode::Unavailable, "sent bytes that are not a glmc TCP frame");
+  }
+  return header;
+}
+
+/// Receives a frame that must be `kind` with exactly `bytes` of payload: anything else means the
+/// ranks are no longer making the same calls.
+Status recvFrame(int fd, Kind kind, void *payload, size_t bytes, int timeoutMs) {
+  GLM_ASSIGN_OR_RETURN(FrameHeader header, recvHeader(fd, timeoutMs));
+  if (header.kind != static_cast<uint32_t>(kind) || header.bytes != bytes) {
+    return Status(StatusCode::Unavailable,
+                  strCat("sent ", kindName(header.kind), " of ", header.bytes, " bytes where ",
+                         kindName(static_cast<uint32_t>(kind)), " of ", bytes,
+                         " bytes was due (the ranks are out of step)"));
+  }
+  return recvBytes(fd, payload, bytes, timeoutMs);
+}
+
+Expected<std::string> recvText(int fd, const FrameHeader &header, int timeoutMs) {
+  if (header.bytes > kMaxHandshakeBytes) {
+    return Status(StatusCode::Unavailable,
+                  strCat("sent a ", header.bytes, "-byte handshake message (at most ",
+                         kMaxHandshakeBytes, ")"));
+  }
+  std::string text(static_cast<size_t>(header.bytes), '\0');
+  GLM_RETURN_IF_ERROR(recvBytes(fd, text.data(), text.size(), timeoutMs));
+  return text;
+}
+
+Status setNonBlocking(int fd) {
+  const int flags = ::fcntl(fd, F_GETFL, 0);
+  if (flags < 0 || ::fcntl(fd, F_SETFL, flags | O_NONBLOCK) < 0) {
+    return ioError("fcntl(O_NONBLOCK): ", std::strerror(errno));
+  }
+  // Collectives are small and latency-bound: send each frame at once.
+  const int one = 1;
+  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  return Status::success();
+}
+
+void closeFd(int &fd) {
+  if (fd >= 0) {
+    ::close(fd);
+    fd = -1;
+  }
+}
+
+using Clock = std::chrono::steady_clock;
+
+int64_t msLeft(Clock::time_point deadline) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+}
+
+void pause(int ms) { ::poll(nullptr, 0, ms); }
+
+} // namespace
+
+Expected<std::pair<std::string, int>> parseHostPort(const std::string &address) {
+  const size_t colon = address.rfind(':');
+  if (colon == std::string::npos || colon == 0 || colon + 1 == address.size()) {
+    return invalidArgument("'", address, "' is not HOST:PORT");
+  }
+  std::string host = address.substr(0, colon);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  int port = 0;
+  for (char c : address.substr(colon + 1)) {
+    if (c < '0' || c > '9' || port > 65535) {
+      return invalidArgument("'", address, "' is not HOST:PORT (bad port)");
+    }
+    port = port * 10 + (c - '0');
+  }
+  if (port > 65535) {
+    return invalidArgument("'", address, "' is not HOST:PORT (port above 65535)");
+  }
+  return std::pair(host, port);
+}
+
+TcpComm::TcpComm(int rank, int world, TcpCommOptions options)
+    : rank_(rank), world_(world), options_(options),
+      fds_(static_cast<size_t>(rank == 0 ? world : 1), -1) {}
+
+TcpComm::~TcpComm() {
+  disconnect("the communicator was destroyed");
+  closeFd(listenFd_);
+}
+
+Expected<std::unique_ptr<TcpComm>> TcpComm::listen(const std::string &host, int port, int world,
+                                                   TcpCommOptions options) {
+  if (world < 1) {
+    return invalidArgument("a TCP group of ", world, " ranks");
+  }
+  std::unique_ptr<TcpComm> comm(new TcpComm(0, world, options));
+  comm->host_ = host;
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE;
+  addrinfo *found = nullptr;
+  const std::string service = std::to_string(port);
+  if (int rc = ::getaddrinfo(host.c_str(), service.c_str(), &hints, &found); rc != 0) {
+    return Status(StatusCode::Unavailable,
+                  strCat("cannot resolve ", host, ": ", ::gai_strerror(rc)));
+  }
+  std::string why = "no address";
+  for (addrinfo *a = found; a != nullptr; a = a->ai_next) {
+    int fd = ::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
+    if (fd < 0) {
+      why = std::strerror(errno);
+      continue;
+    }
+    const int one = 1;
+    ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (::bind(fd, a->ai_addr, a->ai_addrlen) != 0 || ::listen(fd, 16) != 0) {
+      why = std::strerror(errno);
+      ::close(fd);
+      continue;
+    }
+    comm->listenFd_ = fd;
+    break;
+  }
+  ::freeaddrinfo(found);
+  if (comm->listenFd_ < 0) {
+    return Status(StatusCode::Unavailable, strCat("cannot listen on ", host, ":", port, ": ", why));
+  }
+  GLM_RETURN_IF_ERROR(setNonBlocking(comm->listenFd_));
+  sockaddr_storage bound{};
+  socklen_t length = sizeof bound;
+  if (::getsockname(comm->listenFd_, reinterpret_cast<sockaddr *>(&bound), &length) != 0) {
+    return ioError("getsockname: ", std::strerror(errno));
+  }
+  comm->port_ =
+      ntohs(bound.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6 *>(&bound)->sin6_port
+                                        : reinterpret_cast<sockaddr_in *>(&bound)->sin_port);
+  return comm;
+}
+
+Expected<std::unique_ptr<TcpComm>> TcpComm::worker(const std::string &host, int port, int rank,
+                                                   int world, std::string identity,
+                                                   TcpCommOptions options) {
+  if (rank < 1 || rank >= world) {
+    return invalidArgument("rank ", rank, " is not a worker rank of a TP ", world, " group (1..",
+                           world - 1, ")");
+  }
+  std::unique_ptr<TcpComm> comm(new TcpComm(rank, world, options));
+  comm->host_ = host;
+  comm->port_ = port;
+  comm->identity_ = std::move(identity);
+  return comm;
+}
+
+Expected<int> TcpComm::acceptPending(int timeoutMs, const Admit &admit) {
+  if (rank_ != 0 || listenFd_ < 0) {
+    return internalError("acceptPending on a rank that does not listen");
+  }
+  pollfd p{listenFd_, POLLIN, 0};
+  const int ready = ::poll(&p, 1, timeoutMs);
+  if (ready <= 0) {
+    return -1;
+  }
+  int fd = ::accept4(listenFd_, nullptr, nullptr, SOCK_CLOEXEC);
+  if (fd < 0) {
+    return -1; // the connection went away before we took it, or a signal: nothing to do
+  }
+  if (Status s = setNonBlocking(fd); !s.ok()) {
+    ::close(fd);
+    return s;
+  }
+  auto refuse = [&](Kind kind, const std::string &why) -> Status {
+    (void)sendFrame(fd, kind, why.data(), why.size(), kHandshakeTimeoutMs);
+    ::close(fd);
+    return Status(StatusCode::Unavailable, why);
+  };
+  Expected<FrameHeader> header = recvHeader(fd, kHandshakeTimeoutMs);
+  if (!header.ok() || header->kind != static_cast<uint32_t>(Kind::Hello) || header->bytes < 12) {
+    ::close(fd);
+    return Status(StatusCode::Unavailable,
+                  strCat("a connection to the tensor-parallel port sent no valid hello",
+                         header.ok() ? "" : ": " + header.status().message()));
+  }
+  Expected<std::string> hello = recvText(fd, *header, kHandshakeTimeoutMs);
+  if (!hello.ok()) {
+    ::close(fd);
+    return hello.status().withContext("reading a worker's hello");
+  }
+  uint32_t version = 0;
+  int32_t rank = 0, world = 0;
+  std::memcpy(&version, hello->data(), 4);
+  std::memcpy(&rank, hello->data() + 4, 4);
+  std::memcpy(&world, hello->data() + 8, 4);
+  const std::string identity = hello->substr(12);
+  if (version != kProtocolVersion) {
+    return refuse(Kind::Refuse, strCat("rank ", rank, " speaks TCP protocol version ", version,
+                                       "; rank 0 speaks ", kProtocolVersion));
+  }
+  if (world != world_) {
+    return refuse(Kind::Refuse,
+                  strCat("rank ", rank, " runs a TP ", world, " plan; rank 0 runs TP ", world_));
+  }
+  if (rank < 1 || rank >= world_) {
+    return refuse(Kind::Refuse, strCat("rank ", rank, " is not a worker rank of TP ", world_,
+                                       " (1..", world_ - 1, ")"));
+  }
+  {
+    std::lock_guard<std::mutex> lock(stateMutex_);
+    if (fds_[static_cast<size_t>(rank)] >= 0) {
+      return refuse(Kind::RefuseRetry, strCat("rank ", rank, " is already connected"));
+    }
+  }
+  if (Status s = admit(rank, identity); !s.ok()) {
+    return refuse(Kind::Refuse, s.message());
+  }
+  if (Status s = sendFrame(fd, Kind::Welcome, nullptr, 0, kHandshakeTimeoutMs); !s.ok()) {
+    ::close(fd);
+    return s.withContext(strCat("welcoming rank ", rank));
+  }
+  std::lock_guard<std::mutex> lock(stateMutex_);
+  fds_[static_cast<size_t>(rank)] = fd;
+  return static_cast<int>(rank);
+}
+
+bool TcpComm::waitForConnection(int timeoutMs) const {
+  if (listenFd_ < 0) {
+    return false;
+  }
+  pollfd p{listenFd_, POLLIN, 0};
+  return ::poll(&p, 1, timeoutMs) > 0;
+}
+
+Status TcpComm::connect(int waitMs) {
+  if (rank_ == 0) {
+    return internalError("rank 0 listens; it does not connect");
+  }
+  disconnect("reconnecting");
+  const Clock::time_point deadline = Clock::now() + std::chrono::milliseconds(waitMs);
+  std::string why = "not tried";
+  std::string hello(12, '\0');
+  const uint32_t version = kProtocolVersion;
+  const int32_t rank = rank_, world = world_;
+  std::memcpy(hello.data(), &version, 4);
+  std::memcpy(hello.data() + 4, &rank, 4);
+  std::memcpy(hello.data() + 8, &world, 4);
+  hello += identity_;
+  for (bool first = true;; first = false) {
+    if (!first) {
+      if (msLeft(deadline) <= 0) {
+        return Status(StatusCode::Unavailable,
+                      strCat("rank ", rank_, " could not join rank 0 at ", host_, ":", port_,
+                             " within ", waitMs, " ms: ", why));
+      }
+      pause(kRetryPauseMs);
+    }
+    addrinfo hints{};
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    addrinfo *found = nullptr;
+    const std::string service = std::to_string(port_);
+    if (int rc = ::getaddrinfo(host_.c_str(), service.c_str(), &hints, &found); rc != 0) {
+      why = strCat("cannot resolve ", host_, ": ", ::gai_strerror(rc));
+      continue;
+    }
+    int fd = -1;
+    for (addrinfo *a = found; a != nullptr && fd < 0; a = a->ai_next) {
+      fd = ::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
+      if (fd < 0) {
+        why = std::strerror(errno);
+        continue;
+      }
+      if (Status s = setNonBlocking(fd); !s.ok()) {
+        why = s.message();
+        closeFd(fd);
+        continue;
+      }
+      if (::connect(fd, a->ai_addr, a->ai_addrlen) != 0) {
+        int error = errno;
+        if (error == EINPROGRESS) {
+          const int wait = static_cast<int>(std::clamp<int64_t>(msLeft(deadline), 1, 5000));
+          socklen_t length = sizeof error;
+          error = waitFor(fd, POLLOUT, wait).ok() &&
+                          ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &length) == 0
+                      ? error
+                      : ETIMEDOUT;
+        }
+        if (error != 0) {
+          why = std::strerror(error);
+          closeFd(fd);
+        }
+      }
+    }
+    ::freeaddrinfo(found);
+    if (fd < 0) {
+      continue;
+    }
+    // Rank 0 answers once its monitor takes the connection; a busy or restarting rank 0 may not,
+    // which is retried like a refused connection.
+    if (Status s = sendFrame(fd, Kind::Hello, hello.data(), hello.size(), kHandshakeTimeoutMs);
+        !s.ok()) {
+      why = strCat("rank 0 ", s.message());
+      closeFd(fd);
+      continue;
+    }
+    Expected<FrameHeader> header = recvHeader(fd, kHandshakeTimeoutMs);
+    if (!header.ok()) {
+      why = strCat("rank 0 ", header.status().message(), " during the handshake");
+      closeFd(fd);
+      continue;
+    }
+    if (header->kind == static_cast<uint32_t>(Kind::Welcome)) {
+      std::lock_guard<std::mutex> lock(stateMutex_);
+      fds_[0] = fd;
+      lastError_.clear();
+      return Status::success();
+    }
+    Expected<std::string> text = recvText(fd, *header, kHandshakeTimeoutMs);
+    closeFd(fd);
+    const std::string message = text.ok() ? *text : text.status().message();
+    if (header->kind == static_cast<uint32_t>(Kind::RefuseRetry)) {
+      why = strCat("rank 0 asked to retry: ", message);
+      continue;
+    }
+    return invalidArgument("rank 0 at ", host_, ":", port_, " refused rank ", rank_, ": ", message);
+  }
+}
+
+void TcpComm::disconnect(const std::string &why) {
+  std::lock_guard<std::mutex> lock(stateMutex_);
+  bool any = false;
+  for (int &fd : fds_) {
+    any = any || fd >= 0;
+    closeFd(fd);
+  }
+  if (any) {
+    lastError_ = why;
+  }
+}
+
+std::vector<int> TcpComm::missingRanks() const {
+  std::lock_guard<std::mutex> lock(stateMutex_);
+  std::vector<int> missing;
+  for (size_t r = 0; r < fds_.size(); ++r) {
+    if (fds_[r] < 0 && (rank_ != 0 || r != 0)) {
+      missing.push_back(rank_ == 0 ? static_cast<int>(r) : 0);
+    }
+  }
+  return missing;
+}
+
+std::string TcpComm::lastError() const {
+  std::lock_guard<std::mutex> lock(stateMutex_);
+  return lastError_;
+}
+
+Status TcpComm::checkAllConnected(const char *what) const {
+  for (int r : missingRanks()) {
+    return Status(StatusCode::Unavailable,
+                  strCat("tensor-parallel rank ", r, " is not connected (", what, ")"));
+  }
+  return Status::success();
+}
+
+Status TcpComm::fail(Status status) {
+  disconnect(status.message());
+  return status;
+}
+
+Status TcpComm::peerFailure(int peer, const Status &status, const char *what) {
+  return fail(Status(StatusCode::Unavailable,
+                     strCat("tensor-parallel rank ", peer, peer == 0 ? " (rank 0) " : " ",
+                            status.message(), " during ", what)));
+}
+
+Expected<int> TcpComm::socketTo(int peer, const char *what) const {
+  std::lock_guard<std::mutex> lock(stateMutex_);
+  const int fd = fds_[static_cast<size_t>(rank_ == 0 ? peer : 0)];
+  if (fd < 0) {
+    return Status(StatusCode::Unavailable,
+                  strCat("tensor-parallel rank ", peer, " is not connected (", what, ")"));
+  }
+  return fd;
+}
+
+Status TcpComm::allReduce(float *buffer, size_t count) {
+  const char *what = "an all-reduce";
+  GLM_RETURN_IF_ERROR(checkAllConnected(what));
+  const size_t bytes = count * sizeof(float);
+  const int timeout = options_.timeoutMs;
+  if (rank_ != 0) {
+    GLM_ASSIGN_OR_RETURN(int fd, socketTo(0, what));
+    if (Status s = sendFrame(fd, Kind::Reduce, buffer, bytes, timeout); !s.ok()) {
+      return peerFailure(0, s, what);
+    }
+    if (Status s = recvFrame(fd, Kind::Reduced, buffer, bytes, timeout); !s.ok()) {
+      return peerFailure(0, s, what);
+    }
+    return Status::success();
+  }
+  // Rank 0 adds each rank's contribution in rank order, as the loopback group does, so the
+  // result has the same bits whatever the transport.
+  scratch_.resize(count);
+  for (int r = 1; r < world_; ++r) {
+    GLM_ASSIGN_OR_RETURN(int fd, socketTo(r, what));
+    if (Status s = recvFrame(fd, Kind::Reduce, scratch_.data(), bytes, timeout); !s.ok()) {
+      return peerFailure(r, s, what);
+    }
+    for (size_t i = 0; i < count; ++i) {
+      buffer[i] += scratch_[i];
+    }
+  }
+  for (int r = 1; r < world_; ++r) {
+    GLM_ASSIGN_OR_RETURN(int fd, socketTo(r, what));
+    if (Status s = sendFrame(fd, Kind::Reduced, buffer, bytes, timeout); !s.ok()) {
+      return peerFailure(r, s, what);
+    }
+  }
+  return Status::success();
+}
+
+Status TcpComm::allGather(const float *piece, float *out, size_t rows, size_t width, int axis) {
+  const char *what = "an all-gather";
+  if (axis != 0 && axis != 1) {
+    return invalidArgument("TCP all-gather along axis ", axis, " of a 2-D tensor");
+  }
+  GLM_RETURN_IF_ERROR(checkAllConnected(what));
+  const size_t pieceBytes = rows * width * sizeof(float);
+  const size_t world = static_cast<size_t>(world_);
+  const int timeout = options_.timeoutMs;
+  if (rank_ != 0) {
+    GLM_ASSIGN_OR_RETURN(int fd, socketTo(0, what));
+    if (Status s = sendFrame(fd, Kind::Gather, piece, pieceBytes, timeout); !s.ok()) {
+      return peerFailure(0, s, what);
+    }
+    if (Status s = recvFrame(fd, Kind::Gathered, out, pieceBytes * world, timeout); !s.ok()) {
+      return peerFailure(0, s, what);
+    }
+    return Status::success();
+  }
+  auto place = [&](size_t r, const float *in) {
+    if (axis == 0) {
+      std::memcpy(out + r * rows * width, in, pieceBytes);
+      return;
+    }
+    for (size_t row = 0; row < rows; ++row) {
+      std::memcpy(out + row * world * width + r * width, in + row * width, width * sizeof(float));
+    }
+  };
+  place(0, piece);
+  scratch_.resize(rows * width);
+  for (int r = 1; r < world_; ++r) {
+    GLM_ASSIGN_OR_RETURN(int fd, socketTo(r, what));
+    if (Status s = recvFrame(fd, Kind::Gather, scratch_.data(), pieceBytes, timeout); !s.ok()) {
+      return peerFailure(r, s, what);
+    }
+    place(static_cast<size_t>(r), scratch_.data());
+  }
+  for (int r = 1; r < world_; ++r) {
+    GLM_ASSIGN_OR_RETURN(int fd, socketTo(r, what));
+    if (Status s = sendFrame(fd, Kind::Gathered, out, pieceBytes * world, timeout); !s.ok()) {
+      return peerFailure(r, s, what);
+    }
+  }
+  return Status::success();
+}
+
+Status TcpComm::broadcast(void *buffer, size_t bytes) {
+  const char *what = "a broadcast";
+  GLM_RETURN_IF_ERROR(checkAllConnected(what));
+  const int timeout = options_.timeoutMs;
+  if (rank_ != 0) {
+    GLM_ASSIGN_OR_RETURN(int fd, socketTo(0, what));
+    if (Status s = recvFrame(fd, Kind::Broadcast, buffer, bytes, timeout); !s.ok()) {
+      return peerFailure(0, s, what);
+    }
+    return Status::success();
+  }
+  for (int r = 1; r < world_; ++r) {
+    GLM_ASSIGN_OR_RETURN(int fd, socketTo(r, what));
+    if (Status s = sendFrame(fd, Kind::Broadcast, buffer, bytes, timeout); !s.ok()) {
+      return peerFailure(r, s, what);
+    }
+  }
+  return Status::success();
+}
+
+} // namespace glm::runtime

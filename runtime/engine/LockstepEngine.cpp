@@ -1,0 +1,442 @@
+// The lockstep protocol. Each engine call on rank 0 becomes: broadcast of a 16-byte command
+// (op, slot, count, logit rows), broadcast of its int32 payload (prefill tokens; decode slots then
+// tokens), the call on every rank, and a one-float-per-rank all-gather of "did your call succeed".
+// Idle, rank 0 sends Ping commands, which are just the last step.
+#include "runtime/engine/LockstepEngine.h"
+
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+
+namespace glm::runtime {
+
+namespace {
+
+enum class Op : uint32_t { Ping = 1, NewSequence = 2, EndSequence = 3, Prefill = 4, Decode = 5 };
+
+constexpr uint32_t kMaxCommandCount = 1u << 24;
+
+const char *opName(uint32_t op) {
+  switch (static_cast<Op>(op)) {
+  case Op::Ping:
+    return "ping";
+  case Op::NewSequence:
+    return "newSequence";
+  case Op::EndSequence:
+    return "endSequence";
+  case Op::Prefill:
+    return "prefill";
+  case Op::Decode:
+    return "decode";
+  }
+  return "an unknown call";
+}
+
+/// FNV-1a, 64 bits: a fingerprint to catch mismatched files, not a defence against forgery.
+struct Fnv1a {
+  uint64_t hash = 0xcbf29ce484222325ull;
+  void add(const void *data, size_t n) {
+    const auto *p = static_cast<const uint8_t *>(data);
+    for (size_t i = 0; i < n; ++i) {
+      hash = (hash ^ p[i]) * 0x100000001b3ull;
+    }
+  }
+  template <typename T> void addValue(const T &value) { add(&value, sizeof value); }
+};
+
+std::string hex(uint64_t value) {
+  char text[17];
+  std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(value));
+  return text;
+}
+
+/// The value of `key=` in an identity string ("plan=... weights=...").
+std::string field(const std::string &identity, const std::string &key) {
+  const size_t at = identity.find(key + "=");
+  if (at == std::string::npos) {
+    return "";
+  }
+  const size_t from = at + key.size() + 1;
+  return identity.substr(from, identity.find(' ', from) - from);
+}
+
+void defaultLog(const std::string &message) { std::fprintf(stderr, "glmc: %s\n", message.c_str()); }
+
+} // namespace
+
+struct LockstepCommand {
+  uint32_t op = 0;
+  int32_t slot = -1;
+  uint32_t count = 0; // prefill: tokens; decode: sequences
+  uint32_t rows = 0;  // prefill: 0 all rows' logits, 1 the last row's (LogitRows)
+};
+
+std::string lockstepIdentity(const PlanFile &plan, const Checkpoint &checkpoint) {
+  Fnv1a planHash;
+  planHash.add(plan.bytes().data(), plan.bytes().size());
+  Fnv1a weightsHash;
+  std::ifstream config(checkpoint.directory() / "config.json", std::ios::binary);
+  const std::string configText((std::istreambuf_iterator<char>(config)),
+                               std::istreambuf_iterator<char>());
+  weightsHash.add(configText.data(), configText.size());
+  for (const TensorView *t : checkpoint.tensors()) {
+    weightsHash.add(t->name.data(), t->name.size() + 1);
+    weightsHash.addValue(static_cast<int32_t>(t->dtype));
+    weightsHash.addValue(static_cast<uint64_t>(t->shape.size()));
+    for (int64_t d : t->shape) {
+      weightsHash.addValue(d);
+    }
+    weightsHash.addValue(t->byteSize);
+  }
+  return "plan=" + hex(planHash.hash) + " weights=" + hex(weightsHash.hash);
+}
+
+Status compareLockstepIdentity(int rank, const std::string &theirs, const std::string &ours) {
+  if (field(theirs, "plan") != field(ours, "plan")) {
+    return invalidArgument("rank ", rank, " runs a different plan (hash ", field(theirs, "plan"),
+                           ", rank 0's is ", field(ours, "plan"),
+                           "): every rank needs the same PLAN.glmp");
+  }
+  if (field(theirs, "weights") != field(ours, "weights")) {
+    return invalidArgument("rank ", rank, " has a different checkpoint (config.json and tensor ",
+                           "table hash ", field(theirs, "weights"), ", rank 0's is ",
+                           field(ours, "weights"), "): every rank needs the same model files");
+  }
+  if (theirs != ours) {
+    return invalidArgument("rank ", rank, " presents '", theirs, "', rank 0 expects '", ours, "'");
+  }
+  return Status::success();
+}
+
+LockstepEngine::LockstepEngine(std::unique_ptr<TcpComm> comm, std::unique_ptr<Engine> local,
+                               std::string identity, LockstepOptions options)
+    : comm_(std::move(comm)), local_(std::move(local)), identity_(std::move(identity)),
+      options_(std::move(options)), lastCall_(std::chrono::steady_clock::now()) {}
+
+Expected<std::unique_ptr<LockstepEngine>> LockstepEngine::create(std::unique_ptr<TcpComm> comm,
+                                                                 std::unique_ptr<Engine> local,
+                                                                 std::string identity,
+                                                                 LockstepOptions options) {
+  if (!comm || !local || comm->rank() != 0) {
+    return invalidArgument("a lockstep engine needs rank 0's communicator and engine");
+  }
+  std::unique_ptr<LockstepEngine> engine(new LockstepEngine(
+      std::move(comm), std::move(local), std::move(identity), std::move(options)));
+  GLM_RETURN_IF_ERROR(engine->initCommon(engine->local_->plan()));
+  engine->monitor_ = std::thread([e = engine.get()] { e->monitor(); });
+  return engine;
+}
+
+LockstepEngine::~LockstepEngine() {
+  stopping_ = true;
+  monitor_.join();
+}
+
+void LockstepEngine::log(const std::string &message) const {
+  if (options_.log) {
+    options_.log(message);
+  } else {
+    defaultLog(message);
+  }
+}
+
+void LockstepEngine::monitor() {
+  const auto heartbeat = std::chrono::milliseconds(options_.heartbeatMs);
+  const int tickMs = std::max(1, std::min(100, options_.heartbeatMs / 4));
+  auto admit = [this](int rank, const std::string &identity) {
+    return compareLockstepIdentity(rank, identity, identity_);
+  };
+  while (!stopping_) {
+    // Waiting for a connection is the tick; it runs without the lock, so engine calls go on.
+    if (comm_->waitForConnection(tickMs)) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      Expected<int> rank = comm_->acceptPending(0, admit);
+      if (!rank.ok()) {
+        log(strCat("refused a tensor-parallel worker: ", rank.status().message()));
+      } else if (*rank >= 0) {
+        log(strCat("tensor-parallel rank ", *rank, " joined"));
+        if (comm_->complete()) {
+          // A new group: the workers hold no sequences, so those opened before are stale.
+          ++generation_;
+          lastCall_ = std::chrono::steady_clock::now();
+          joined_.notify_all();
+        }
+      }
+      continue;
+    }
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (comm_->complete() && std::chrono::steady_clock::now() - lastCall_ >= heartbeat) {
+      LockstepCommand ping;
+      ping.op = static_cast<uint32_t>(Op::Ping);
+      if (begin(ping, {}).ok()) {
+        (void)finish(Status::success(), "ping");
+      }
+    }
+  }
+}
+
+Status LockstepEngine::health() const {
+  const std::vector<int> missing = comm_->missingRanks();
+  if (missing.empty()) {
+    return Status::success();
+  }
+  std::string ranks;
+  for (int r : missing) {
+    ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
+  }
+  const std::string last = comm_->lastError();
+  return Status(StatusCode::Unavailable,
+                strCat("tensor-parallel rank", missing.size() > 1 ? "s " : " ", ranks, " of ",
+                       comm_->world(), missing.size() > 1 ? " are" : " is", " not connected",
+                       last.empty() ? "" : " (last failure: " + last + ")"));
+}
+
+Status LockstepEngine::waitForWorkers(int timeoutMs) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  if (!joined_.wait_for(lock, std::chrono::milliseconds(timeoutMs),
+                        [&] { return comm_->complete(); })) {
+    return health();
+  }
+  return Status::success();
+}
+
+Status LockstepEngine::lost(const Status &why) {
+  comm_->disconnect(why.message());
+  log(strCat("tensor-parallel group lost: ", why.message()));
+  return Status(StatusCode::Unavailable, why.message());
+}
+
+Status LockstepEngine::begin(const LockstepCommand &command, std::span<const int32_t> payload) {
+  if (Status h = health(); !h.ok()) {
+    return h;
+  }
+  LockstepCommand copy = command;
+  if (Status s = comm_->broadcast(&copy, sizeof copy); !s.ok()) {
+    return lost(s);
+  }
+  if (!payload.empty()) {
+    std::vector<int32_t> data(payload.begin(), payload.end());
+    if (Status s = comm_->broadcast(data.data(), data.size() * sizeof(int32_t)); !s.ok()) {
+      return lost(s);
+    }
+  }
+  return Status::success();
+}
+
+Status LockstepEngine::finish(const Status &local, const char *call) {
+  if (!comm_->complete()) {
+    // A collective inside the call failed and ended the group; its error names the rank.
+    return lost(!local.ok() ? local : Status(StatusCode::Unavailable, comm_->lastError()));
+  }
+  const float mine = local.ok() ? 0.0f : 1.0f;
+  std::vector<float> all(static_cast<size_t>(comm_->world()));
+  if (Status s = comm_->allGather(&mine, all.data(), 1, 1, 1); !s.ok()) {
+    return lost(s);
+  }
+  lastCall_ = std::chrono::steady_clock::now();
+  std::vector<int> failed;
+  for (int r = 1; r < comm_->world(); ++r) {
+    if (all[static_cast<size_t>(r)] != 0.0f) {
+      failed.push_back(r);
+    }
+  }
+  const bool agree =
+      local.ok() ? failed.empty() : static_cast<int>(failed.size()) == comm_->world() - 1;
+  if (agree) {
+    return local; // the same outcome everywhere (a refused call leaves every state unchanged)
+  }
+  if (!local.ok()) {
+    (void)lost(
+        Status(StatusCode::Unavailable,
+               strCat("rank 0 failed ", call, " where other ranks succeeded: ", local.message())));
+    return local;
+  }
+  return lost(
+      Status(StatusCode::Unavailable, strCat("tensor-parallel rank ", failed.front(), " failed ",
+                                             call, " where rank 0 succeeded (its log says why)")));
+}
+
+Status LockstepEngine::checkCurrent(int slot) const {
+  auto it = slotGeneration_.find(slot);
+  if (it != slotGeneration_.end() && it->second != generation_) {
+    return Status(StatusCode::Unavailable,
+                  strCat("sequence slot ", slot, " was lost when the tensor-parallel group broke"));
+  }
+  return Status::success();
+}
+
+Expected<int> LockstepEngine::newSequence() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  GLM_RETURN_IF_ERROR(health());
+  GLM_ASSIGN_OR_RETURN(int slot, local_->newSequence());
+  LockstepCommand command;
+  command.op = static_cast<uint32_t>(Op::NewSequence);
+  command.slot = slot;
+  Status s = begin(command, {});
+  if (s.ok()) {
+    s = finish(Status::success(), "newSequence");
+  }
+  if (!s.ok()) {
+    local_->endSequence(slot);
+    return s;
+  }
+  slotGeneration_[slot] = generation_;
+  return slot;
+}
+
+void LockstepEngine::endSequence(int slot) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  local_->endSequence(slot);
+  const bool current = checkCurrent(slot).ok();
+  slotGeneration_.erase(slot);
+  if (!current || !comm_->complete()) {
+    return; // the workers dropped it when the group broke
+  }
+  LockstepCommand command;
+  command.op = static_cast<uint32_t>(Op::EndSequence);
+  command.slot = slot;
+  if (begin(command, {}).ok()) {
+    (void)finish(Status::success(), "endSequence");
+  }
+}
+
+int64_t LockstepEngine::length(int slot) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return local_->length(slot);
+}
+
+int64_t LockstepEngine::pagesNeeded(int slot, int64_t more) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return local_->pagesNeeded(slot, more);
+}
+
+int64_t LockstepEngine::freePages() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return local_->freePages();
+}
+
+Expected<std::vector<float>> LockstepEngine::prefill(int slot, std::span<const int32_t> tokens,
+                                                     LogitRows rows) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  GLM_RETURN_IF_ERROR(checkCurrent(slot));
+  LockstepCommand command;
+  command.op = static_cast<uint32_t>(Op::Prefill);
+  command.slot = slot;
+  command.count = static_cast<uint32_t>(tokens.size());
+  command.rows = rows == LogitRows::Last ? 1 : 0;
+  GLM_RETURN_IF_ERROR(begin(command, tokens));
+  Expected<std::vector<float>> logits = local_->prefill(slot, tokens, rows);
+  GLM_RETURN_IF_ERROR(finish(logits.status(), "prefill"));
+  return logits;
+}
+
+Expected<std::vector<float>> LockstepEngine::decode(std::span<const int> slots,
+                                                    std::span<const int32_t> tokens) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (int slot : slots) {
+    GLM_RETURN_IF_ERROR(checkCurrent(slot));
+  }
+  if (slots.size() != tokens.size()) {
+    return local_->decode(slots, tokens); // its error, before any rank is involved
+  }
+  LockstepCommand command;
+  command.op = static_cast<uint32_t>(Op::Decode);
+  command.count = static_cast<uint32_t>(slots.size());
+  std::vector<int32_t> payload(slots.begin(), slots.end());
+  payload.insert(payload.end(), tokens.begin(), tokens.end());
+  GLM_RETURN_IF_ERROR(begin(command, payload));
+  Expected<std::vector<float>> logits = local_->decode(slots, tokens);
+  GLM_RETURN_IF_ERROR(finish(logits.status(), "decode"));
+  return logits;
+}
+
+Status runLockstepWorker(Comm &comm, Engine &engine,
+                         const std::function<void(const std::string &)> &log) {
+  // Rank 0's slot numbers -> this engine's: after a rejoin, rank 0 may still hold stale slots
+  // that this rank never saw, so the numbers need not agree.
+  std::map<int, int> slots;
+  auto local = [&](int slot) {
+    auto it = slots.find(slot);
+    return it == slots.end() ? -1 : it->second;
+  };
+  auto endAll = [&](Status why) {
+    for (const auto &[remote, mine] : slots) {
+      engine.endSequence(mine);
+    }
+    return why;
+  };
+  std::vector<float> outcomes(static_cast<size_t>(comm.world()));
+  while (true) {
+    LockstepCommand command;
+    if (Status s = comm.broadcast(&command, sizeof command); !s.ok()) {
+      return endAll(s);
+    }
+    const auto op = static_cast<Op>(command.op);
+    if (command.count > kMaxCommandCount) {
+      return endAll(Status(StatusCode::Unavailable,
+                           strCat("rank 0 sent a ", opName(command.op), " of ", command.count,
+                                  " entries (at most ", kMaxCommandCount, ")")));
+    }
+    std::vector<int32_t> payload(op == Op::Prefill  ? command.count
+                                 : op == Op::Decode ? 2 * size_t{command.count}
+                                                    : 0);
+    if (!payload.empty()) {
+      if (Status s = comm.broadcast(payload.data(), payload.size() * sizeof(int32_t)); !s.ok()) {
+        return endAll(s);
+      }
+    }
+    Status result;
+    switch (op) {
+    case Op::Ping:
+      break;
+    case Op::NewSequence: {
+      if (int old = local(command.slot); old >= 0) {
+        engine.endSequence(old);
+        slots.erase(command.slot);
+      }
+      Expected<int> slot = engine.newSequence();
+      result = slot.status();
+      if (slot.ok()) {
+        slots[command.slot] = *slot;
+      }
+      break;
+    }
+    case Op::EndSequence:
+      if (int mine = local(command.slot); mine >= 0) {
+        engine.endSequence(mine);
+        slots.erase(command.slot);
+      }
+      break;
+    case Op::Prefill:
+      result = engine
+                   .prefill(local(command.slot), payload,
+                            command.rows == 1 ? LogitRows::Last : LogitRows::All)
+                   .status();
+      break;
+    case Op::Decode: {
+      std::vector<int> mine;
+      for (uint32_t i = 0; i < command.count; ++i) {
+        mine.push_back(local(payload[i]));
+      }
+      result =
+          engine
+              .decode(mine, std::span<const int32_t>(payload).subspan(command.count, command.count))
+              .status();
+      break;
+    }
+    default:
+      return endAll(
+          Status(StatusCode::Unavailable, strCat("rank 0 sent unknown command ", command.op)));
+    }
+    if (!result.ok() && log) {
+      log(strCat(opName(command.op), " failed on rank ", comm.rank(), ": ", result.message()));
+    }
+    const float mine = result.ok() ? 0.0f : 1.0f;
+    if (Status s = comm.allGather(&mine, outcomes.data(), 1, 1, 1); !s.ok()) {
+      return endAll(s);
+    }
+  }
+}
+
+} // namespace glm::runtime

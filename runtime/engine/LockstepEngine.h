@@ -1,0 +1,108 @@
+// Tensor parallelism across processes: rank 0's engine, wrapped so that before each engine call
+// it tells every worker rank (over the communicator's broadcast) to make the same call on its own
+// engine, which keeps the collectives inside the plan paired up across ranks (lockstep).
+#pragma once
+
+#include "runtime/comm/TcpComm.h"
+#include "runtime/engine/Engine.h"
+#include "runtime/plan/PlanFile.h"
+#include "runtime/weights/SafeTensors.h"
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+namespace glm::runtime {
+
+struct LockstepCommand; // one engine call on the wire (LockstepEngine.cpp)
+
+/// What a rank proves to rank 0 before it may join: a hash of the plan file's bytes and a hash of
+/// the checkpoint's config.json and tensor table (names, dtypes, shapes, byte sizes) — not of the
+/// weight bytes, which would take minutes to read.
+std::string lockstepIdentity(const PlanFile &plan, const Checkpoint &checkpoint);
+
+/// OK when `theirs` (rank `rank`'s identity) equals `ours`; otherwise an error that says which
+/// half differs.
+Status compareLockstepIdentity(int rank, const std::string &theirs, const std::string &ours);
+
+struct LockstepOptions {
+  /// An idle rank 0 pings the workers this often, so that a dead worker shows on /health without
+  /// traffic, and the workers (whose waits time out after the TcpComm timeout) know rank 0 lives.
+  int heartbeatMs = 1000;
+  /// Where joins, refusals and lost ranks are reported (default: stderr).
+  std::function<void(const std::string &)> log;
+};
+
+class LockstepEngine : public Engine {
+public:
+  /// `local` is rank 0's engine, created with `comm` (rank 0 of a listening TcpComm) as its
+  /// communicator; workers must present `identity` to join. A monitor thread admits workers,
+  /// pings idle ones, and re-admits them after a failure.
+  static Expected<std::unique_ptr<LockstepEngine>> create(std::unique_ptr<TcpComm> comm,
+                                                          std::unique_ptr<Engine> local,
+                                                          std::string identity,
+                                                          LockstepOptions options = {});
+  ~LockstepEngine() override;
+
+  Expected<int> newSequence() override;
+  void endSequence(int slot) override;
+  int64_t length(int slot) const override;
+  int64_t pagesNeeded(int slot, int64_t more) const override;
+  int64_t freePages() const override;
+  Expected<std::vector<float>> prefill(int slot, std::span<const int32_t> tokens,
+                                       LogitRows rows = LogitRows::All) override;
+  Expected<std::vector<float>> decode(std::span<const int> slots,
+                                      std::span<const int32_t> tokens) override;
+  const plan::Plan &plan() const override { return local_->plan(); }
+  /// Unavailable, naming the missing ranks, until every worker has joined.
+  Status health() const override;
+
+  /// Waits until every worker has joined; Unavailable after `timeoutMs`.
+  Status waitForWorkers(int timeoutMs);
+  /// The port workers connect to.
+  int port() const { return comm_->port(); }
+
+private:
+  LockstepEngine(std::unique_ptr<TcpComm> comm, std::unique_ptr<Engine> local, std::string identity,
+                 LockstepOptions options);
+  Status clearSlots(int) override { return Status::success(); } // newSequence is forwarded
+  void monitor();
+  /// Sends a call to the workers. The caller holds mutex_.
+  Status begin(const LockstepCommand &command, std::span<const int32_t> payload);
+  /// After the local call: every rank reports whether its call succeeded; a disagreement ends
+  /// the group, since the ranks' states have diverged. Returns `local` when all agree.
+  Status finish(const Status &local, const char *call);
+  /// The group broke: record it and return the error the caller reports.
+  Status lost(const Status &why);
+  /// Whether `slot` was opened in the current group (a slot opened before the group broke has
+  /// no state on the workers any more).
+  Status checkCurrent(int slot) const;
+  void log(const std::string &message) const;
+
+  // comm_ outlives local_, whose collectives use it.
+  std::unique_ptr<TcpComm> comm_;
+  std::unique_ptr<Engine> local_;
+  std::string identity_;
+  LockstepOptions options_;
+  mutable std::mutex mutex_; // one engine call (or ping, or admission) at a time
+  std::condition_variable joined_;
+  uint64_t generation_ = 0;                // counts the times the full group formed
+  std::map<int, uint64_t> slotGeneration_; // the generation each open slot belongs to
+  std::chrono::steady_clock::time_point lastCall_;
+  std::atomic<bool> stopping_{false};
+  std::thread monitor_;
+};
+
+/// A worker rank's side: runs the calls rank 0 sends on `engine` (this rank's engine, created with
+/// `comm`) until the connection to rank 0 ends, and returns why it ended. Sequences it opened
+/// are ended, so a rejoin starts from no sequences. Failed calls are reported through `log`.
+Status runLockstepWorker(Comm &comm, Engine &engine,
+                         const std::function<void(const std::string &)> &log = {});
+
+} // namespace glm::runtime

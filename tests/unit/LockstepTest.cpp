@@ -1,0 +1,340 @@
+// Tensor parallelism across processes: rank 0 as a LockstepEngine in the test, rank 1 as a
+// `glmc worker` child over TCP. TP 2 gives the TP 1 logits of the tiny fixture; a worker killed
+// mid-generation fails the request in flight, shows on /health, and a restarted one is taken back.
+#include "runtime/comm/TcpComm.h"
+#include "runtime/engine/CpuEngine.h"
+#include "runtime/engine/LockstepEngine.h"
+#include "runtime/engine/Scheduler.h"
+#include "server/http/HttpServer.h"
+
+#include "models/glm53/Config.h"
+#include "tests/unit/support/Compare.h"
+
+#include <gtest/gtest.h>
+#include <httplib.h>
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <csignal>
+#include <filesystem>
+#include <future>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+extern char **environ;
+
+namespace glm::runtime {
+namespace {
+
+using Json = nlohmann::json;
+
+const std::filesystem::path kTiny = std::filesystem::path(GLM_FIXTURES_DIR) / "glm53-tiny";
+
+/// A plan file of the tiny fixture, removed with the object.
+class CompiledPlan {
+public:
+  explicit CompiledPlan(int tp)
+      : path_(std::filesystem::temp_directory_path() /
+              ("lockstep_" + std::to_string(::getpid()) + "_" + std::to_string(tp) + ".glmp")) {
+    const std::string command = std::string(GLM_GLMC_PATH) + " compile " + kTiny.string() + " -o " +
+                                path_.string() + " --target cpu --precision f32 --tp " +
+                                std::to_string(tp) + " 2>/dev/null";
+    EXPECT_EQ(std::system(command.c_str()), 0) << command;
+  }
+  ~CompiledPlan() { std::filesystem::remove(path_); }
+  const std::filesystem::path &path() const { return path_; }
+  std::unique_ptr<PlanFile> open() const { return std::move(PlanFile::open(path_)).value(); }
+
+private:
+  std::filesystem::path path_;
+};
+
+/// `glmc worker` for rank 1 as a child process; killed with the object.
+class Worker {
+public:
+  Worker(const CompiledPlan &plan, int port) {
+    const std::string head = "127.0.0.1:" + std::to_string(port);
+    std::vector<std::string> args = {GLM_GLMC_PATH, "worker", plan.path().string(), "--model",
+                                     kTiny.string(), "--rank", "1", "--head", head,
+                                     // An orphan (a crashed test) gives up on its own.
+                                     "--wait", "20"};
+    std::vector<char *> argv;
+    for (std::string &a : args) {
+      argv.push_back(a.data());
+    }
+    argv.push_back(nullptr);
+    EXPECT_EQ(::posix_spawn(&pid_, argv[0], nullptr, nullptr, argv.data(), environ), 0);
+  }
+  ~Worker() { kill(); }
+  /// SIGKILL, and wait until it is gone.
+  void kill() {
+    if (pid_ > 0) {
+      ::kill(pid_, SIGKILL);
+      ::waitpid(pid_, nullptr, 0);
+      pid_ = -1;
+    }
+  }
+
+private:
+  pid_t pid_ = -1;
+};
+
+/// Rank 0: a LockstepEngine over a CPU engine of `plan`, listening on a free port.
+std::unique_ptr<LockstepEngine> rankZero(const CompiledPlan &plan, const Checkpoint &checkpoint) {
+  std::unique_ptr<PlanFile> file = plan.open();
+  const std::string identity = lockstepIdentity(*file, checkpoint);
+  std::unique_ptr<TcpComm> comm = std::move(TcpComm::listen("127.0.0.1", 0, 2)).value();
+  CpuEngineOptions options;
+  options.comm = comm.get();
+  std::unique_ptr<CpuEngine> local =
+      std::move(CpuEngine::create(std::move(file), checkpoint, options)).value();
+  return std::move(LockstepEngine::create(std::move(comm), std::move(local), identity)).value();
+}
+
+int32_t argmax(const float *row, int64_t vocab) {
+  return static_cast<int32_t>(std::max_element(row, row + vocab) - row);
+}
+
+/// Two sequences prefilled, then decoded together greedily for `steps` steps; every logits row
+/// in order, and the tokens. Ends one sequence and opens another in between, so that rank 0's
+/// slot numbers are exercised on the worker too.
+struct Generation {
+  std::vector<float> logits;
+  std::vector<int32_t> tokens;
+  Status status;
+};
+
+Generation generate(Engine &engine, int steps) {
+  Generation run;
+  auto fail = [&](Status s) {
+    run.status = std::move(s);
+    return run;
+  };
+  const int64_t vocab = engine.vocabSize();
+  const std::vector<int32_t> prompts[2] = {{5, 17, 300, 42, 7, 99, 1000, 3}, {11, 250, 8}};
+  Expected<int> scratch = engine.newSequence();
+  if (!scratch.ok()) {
+    return fail(scratch.status());
+  }
+  int slots[2];
+  std::vector<int32_t> next(2);
+  for (int s = 0; s < 2; ++s) {
+    Expected<int> slot = engine.newSequence();
+    if (!slot.ok()) {
+      return fail(slot.status());
+    }
+    slots[s] = *slot;
+    Expected<std::vector<float>> logits = engine.prefill(*slot, prompts[s]);
+    if (!logits.ok()) {
+      return fail(logits.status());
+    }
+    run.logits.insert(run.logits.end(), logits->begin(), logits->end());
+    next[static_cast<size_t>(s)] = argmax(logits->data() + logits->size() - vocab, vocab);
+    if (s == 0) {
+      engine.endSequence(*scratch);
+    }
+  }
+  for (int i = 0; i < steps; ++i) {
+    run.tokens.insert(run.tokens.end(), next.begin(), next.end());
+    Expected<std::vector<float>> logits = engine.decode(slots, next);
+    if (!logits.ok()) {
+      return fail(logits.status());
+    }
+    run.logits.insert(run.logits.end(), logits->begin(), logits->end());
+    for (size_t s = 0; s < 2; ++s) {
+      next[s] = argmax(logits->data() + s * static_cast<size_t>(vocab), vocab);
+    }
+  }
+  engine.endSequence(slots[0]);
+  engine.endSequence(slots[1]);
+  return run;
+}
+
+TEST(Lockstep, TwoProcessesOverTcpGiveTheOneRankLogits) {
+  std::unique_ptr<Checkpoint> checkpoint = std::move(Checkpoint::open(kTiny)).value();
+  const CompiledPlan one(1), two(2);
+  std::unique_ptr<CpuEngine> reference =
+      std::move(CpuEngine::create(one.open(), *checkpoint)).value();
+  const Generation expected = generate(*reference, 5);
+  ASSERT_TRUE(expected.status.ok()) << expected.status.toString();
+
+  std::unique_ptr<LockstepEngine> engine = rankZero(two, *checkpoint);
+  EXPECT_FALSE(engine->health().ok());
+  EXPECT_NE(engine->health().message().find("rank 1 of 2 is not connected"), std::string::npos)
+      << engine->health().message();
+  Worker worker(two, engine->port());
+  ASSERT_TRUE(engine->waitForWorkers(60000).ok()) << engine->health().toString();
+  const Generation got = generate(*engine, 5);
+  ASSERT_TRUE(got.status.ok()) << got.status.toString();
+
+  const int64_t vocab = reference->vocabSize();
+  ASSERT_EQ(got.logits.size(), expected.logits.size());
+  double worst = 0;
+  for (size_t row = 0; row < expected.logits.size() / static_cast<size_t>(vocab); ++row) {
+    worst = std::max(worst, glm::testing::relativeL2(got.logits.data() + row * vocab,
+                                                     expected.logits.data() + row * vocab, vocab));
+  }
+  EXPECT_LE(worst, 1e-5);
+  EXPECT_EQ(got.tokens, expected.tokens);
+}
+
+TEST(Lockstep, AWorkerOfAnotherPlanIsRefused) {
+  std::unique_ptr<Checkpoint> checkpoint = std::move(Checkpoint::open(kTiny)).value();
+  const CompiledPlan two(2);
+  std::unique_ptr<PlanFile> plan = two.open();
+  const std::string ours = lockstepIdentity(*plan, *checkpoint);
+  std::string theirs = ours;
+  theirs[theirs.find("plan=") + 5] ^= 1;
+  Status s = compareLockstepIdentity(1, theirs, ours);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("rank 1 runs a different plan"), std::string::npos) << s.message();
+  theirs = ours;
+  theirs[theirs.find("weights=") + 8] ^= 1;
+  s = compareLockstepIdentity(1, theirs, ours);
+  EXPECT_NE(s.message().find("rank 1 has a different checkpoint"), std::string::npos)
+      << s.message();
+  EXPECT_TRUE(compareLockstepIdentity(1, ours, ours).ok());
+}
+
+/// Forwards to an engine; its `gateAt`-th decode call waits for the test's release, so that the
+/// test can act while a request is certainly in flight.
+class GatedEngine : public Engine {
+public:
+  explicit GatedEngine(std::unique_ptr<Engine> inner) : inner_(std::move(inner)) {
+    (void)initCommon(inner_->plan());
+  }
+  Expected<int> newSequence() override { return inner_->newSequence(); }
+  void endSequence(int slot) override { inner_->endSequence(slot); }
+  int64_t length(int slot) const override { return inner_->length(slot); }
+  int64_t pagesNeeded(int slot, int64_t more) const override {
+    return inner_->pagesNeeded(slot, more);
+  }
+  int64_t freePages() const override { return inner_->freePages(); }
+  Status health() const override { return inner_->health(); }
+  Expected<std::vector<float>> prefill(int slot, std::span<const int32_t> tokens,
+                                       LogitRows rows) override {
+    return inner_->prefill(slot, tokens, rows);
+  }
+  Expected<std::vector<float>> decode(std::span<const int> slots,
+                                      std::span<const int32_t> tokens) override {
+    if (gateAt > 0 && ++decodes == gateAt) {
+      gateAt = 0;
+      reached.set_value();
+      release.get_future().wait();
+    }
+    return inner_->decode(slots, tokens);
+  }
+  const plan::Plan &plan() const override { return inner_->plan(); }
+
+  std::atomic<int> gateAt{0};
+  std::atomic<int> decodes{0};
+  std::promise<void> reached, release;
+
+private:
+  Status clearSlots(int) override { return Status::success(); }
+  std::unique_ptr<Engine> inner_;
+};
+
+TEST(Lockstep, AKilledWorkerFailsTheRequestInFlightAndARestartedOneIsTakenBack) {
+  std::unique_ptr<Checkpoint> checkpoint = std::move(Checkpoint::open(kTiny)).value();
+  const CompiledPlan two(2);
+  std::unique_ptr<LockstepEngine> owned = rankZero(two, *checkpoint);
+  LockstepEngine *lockstep = owned.get();
+  auto gated = std::make_unique<GatedEngine>(std::move(owned));
+  GatedEngine *gate = gated.get();
+  server::SchedulerEngine scheduler(std::make_unique<Scheduler>(std::move(gated), 16));
+
+  server::Tokenizer tokenizer = std::move(server::Tokenizer::fromModelDir(kTiny)).value();
+  server::ChatTemplate chatTemplate = std::move(server::loadChatTemplate(kTiny)).value();
+  const std::vector<int64_t> eos = std::move(glm53::loadGlm53Config(kTiny)).value().eosTokenIds;
+  server::ServedModel model{&tokenizer, &chatTemplate,
+                            std::move(server::loadChatTokenizerConfig(kTiny)).value(),
+                            std::vector<int32_t>(eos.begin(), eos.end())};
+  server::ServerOptions options;
+  options.port = 0;
+  options.servedNames = {"tiny"};
+  options.maxContext = 2048;
+  server::HttpServer http(options, scheduler, model);
+  const int port = *http.bind();
+  std::thread serving([&] { http.serve(); });
+  auto client = [&] {
+    httplib::Client c("127.0.0.1", port);
+    c.set_read_timeout(60, 0);
+    return c;
+  };
+  const std::string request = Json{
+      {"model", "tiny"},
+      {"prompt", "tensor parallel"},
+      {"max_tokens", 6},
+      {"temperature", 0},
+      {"ignore_eos", true}}.dump();
+
+  // Before the worker joins, /health names it and requests are refused.
+  {
+    auto health = client().Get("/health");
+    ASSERT_TRUE(health);
+    EXPECT_EQ(health->status, 503);
+    EXPECT_NE(health->body.find("rank 1"), std::string::npos) << health->body;
+    auto refused = client().Post("/v1/completions", request, "application/json");
+    ASSERT_TRUE(refused);
+    EXPECT_EQ(refused->status, 503);
+  }
+
+  auto worker = std::make_unique<Worker>(two, lockstep->port());
+  ASSERT_TRUE(lockstep->waitForWorkers(60000).ok()) << lockstep->health().toString();
+  auto first = client().Post("/v1/completions", request, "application/json");
+  ASSERT_TRUE(first);
+  ASSERT_EQ(first->status, 200) << first->body;
+  const Json firstReply = Json::parse(first->body);
+  ASSERT_TRUE(firstReply.contains("choices")) << first->body;
+  const std::string text = firstReply["choices"][0]["text"];
+
+  // The second request stops at its second decode step; the worker dies meanwhile.
+  gate->decodes = 0;
+  gate->gateAt = 2;
+  std::future<httplib::Result> inFlight = std::async(std::launch::async, [&] {
+    return client().Post("/v1/completions", request, "application/json");
+  });
+  gate->reached.get_future().wait();
+  worker->kill();
+  gate->release.set_value();
+  httplib::Result failed = inFlight.get();
+  ASSERT_TRUE(failed);
+  // The status line went out before generation (see HttpServer's non-streamed replies); the
+  // failure is the body's error, the 503 kind.
+  const Json error = Json::parse(failed->body);
+  ASSERT_TRUE(error.contains("error")) << failed->body;
+  EXPECT_EQ(error["error"]["code"], "engine_unavailable") << failed->body;
+  EXPECT_NE(error["error"]["message"].get<std::string>().find("rank 1"), std::string::npos)
+      << failed->body;
+
+  {
+    auto health = client().Get("/health");
+    ASSERT_TRUE(health);
+    EXPECT_EQ(health->status, 503);
+    EXPECT_NE(health->body.find("rank 1 of 2 is not connected"), std::string::npos) << health->body;
+    auto refused = client().Post("/v1/completions", request, "application/json");
+    ASSERT_TRUE(refused);
+    EXPECT_EQ(refused->status, 503) << refused->body;
+  }
+
+  // A restarted worker is admitted and serving resumes, with the same greedy reply.
+  worker = std::make_unique<Worker>(two, lockstep->port());
+  ASSERT_TRUE(lockstep->waitForWorkers(60000).ok()) << lockstep->health().toString();
+  {
+    auto health = client().Get("/health");
+    ASSERT_TRUE(health);
+    EXPECT_EQ(health->status, 200) << health->body;
+  }
+  auto again = client().Post("/v1/completions", request, "application/json");
+  ASSERT_TRUE(again);
+  ASSERT_EQ(again->status, 200) << again->body;
+  EXPECT_EQ(Json::parse(again->body)["choices"][0]["text"], text) << again->body;
+
+  http.stop(0);
+  serving.join();
+}
+
+} // namespace
+} // namespace glm::runtime

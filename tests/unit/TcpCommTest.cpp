@@ -1,0 +1,229 @@
+// TcpComm over localhost: the collectives give the loopback group's bits for 2 and 4 ranks, and a
+// peer that closes or goes quiet fails the collective with an error naming it, within the timeout.
+#include "runtime/comm/TcpComm.h"
+#include "runtime/comm/LoopbackComm.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <future>
+#include <random>
+#include <thread>
+
+namespace glm::runtime {
+namespace {
+
+TcpComm::Admit admitAll() {
+  return [](int, const std::string &) { return Status::success(); };
+}
+
+/// A TCP group of `world` ranks over localhost: rank 0 listens on a free port, the workers join.
+std::vector<std::unique_ptr<TcpComm>> tcpGroup(int world, TcpCommOptions options = {}) {
+  std::vector<std::unique_ptr<TcpComm>> comms(static_cast<size_t>(world));
+  comms[0] = std::move(TcpComm::listen("127.0.0.1", 0, world, options)).value();
+  std::vector<std::thread> joiners;
+  for (int r = 1; r < world; ++r) {
+    comms[static_cast<size_t>(r)] =
+        std::move(TcpComm::worker("127.0.0.1", comms[0]->port(), r, world, "id", options)).value();
+    joiners.emplace_back(
+        [&, r] { EXPECT_TRUE(comms[static_cast<size_t>(r)]->connect(20000).ok()); });
+  }
+  while (!comms[0]->complete()) {
+    Expected<int> joined = comms[0]->acceptPending(20000, admitAll());
+    EXPECT_TRUE(joined.ok() && *joined > 0) << joined.status().toString();
+    if (!joined.ok() || *joined <= 0) {
+      break;
+    }
+  }
+  for (std::thread &t : joiners) {
+    t.join();
+  }
+  return comms;
+}
+
+/// What one rank ends up with after a fixed series of collectives on `comm`.
+struct Outcome {
+  std::vector<float> reduced, gathered0, gathered1;
+  std::vector<uint8_t> broadcast;
+  Status status;
+};
+
+Outcome runCollectives(Comm &comm) {
+  Outcome o;
+  // Values of very different magnitudes, so that the order of the additions shows in the bits.
+  std::mt19937 random(1234 + static_cast<unsigned>(comm.rank()));
+  std::uniform_real_distribution<float> unit(-1.0f, 1.0f);
+  o.reduced.resize(1000);
+  for (size_t i = 0; i < o.reduced.size(); ++i) {
+    o.reduced[i] = unit(random) * std::pow(10.0f, static_cast<float>(i % 9) - 4.0f);
+  }
+  auto fail = [&](Status s) {
+    o.status = std::move(s);
+    return o;
+  };
+  if (Status s = comm.allReduce(o.reduced.data(), o.reduced.size()); !s.ok()) {
+    return fail(s);
+  }
+  const size_t rows = 3, width = 5, world = static_cast<size_t>(comm.world());
+  std::vector<float> piece(rows * width);
+  for (float &x : piece) {
+    x = unit(random);
+  }
+  o.gathered0.resize(rows * width * world);
+  o.gathered1.resize(rows * width * world);
+  if (Status s = comm.allGather(piece.data(), o.gathered0.data(), rows, width, 0); !s.ok()) {
+    return fail(s);
+  }
+  if (Status s = comm.allGather(piece.data(), o.gathered1.data(), rows, width, 1); !s.ok()) {
+    return fail(s);
+  }
+  o.broadcast.assign(37, static_cast<uint8_t>(comm.rank() * 7 + 1));
+  if (Status s = comm.broadcast(o.broadcast.data(), o.broadcast.size()); !s.ok()) {
+    return fail(s);
+  }
+  return o;
+}
+
+std::vector<Outcome> runOnRanks(std::vector<Comm *> comms) {
+  std::vector<Outcome> outcomes(comms.size());
+  std::vector<std::thread> threads;
+  for (size_t r = 0; r < comms.size(); ++r) {
+    threads.emplace_back([&, r] { outcomes[r] = runCollectives(*comms[r]); });
+  }
+  for (std::thread &t : threads) {
+    t.join();
+  }
+  return outcomes;
+}
+
+template <typename T> bool sameBits(const std::vector<T> &a, const std::vector<T> &b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0;
+}
+
+class TcpCommWorlds : public ::testing::TestWithParam<int> {};
+
+TEST_P(TcpCommWorlds, CollectivesGiveTheLoopbackBits) {
+  const int world = GetParam();
+  LoopbackGroup group(world);
+  std::vector<std::unique_ptr<Comm>> loopback;
+  std::vector<Comm *> loopbackRanks;
+  for (int r = 0; r < world; ++r) {
+    loopback.push_back(group.comm(r));
+    loopbackRanks.push_back(loopback.back().get());
+  }
+  std::vector<std::unique_ptr<TcpComm>> tcp = tcpGroup(world);
+  std::vector<Comm *> tcpRanks;
+  for (auto &c : tcp) {
+    tcpRanks.push_back(c.get());
+  }
+  const std::vector<Outcome> expected = runOnRanks(loopbackRanks);
+  const std::vector<Outcome> got = runOnRanks(tcpRanks);
+  for (int r = 0; r < world; ++r) {
+    const Outcome &e = expected[static_cast<size_t>(r)], &g = got[static_cast<size_t>(r)];
+    ASSERT_TRUE(g.status.ok()) << "rank " << r << ": " << g.status.toString();
+    EXPECT_TRUE(sameBits(e.reduced, g.reduced)) << "all-reduce, rank " << r;
+    EXPECT_TRUE(sameBits(e.gathered0, g.gathered0)) << "all-gather axis 0, rank " << r;
+    EXPECT_TRUE(sameBits(e.gathered1, g.gathered1)) << "all-gather axis 1, rank " << r;
+    EXPECT_TRUE(sameBits(e.broadcast, g.broadcast)) << "broadcast, rank " << r;
+    EXPECT_EQ(g.broadcast[0], 1) << "rank 0's bytes reach rank " << r;
+  }
+  // Every rank has the same sum.
+  for (int r = 1; r < world; ++r) {
+    EXPECT_TRUE(sameBits(got[0].reduced, got[static_cast<size_t>(r)].reduced));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Ranks, TcpCommWorlds, ::testing::Values(2, 4));
+
+TEST(TcpComm, APeerClosingMidCollectiveFailsEveryRankNamingIt) {
+  // Rank 1 has sent its part and waits for the sum when rank 2 goes away: rank 0's collective
+  // names rank 2, and rank 0 ends the group, so rank 1 is told at once rather than timing out.
+  std::vector<std::unique_ptr<TcpComm>> comms = tcpGroup(3);
+  std::promise<void> rank1Sent;
+  Status status0, status1;
+  std::thread rank1([&] {
+    std::vector<float> x(8, 1.0f);
+    rank1Sent.set_value(); // its frame is at most in flight: rank 0 reads rank 1 first anyway
+    status1 = comms[1]->allReduce(x.data(), x.size());
+  });
+  rank1Sent.get_future().wait();
+  comms[2]->disconnect("rank 2 leaves");
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<float> x(8, 1.0f);
+  status0 = comms[0]->allReduce(x.data(), x.size());
+  rank1.join();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
+  ASSERT_FALSE(status0.ok());
+  EXPECT_EQ(status0.code(), StatusCode::Unavailable);
+  EXPECT_NE(status0.message().find("rank 2"), std::string::npos) << status0.message();
+  ASSERT_FALSE(status1.ok());
+  EXPECT_NE(status1.message().find("rank 0"), std::string::npos) << status1.message();
+  EXPECT_EQ(comms[0]->missingRanks(), (std::vector<int>{1, 2}));
+  EXPECT_NE(comms[0]->lastError().find("rank 2"), std::string::npos);
+  // The group is over until the ranks rejoin: collectives fail at once, naming a missing rank.
+  Status again = comms[0]->allReduce(x.data(), x.size());
+  EXPECT_NE(again.message().find("rank 1 is not connected"), std::string::npos) << again.message();
+}
+
+TEST(TcpComm, AQuietPeerTimesOutNamingIt) {
+  TcpCommOptions options;
+  options.timeoutMs = 300;
+  std::vector<std::unique_ptr<TcpComm>> comms = tcpGroup(2, options);
+  // Rank 1 stays connected but never joins the collective.
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<float> piece(2, 1.0f), out(4);
+  Status s = comms[0]->allGather(piece.data(), out.data(), 1, 2, 1);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("rank 1 did not answer within 300 ms during an all-gather"),
+            std::string::npos)
+      << s.message();
+}
+
+TEST(TcpComm, RefusedIdentitiesAndRejoins) {
+  auto head = std::move(TcpComm::listen("127.0.0.1", 0, 2)).value();
+  auto admit = [](int rank, const std::string &identity) {
+    return identity == "good" ? Status::success()
+                              : invalidArgument("rank ", rank, " has identity ", identity);
+  };
+  auto bad = std::move(TcpComm::worker("127.0.0.1", head->port(), 1, 2, "bad")).value();
+  std::thread accept([&] {
+    Expected<int> r = head->acceptPending(20000, admit);
+    EXPECT_FALSE(r.ok());
+  });
+  Status refused = bad->connect(20000);
+  accept.join();
+  EXPECT_EQ(refused.code(), StatusCode::InvalidArgument);
+  EXPECT_NE(refused.message().find("rank 1 has identity bad"), std::string::npos)
+      << refused.message();
+  EXPECT_FALSE(head->complete());
+
+  // A worker of a different world is refused too.
+  auto wrongWorld = std::move(TcpComm::worker("127.0.0.1", head->port(), 1, 3, "good")).value();
+  accept = std::thread([&] { EXPECT_FALSE(head->acceptPending(20000, admit).ok()); });
+  Status s = wrongWorld->connect(20000);
+  accept.join();
+  EXPECT_NE(s.message().find("TP 3"), std::string::npos) << s.message();
+
+  // The right one joins; after the group ends it rejoins and collectives work again.
+  auto good = std::move(TcpComm::worker("127.0.0.1", head->port(), 1, 2, "good")).value();
+  for (int round = 0; round < 2; ++round) {
+    accept = std::thread([&] { EXPECT_EQ(*head->acceptPending(20000, admit), 1); });
+    ASSERT_TRUE(good->connect(20000).ok());
+    accept.join();
+    ASSERT_TRUE(head->complete());
+    float a = 1.5f, b = 2.0f;
+    std::thread worker([&] { EXPECT_TRUE(good->allReduce(&b, 1).ok()); });
+    EXPECT_TRUE(head->allReduce(&a, 1).ok());
+    worker.join();
+    EXPECT_EQ(a, 3.5f);
+    EXPECT_EQ(b, 3.5f);
+    head->disconnect("next round");
+  }
+}
+
+} // namespace
+} // namespace glm::runtime
