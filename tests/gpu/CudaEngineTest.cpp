@@ -184,6 +184,7 @@ protected:
   static inline Engine *cpu_ = nullptr, *f32_ = nullptr, *eager_ = nullptr, *chunked_ = nullptr,
                        *bf16_ = nullptr;
   static inline SafeTensorsFile *golden_ = nullptr;
+  std::vector<float> lastRow_;
 };
 
 TEST_F(CudaEngineTiny, ShortMatchesTheCpuBackend) { checkCase("short"); }
@@ -213,6 +214,27 @@ TEST_F(CudaEngineTiny, SmallPrefillProgramWithPaddedChunksMatchesOneChunk) {
   for (size_t r = 0; r < whole->size() / vocab; ++r) {
     ASSERT_LE(rowError(chunked->data() + r * vocab, whole->data() + r * vocab, vocab), 1e-5)
         << "row " << r;
+  }
+}
+
+TEST_F(CudaEngineTiny, PrefillOfTheLastRowOnlyReturnsExactlyThatRow) {
+  // 150 tokens through 64-row chunks: only the last chunk's last row comes back.
+  const std::vector<int32_t> ids = ints("chunked.input_ids");
+  const int64_t vocab = chunked_->vocabSize();
+  for (runtime::LogitRows rows : {runtime::LogitRows::All, runtime::LogitRows::Last}) {
+    Expected<int> slot = chunked_->newSequence();
+    ASSERT_TRUE(slot.ok()) << slot.status().toString();
+    Expected<std::vector<float>> logits = chunked_->prefill(*slot, ids, rows);
+    ASSERT_TRUE(logits.ok()) << logits.status().toString();
+    EXPECT_EQ(chunked_->length(*slot), static_cast<int64_t>(ids.size()));
+    chunked_->endSequence(*slot);
+    if (rows == runtime::LogitRows::All) {
+      ASSERT_EQ(logits->size(), ids.size() * vocab);
+      lastRow_.assign(logits->end() - vocab, logits->end());
+    } else {
+      ASSERT_EQ(logits->size(), static_cast<size_t>(vocab));
+      EXPECT_EQ(std::memcmp(logits->data(), lastRow_.data(), vocab * sizeof(float)), 0);
+    }
   }
 }
 
