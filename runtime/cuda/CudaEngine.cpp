@@ -20,6 +20,7 @@ plan::Arch archOf(const std::string &arch) {
 
 CudaEngine::~CudaEngine() {
   if (ctx_ != nullptr) {
+    (void)ctx_->makeCurrent();
     (void)ctx_->synchronize();
     for (Program &p : programs_) {
       if (p.graph != nullptr) {
@@ -193,6 +194,7 @@ Status CudaEngine::enqueue(const Program &program) {
 }
 
 Status CudaEngine::clearSlots(int slot) {
+  GLM_RETURN_IF_ERROR(ctx_->makeCurrent());
   for (const plan::StateLayout *s : *plan().states()) {
     if (!s->paged()) {
       const CUdeviceptr base = arenas_[s->slice()->arena()].ptr() + s->slice()->offset();
@@ -254,6 +256,9 @@ Expected<std::vector<float>> CudaEngine::decode(std::span<const int> slots,
 
 Expected<std::vector<float>> CudaEngine::run(Program &program, std::span<const int32_t> tokens,
                                              const std::vector<RowGroup> &groups, LogitsBack back) {
+  // The context is current per thread: serving calls from its scheduler thread, not the one that
+  // created the engine.
+  GLM_RETURN_IF_ERROR(ctx_->makeCurrent());
   const int64_t rows = static_cast<int64_t>(program.plan->batch()) * program.plan->rows();
   const int64_t perSequence = program.plan->rows();
   for (const RowGroup &g : groups) {
@@ -333,6 +338,7 @@ namespace glm::cuda {
 
 Expected<CudaEngine::ProgramTiming> CudaEngine::timeProgram(const plan::Program &p, int64_t context,
                                                             int reps) {
+  GLM_RETURN_IF_ERROR(ctx_->makeCurrent());
   Program *program = find(&p);
   if (program == nullptr) {
     return invalidArgument("program ", p.name()->str(), " is not in this engine's plan");

@@ -16,6 +16,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <thread>
 #include <unistd.h>
 
 namespace glm::testing {
@@ -236,6 +237,19 @@ TEST_F(CudaEngineTiny, PrefillOfTheLastRowOnlyReturnsExactlyThatRow) {
       EXPECT_EQ(std::memcmp(logits->data(), lastRow_.data(), vocab * sizeof(float)), 0);
     }
   }
+}
+
+TEST_F(CudaEngineTiny, RunsFromAThreadOtherThanTheOneThatCreatedIt) {
+  // The server's scheduler drives the engine from its own thread; CUDA contexts are current per
+  // thread, so every engine entry point makes its context current first.
+  const std::vector<int32_t> ids = ints("short.input_ids");
+  Expected<std::vector<float>> here = generate(*f32_, ids, 2);
+  ASSERT_TRUE(here.ok()) << here.status().toString();
+  Expected<std::vector<float>> there = Status(StatusCode::Internal, "not run");
+  std::thread([&] { there = generate(*f32_, ids, 2); }).join();
+  ASSERT_TRUE(there.ok()) << there.status().toString();
+  ASSERT_EQ(here->size(), there->size());
+  EXPECT_EQ(std::memcmp(here->data(), there->data(), here->size() * sizeof(float)), 0);
 }
 
 TEST_F(CudaEngineTiny, TwoSequencesInOneDecodeStepMatchEachAlone) {
