@@ -34,6 +34,40 @@ def GlmPartitionTpPass : Pass<"glm-partition-tp", "mlir::ModuleOp"> {
   let dependentDialects = ["::glm::ir::GlmDialect"];
 }
 
+def GlmFuseExl3MoePass : Pass<"glm-fuse-exl3-moe", "mlir::ModuleOp"> {
+  let summary = "marks MoE expert steps whose experts are EXL3 for the fused EXL3 MoE kernel";
+  let description = [{
+    A glm.moe_experts whose gate, up and down weights are all stored as EXL3
+    gets `fuse_exl3`: its selected experts (gate and up, clamped SwiGLU, down,
+    weighted sum) run as one launch per layer that decodes the trellis in
+    registers. The math is unchanged; the attribute reaches the plan step as a
+    parameter, where kernel selection reads it. Experts in other formats, or a
+    mix, are left alone.
+  }];
+}
+
+def GlmFuseSparseMlaPass : Pass<"glm-fuse-sparse-mla", "mlir::ModuleOp"> {
+  let summary = "groups each DSA indexer with the sparse MLA that consumes its selection";
+  let description = [{
+    A glm.dsa_indexer whose selection is read only by glm.mla_sparse_attention
+    ops is given a `fuse_group` number shared with them: the selection need not
+    round-trip through memory, and one kernel can score, select and attend. The
+    math is unchanged; groups are numbered in program order from 0 in each
+    program.
+  }];
+}
+
+def GlmFuseAllGatherPass : Pass<"glm-fuse-all-gather", "mlir::ModuleOp"> {
+  let summary = "folds an all-gather into the linear that produces its input";
+  let description = [{
+    A glm.all_gather whose input is a glm.linear result used by nothing else
+    shares a `fuse_group` number with that linear: each rank can write its
+    columns straight into its slice of the gathered buffer, so the gather moves
+    only the other ranks' pieces. The math is unchanged; groups are numbered in
+    program order from 0 in each program.
+  }];
+}
+
 def GlmToPlanPass : Pass<"glm-to-plan", "mlir::ModuleOp"> {
   let summary = "lowers partitioned glm programs to plan steps with a buffer per value";
   let description = [{

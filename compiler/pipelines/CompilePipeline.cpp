@@ -24,10 +24,17 @@ std::vector<glm53::ProgramShape> defaultPrograms(const CompileOptions &options) 
   return programs;
 }
 
+void addFusionPasses(mlir::OpPassManager &pm) {
+  pm.addPass(createGlmFuseExl3MoePass());
+  pm.addPass(createGlmFuseSparseMlaPass());
+  pm.addPass(createGlmFuseAllGatherPass());
+}
+
 void buildCompilePipeline(mlir::OpPassManager &pm, const CompileOptions &options) {
   // Per-rank shapes and the collectives between ranks.
   pm.addPass(createGlmPartitionTpPass({options.tp}));
-  // (Fusion passes for EXL3 MoE, sparse MLA + indexer and all-gathers go here.)
+  // Fusion decisions, recorded on the ops for kernel selection (the math is unchanged).
+  addFusionPasses(pm);
   // Steps with a buffer per value, the target's kernels, bytes and FLOPs.
   GlmToPlanPassOptions lower;
   lower.target = options.target;

@@ -30,6 +30,9 @@ struct CompileOptions {
 std::vector<glm53::ProgramShape> defaultPrograms(const CompileOptions &options);
 
 /// Adds the passes after the model description, in pipeline order.
+/// The fusion passes, in pipeline order (after partitioning): `glmc dump-ir --stage fused`.
+void addFusionPasses(mlir::OpPassManager &pm);
+
 void buildCompilePipeline(mlir::OpPassManager &pm, const CompileOptions &options);
 
 /// Builds, lowers and emits a plan. Diagnostics from the passes go to the context's handler; the

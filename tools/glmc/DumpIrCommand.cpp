@@ -26,10 +26,9 @@ int runDumpIr(const std::vector<std::string> &args) {
     return 2;
   }
   const std::string stage = cl.get("stage").value_or("model");
-  if (stage != "model" && stage != "partitioned" && stage != "plan") {
-    // The fused stage comes with the fusion passes.
-    return cl.fail(unimplemented(
-        "stage '", stage, "' is not built yet; this build prints model, partitioned and plan"));
+  if (stage != "model" && stage != "partitioned" && stage != "fused" && stage != "plan") {
+    return cl.fail(
+        invalidArgument("--stage is model, partitioned, fused or plan, got '", stage, "'"));
   }
   Expected<std::optional<int64_t>> tp = cl.getInt("tp", 1, 64);
   if (!tp.ok()) {
@@ -59,9 +58,12 @@ int runDumpIr(const std::vector<std::string> &args) {
   if (!module.ok()) {
     return cl.fail(module.status());
   }
-  if (stage == "partitioned") {
+  if (stage == "partitioned" || stage == "fused") {
     mlir::PassManager pm(&context);
     pm.addPass(compiler::createGlmPartitionTpPass({tp->value_or(2)}));
+    if (stage == "fused") {
+      compiler::addFusionPasses(pm);
+    }
     if (mlir::failed(pm.run(**module))) {
       return cl.fail(invalidArgument("the model does not partition across ", tp->value_or(2),
                                      " ranks (see the diagnostics above)"));

@@ -72,7 +72,7 @@ const Subcommand kSubcommands[] = {
      "        [--assume-weights bf16|exl3-experts:K] [--decode BxR,...] [--prefill C,...]",
      glm::tools::runCompile},
     {"dump-ir",
-     "dump-ir MODEL_DIR [--stage model|partitioned|plan] [--tp N] [--target T] [--decode BxR,...] "
+     "dump-ir MODEL_DIR [--stage model|partitioned|fused|plan] [--tp N] [--target T] [--decode BxR,...] "
      "[--prefill C,...]\n"
      "        [--assume-weights bf16|exl3-experts:K]   the model's glm IR",
      glm::tools::runDumpIr},
