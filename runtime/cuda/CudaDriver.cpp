@@ -48,6 +48,7 @@ Status resolve(void *lib, CudaDriver &d) {
   get(d.cuStreamCreate, "cuStreamCreate");
   get(d.cuStreamDestroy, "cuStreamDestroy_v2");
   get(d.cuStreamSynchronize, "cuStreamSynchronize");
+  get(d.cuStreamQuery, "cuStreamQuery");
   get(d.cuStreamBeginCapture, "cuStreamBeginCapture_v2");
   get(d.cuStreamEndCapture, "cuStreamEndCapture");
   get(d.cuGraphInstantiateWithFlags, "cuGraphInstantiateWithFlags");

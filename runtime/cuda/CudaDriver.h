@@ -30,6 +30,7 @@ inline constexpr int kFuncAttrMaxDynamicSharedSize = 8;
 inline constexpr int kStreamNonBlocking = 1;
 inline constexpr int kCaptureModeThreadLocal = 1;
 inline constexpr int kEventDefault = 0;
+inline constexpr CUresult kErrorNotReady = 600; // CUDA_ERROR_NOT_READY
 
 /// The loaded driver: one per process, loaded on first use.
 struct CudaDriver {
@@ -63,6 +64,7 @@ struct CudaDriver {
   CUresult (*cuStreamCreate)(CUstream *, unsigned);
   CUresult (*cuStreamDestroy)(CUstream);
   CUresult (*cuStreamSynchronize)(CUstream);
+  CUresult (*cuStreamQuery)(CUstream); // 0 when done, kErrorNotReady while work is pending
   CUresult (*cuStreamBeginCapture)(CUstream, int);
   CUresult (*cuStreamEndCapture)(CUstream, CUgraph *);
   CUresult (*cuGraphInstantiateWithFlags)(CUgraphExec *, CUgraph, unsigned long long);
