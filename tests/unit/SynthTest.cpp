@@ -1,12 +1,15 @@
 // Tests of `glmc synth`'s checkpoints: valid against the table, deterministic, sharded when large.
 #include "models/glm53/synth/Synth.h"
+#include "kernels/exl3/exl3.h"
 #include "models/glm53/Config.h"
 #include "models/glm53/Weights.h"
+#include "runtime/weights/Exl3Tensors.h"
 #include "runtime/weights/SafeTensors.h"
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -69,6 +72,64 @@ TEST_F(Synth, TinyCheckpointPassesTheCheck) {
     EXPECT_TRUE(std::filesystem::exists(dir / file)) << file;
   }
   EXPECT_FALSE(std::filesystem::exists(dir / "model.safetensors.index.json"));
+}
+
+TEST_F(Synth, Exl3ExpertsAreValidEncodedLayersOfTheDenseSpread) {
+  // Layers 0-2 dense, layer 3 MoE: 16 experts x 3 matrices as EXL3 at K = 3.
+  const auto dir =
+      synth("exl3", {.preset = "tiny", .layers = 4, .seed = 5, .experts = "exl3", .exl3Bits = 3});
+  Glm53Config config;
+  const CheckpointCheck check = checkDir(dir, &config);
+  EXPECT_TRUE(check.ok()) << (check.errors.empty() ? "" : check.errors.front());
+  EXPECT_EQ(check.present, check.expected);
+  ASSERT_EQ(config.quantMethod, std::optional<std::string>("exl3"));
+  const auto quantization =
+      nlohmann::json::parse(readFile(dir / "config.json"))["quantization_config"];
+  // The model-average bits per real weight: every expert matrix ([64, 128] or [128, 64]) is
+  // padded to 128 x 128, so it stores 128·128·3/8 trellis bytes and 2·(128 + 128) scale bytes for
+  // 64·128 weights: (6144 + 512) · 8 / 8192 = 6.5.
+  EXPECT_DOUBLE_EQ(quantization["bits"].get<double>(), 6.5);
+  EXPECT_EQ(quantization["codebook"], "mcg");
+  EXPECT_TRUE(std::filesystem::exists(dir / "quantization_config.json"));
+
+  std::unique_ptr<Checkpoint> ck = std::move(Checkpoint::open(dir)).value();
+  const std::string key = "model.language_model.layers.3.mlp.experts.7.down_proj";
+  EXPECT_EQ(ck->find(key + ".weight"), nullptr);
+  EXPECT_NE(ck->find(key + ".mcg"), nullptr);
+  // down_proj is [hidden 128, moe_intermediate 64]: k = pad(64) = 128, n = 128.
+  Expected<Exl3Tensors> tensors = findExl3Tensors(*ck, key, 64, 128);
+  ASSERT_TRUE(tensors.ok()) << tensors.status().toString();
+  EXPECT_EQ(tensors->bits, 3);
+  EXPECT_EQ(tensors->codebook, Exl3Codebook::Mcg);
+  // Decoded, the random trellis has about the spread of the dense experts (1/sqrt(fan-in) = 1/8):
+  // the codebook's RMS is near 1 and the rotations keep norms.
+  std::vector<float> weight(128 * 64);
+  ASSERT_TRUE(
+      kernels::exl3ReconstructRef(kernels::Exl3MatrixView::of(*tensors, 64, 128), weight.data())
+          .ok());
+  double sum = 0.0;
+  for (float v : weight) {
+    ASSERT_TRUE(std::isfinite(v));
+    sum += static_cast<double>(v) * v;
+  }
+  const double rms = std::sqrt(sum / static_cast<double>(weight.size()));
+  EXPECT_GT(rms, 0.05 / 2);
+  EXPECT_LT(rms, 0.05 * 2);
+
+  // Deterministic for a seed.
+  const auto again = synth(
+      "exl3-again", {.preset = "tiny", .layers = 4, .seed = 5, .experts = "exl3", .exl3Bits = 3});
+  EXPECT_EQ(readFile(dir / "model.safetensors"), readFile(again / "model.safetensors"));
+}
+
+TEST_F(Synth, RefusesUnknownExpertFormatsAndBits) {
+  SynthOptions options{.preset = "tiny", .outDir = root_ / "x", .experts = "fp4"};
+  EXPECT_NE(synthesizeCheckpoint(options).message().find("--experts is bf16 or exl3, got 'fp4'"),
+            std::string::npos);
+  options.experts = "exl3";
+  options.exl3Bits = 9;
+  EXPECT_NE(synthesizeCheckpoint(options).message().find("EXL3 bits must be between 1 and 8"),
+            std::string::npos);
 }
 
 TEST_F(Synth, ReleaseDTypesAreKept) {

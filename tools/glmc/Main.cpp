@@ -18,8 +18,9 @@ const Subcommand kSubcommands[] = {
     {"info", "info MODEL_DIR [--json]   config summary, parameters, bytes/token, checkpoint check",
      glm::tools::runInfo},
     {"synth",
-     "synth --preset tiny|glm53-flash [--layers N] [--seed S] -o DIR\n"
-     "                            a random-weight checkpoint in the Hub layout",
+     "synth --preset tiny|glm53-flash [--layers N] [--seed S] [--experts bf16|exl3 [--bits K]]\n"
+     "        -o DIR              a random-weight checkpoint in the Hub layout (EXL3 experts:\n"
+     "                            random trellises at K bits, MCG codebook)",
      glm::tools::runSynth},
     {"render-chat",
      "render-chat --model DIR REQUEST.json\n"
@@ -72,7 +73,8 @@ const Subcommand kSubcommands[] = {
      "        [--assume-weights bf16|exl3-experts:K] [--decode BxR,...] [--prefill C,...]",
      glm::tools::runCompile},
     {"dump-ir",
-     "dump-ir MODEL_DIR [--stage model|partitioned|fused|plan] [--tp N] [--target T] [--decode BxR,...] "
+     "dump-ir MODEL_DIR [--stage model|partitioned|fused|plan] [--tp N] [--target T] [--decode "
+     "BxR,...] "
      "[--prefill C,...]\n"
      "        [--assume-weights bf16|exl3-experts:K]   the model's glm IR",
      glm::tools::runDumpIr},

@@ -7,6 +7,7 @@
 #include "runtime/common/Hash.h"
 #include "runtime/common/Progress.h"
 #include "runtime/weights/Exl3Tensors.h"
+#include "runtime/weights/Exl3Writer.h"
 #include "runtime/weights/SafeTensors.h"
 #include "runtime/weights/SafeTensorsWriter.h"
 #include "tools/glmc/CommandLine.h"
@@ -27,9 +28,6 @@ namespace {
 
 namespace fs = std::filesystem;
 using OrderedJson = nlohmann::ordered_json;
-
-/// The exllamav3 format version whose layout the output follows (§0).
-constexpr const char *kExl3FormatVersion = "1.4.1";
 
 /// Which linear weights become EXL3. Everything stays dense that a plan does not run through a
 /// linear op or that exllamav3 keeps dense: the router (pad_to = 1, §1.1), MLA's kv_b_proj (the
@@ -154,67 +152,45 @@ Status quantizeCheckpoint(const Options &o) {
     auto job = std::make_shared<Job>(
         Job{&w, source, Fnv1a64().add(w.name).add(std::to_string(o.seed)).value(), nullptr});
     const std::string key = exl3ModuleKey(w.name);
-    const std::vector<int64_t> trellisShape = {k / 16, n / 16, 16 * o.bits};
-    specs.push_back({key + ".trellis", DType::I16, trellisShape,
-                     [job, &o, &progress, failure](std::span<uint8_t> bytes) {
-                       const glm53::WeightInfo &info = *job->info;
-                       std::vector<float> dense(static_cast<size_t>(info.numel()));
-                       kernels::WeightView::of(*job->source).loadAll(dense.data());
-                       kernels::Exl3QuantizeOptions options;
-                       options.bits = o.bits;
-                       options.codebook = o.codebook;
-                       options.seed = job->seed;
-                       options.onTiles = [&progress](int64_t tiles) {
-                         progress->advance(static_cast<uint64_t>(tiles));
-                       };
-                       Expected<kernels::Exl3Quantized> q = kernels::exl3Quantize(
-                           dense.data(), info.shape[0], info.shape[1], options);
-                       if (!q.ok()) {
-                         // The writer cannot stop mid-file: remember the first failure, write
-                         // zeros, and fail once the file is closed.
-                         if (failure->ok()) {
-                           *failure = q.status().withContext(strCat("tensor '", info.name, "'"));
-                         }
-                         std::memset(bytes.data(), 0, bytes.size());
-                         return;
-                       }
-                       job->result = std::make_shared<kernels::Exl3Quantized>(std::move(q).value());
-                       std::memcpy(bytes.data(), job->result->trellis.data(), bytes.size());
-                     }});
-    specs.push_back({key + ".suh", DType::F16, {k}, [job](std::span<uint8_t> bytes) {
-                       if (job->result) {
-                         std::memcpy(bytes.data(), job->result->suh.data(), bytes.size());
-                       }
-                     }});
-    specs.push_back({key + ".svh", DType::F16, {n}, [job](std::span<uint8_t> bytes) {
-                       if (job->result) {
-                         std::memcpy(bytes.data(), job->result->svh.data(), bytes.size());
-                       }
-                       job->result.reset();
-                     }});
-    OrderedJson stored = OrderedJson::object();
-    const uint64_t trellisBytes = static_cast<uint64_t>(k * n * o.bits / 8);
-    stored[key + ".trellis"] = {
-        {"shape", trellisShape}, {"n_bytes", trellisBytes}, {"dtype", "int16"}};
-    stored[key + ".suh"] = {
-        {"shape", OrderedJson::array({k})}, {"n_bytes", 2 * k}, {"dtype", "float16"}};
-    stored[key + ".svh"] = {
-        {"shape", OrderedJson::array({n})}, {"n_bytes", 2 * n}, {"dtype", "float16"}};
-    quantizedBytes += trellisBytes + static_cast<uint64_t>(2 * (k + n));
-    OrderedJson module = {
-        {"stored_tensors", stored}, {"quant_format", "exl3"}, {"bits_per_weight", o.bits}};
-    if (o.codebook != Exl3Codebook::Inst3) {
-      const bool mcg = o.codebook == Exl3Codebook::Mcg;
-      const uint32_t marker = mcg ? kExl3McgMarker : kExl3Mul1Marker;
-      const std::string part = mcg ? ".mcg" : ".mul1";
-      specs.push_back({key + part, DType::I32, {}, [marker](std::span<uint8_t> bytes) {
-                         std::memcpy(bytes.data(), &marker, 4);
-                       }});
-      module["stored_tensors"][key + part] = {
-          {"shape", OrderedJson::array()}, {"n_bytes", 4}, {"dtype", "int32"}};
-      module[mcg ? "mcg_multiplier" : "mul1_multiplier"] = std::to_string(marker);
-    }
-    storage[key] = module;
+    Exl3LayerSpec layer{key, k, n, o.bits, o.codebook, nullptr, nullptr, nullptr};
+    layer.trellis = [job, &o, &progress, failure](std::span<uint8_t> bytes) {
+      const glm53::WeightInfo &info = *job->info;
+      std::vector<float> dense(static_cast<size_t>(info.numel()));
+      kernels::WeightView::of(*job->source).loadAll(dense.data());
+      kernels::Exl3QuantizeOptions options;
+      options.bits = o.bits;
+      options.codebook = o.codebook;
+      options.seed = job->seed;
+      options.onTiles = [&progress](int64_t tiles) {
+        progress->advance(static_cast<uint64_t>(tiles));
+      };
+      Expected<kernels::Exl3Quantized> q =
+          kernels::exl3Quantize(dense.data(), info.shape[0], info.shape[1], options);
+      if (!q.ok()) {
+        // The writer cannot stop mid-file: remember the first failure, write
+        // zeros, and fail once the file is closed.
+        if (failure->ok()) {
+          *failure = q.status().withContext(strCat("tensor '", info.name, "'"));
+        }
+        std::memset(bytes.data(), 0, bytes.size());
+        return;
+      }
+      job->result = std::make_shared<kernels::Exl3Quantized>(std::move(q).value());
+      std::memcpy(bytes.data(), job->result->trellis.data(), bytes.size());
+    };
+    layer.suh = [job](std::span<uint8_t> bytes) {
+      if (job->result) {
+        std::memcpy(bytes.data(), job->result->suh.data(), bytes.size());
+      }
+    };
+    layer.svh = [job](std::span<uint8_t> bytes) {
+      if (job->result) {
+        std::memcpy(bytes.data(), job->result->svh.data(), bytes.size());
+      }
+      job->result.reset();
+    };
+    quantizedBytes += exl3StoredBytes(k, n, o.bits);
+    storage[key] = appendExl3Layer(layer, specs);
   }
   if (quantizedWeights == 0) {
     return invalidArgument(o.modelDir.string(), ": no weight of this model is quantized",
@@ -240,14 +216,8 @@ Status quantizeCheckpoint(const Options &o) {
   const double bits = std::round(static_cast<double>(quantizedBytes) * 8.0 /
                                  static_cast<double>(quantizedWeights) * 100.0) /
                       100.0;
-  OrderedJson quantization = {
-      {"quant_method", "exl3"},
-      {"version", kExl3FormatVersion},
-      {"bits", bits},
-      {"head_bits", 16},
-      {"out_scales", "always"},
-      {"codebook", std::string(exl3CodebookName(o.codebook))},
-      {"quantizer", o.expertsOnly ? "glmc quantize --experts-only" : "glmc quantize"}};
+  OrderedJson quantization = exl3QuantizationConfig(
+      bits, o.codebook, o.expertsOnly ? "glmc quantize --experts-only" : "glmc quantize");
   root["quantization_config"] = quantization;
   GLM_RETURN_IF_ERROR(writeText(o.outDir / "config.json", root.dump(2) + "\n"));
   OrderedJson details = quantization;

@@ -9,7 +9,8 @@ namespace glm::tools {
 
 int runSynth(const std::vector<std::string> &args) {
   CommandLine cl("synth");
-  cl.option("preset").option("layers").option("seed").option("output").positional(0, 0);
+  cl.option("preset").option("layers").option("seed").option("output").option("experts");
+  cl.option("bits").positional(0, 0);
   Status status = cl.parse(args);
   glm53::SynthOptions options;
   if (status.ok() && !cl.get("preset")) {
@@ -21,13 +22,20 @@ int runSynth(const std::vector<std::string> &args) {
   if (status.ok()) {
     options.preset = *cl.get("preset");
     options.outDir = *cl.get("output");
+    options.experts = cl.get("experts").value_or("bf16");
     auto layers = cl.getInt("layers", 1, 1024);
     auto seed = cl.getInt("seed", 0, INT64_MAX);
+    auto bits = cl.getInt("bits", 1, 8);
     if (!layers.ok()) {
       status = layers.status();
     } else if (!seed.ok()) {
       status = seed.status();
+    } else if (!bits.ok()) {
+      status = bits.status();
+    } else if (bits->has_value() && options.experts != "exl3") {
+      status = invalidArgument("--bits sets the EXL3 experts' bits: it needs --experts exl3");
     } else {
+      options.exl3Bits = static_cast<int>(bits->value_or(4));
       options.layers = *layers;
       options.seed = static_cast<uint64_t>(seed->value_or(0));
       status = glm53::synthesizeCheckpoint(options);

@@ -1,11 +1,13 @@
 // Random-weight GLM-5.3 checkpoints: config from a preset, tensors from the table, seeded values.
 #include "models/glm53/synth/Synth.h"
 
+#include "kernels/common/FloatFormats.h"
 #include "models/glm53/Config.h"
 #include "models/glm53/Weights.h"
 #include "models/glm53/synth/SynthTokenizer.h"
 #include "runtime/common/Progress.h"
 #include "runtime/common/Random.h"
+#include "runtime/weights/Exl3Writer.h"
 #include "runtime/weights/SafeTensorsWriter.h"
 
 #include <nlohmann/json.hpp>
@@ -16,6 +18,7 @@
 #include <cmath>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <thread>
 
 namespace glm::glm53 {
@@ -202,6 +205,31 @@ std::function<float(SplitMix64 &)> distributionFor(const WeightInfo &w) {
 /// fill on all cores and the bytes do not depend on how many cores there are.
 constexpr size_t kBlockElements = size_t(1) << 20;
 
+/// Runs fill(block) for every block on all cores; blocks are independent, so the bytes do not
+/// depend on the core count.
+void fillBlocks(size_t blocks, const std::function<void(size_t)> &fillBlock) {
+  const size_t workers =
+      std::min<size_t>(blocks, std::max(1u, std::thread::hardware_concurrency()));
+  if (workers <= 1) {
+    for (size_t block = 0; block < blocks; ++block) {
+      fillBlock(block);
+    }
+    return;
+  }
+  std::atomic<size_t> next{0};
+  std::vector<std::thread> threads;
+  for (size_t t = 0; t < workers; ++t) {
+    threads.emplace_back([&] {
+      for (size_t block = next++; block < blocks; block = next++) {
+        fillBlock(block);
+      }
+    });
+  }
+  for (std::thread &thread : threads) {
+    thread.join();
+  }
+}
+
 TensorSpec randomTensor(const WeightInfo &w, uint64_t seed) {
   TensorSpec spec;
   spec.name = w.name;
@@ -210,9 +238,8 @@ TensorSpec randomTensor(const WeightInfo &w, uint64_t seed) {
   spec.fill = [w, seed](std::span<uint8_t> out) {
     const auto draw = distributionFor(w);
     const size_t n = static_cast<size_t>(w.numel());
-    const size_t blocks = (n + kBlockElements - 1) / kBlockElements;
     const uint64_t tensorSeed = hashName(w.name, seed);
-    auto fillBlock = [&](size_t block) {
+    fillBlocks((n + kBlockElements - 1) / kBlockElements, [&](size_t block) {
       SplitMix64 rng(tensorSeed + block * 0xD1B54A32D192ED03ull);
       const size_t end = std::min(n, (block + 1) * kBlockElements);
       for (size_t i = block * kBlockElements; i < end; ++i) {
@@ -224,29 +251,44 @@ TensorSpec randomTensor(const WeightInfo &w, uint64_t seed) {
           std::memcpy(out.data() + 2 * i, &h, 2);
         }
       }
-    };
-    const size_t workers =
-        std::min<size_t>(blocks, std::max(1u, std::thread::hardware_concurrency()));
-    if (workers <= 1) {
-      for (size_t block = 0; block < blocks; ++block) {
-        fillBlock(block);
-      }
-      return;
-    }
-    std::atomic<size_t> next{0};
-    std::vector<std::thread> threads;
-    for (size_t t = 0; t < workers; ++t) {
-      threads.emplace_back([&] {
-        for (size_t block = next++; block < blocks; block = next++) {
-          fillBlock(block);
-        }
-      });
-    }
-    for (std::thread &thread : threads) {
-      thread.join();
-    }
+    });
   };
   return spec;
+}
+
+/// A routed expert as an EXL3 layer with random content: any bitstream is a valid trellis (every
+/// K-bit step of the shift register decodes to some codebook value), suh holds random signs and
+/// svh random signs times the scale that gives the dense experts' spread (the codebooks have
+/// about unit RMS and the Hadamard rotations keep norms).
+Exl3LayerSpec randomExl3Layer(const WeightInfo &w, uint64_t seed, int bits) {
+  const int64_t out = w.shape[0], in = w.shape[1];
+  Exl3LayerSpec layer{exl3ModuleKey(w.name), exl3Padded(in), exl3Padded(out), bits,
+                      Exl3Codebook::Mcg,     nullptr,        nullptr,         nullptr};
+  const uint64_t tensorSeed = hashName(w.name, seed);
+  layer.trellis = [tensorSeed](std::span<uint8_t> bytes) {
+    const size_t words = bytes.size() / 8;
+    fillBlocks((words + kBlockElements - 1) / kBlockElements, [&](size_t block) {
+      SplitMix64 rng(tensorSeed + block * 0xD1B54A32D192ED03ull);
+      const size_t end = std::min(words, (block + 1) * kBlockElements);
+      for (size_t i = block * kBlockElements; i < end; ++i) {
+        const uint64_t v = rng.next();
+        std::memcpy(bytes.data() + 8 * i, &v, 8);
+      }
+    });
+  };
+  auto signs = [](uint64_t streamSeed, float magnitude) {
+    return [streamSeed, magnitude](std::span<uint8_t> bytes) {
+      SplitMix64 rng(streamSeed);
+      for (size_t i = 0; i + 2 <= bytes.size(); i += 2) {
+        const uint16_t h = kernels::doubleToF16((rng.next() & 1) ? -magnitude : magnitude);
+        std::memcpy(bytes.data() + i, &h, 2);
+      }
+    };
+  };
+  const float spread = std::min(0.05f, 1.0f / std::sqrt(static_cast<float>(in)));
+  layer.suh = signs(tensorSeed ^ 0x5348u, 1.0f);
+  layer.svh = signs(tensorSeed ^ 0x5356u, spread);
+  return layer;
 }
 
 Status writeText(const std::filesystem::path &path, std::string_view text) {
@@ -279,6 +321,14 @@ Expected<std::string> synthConfigJson(std::string_view preset, std::optional<int
 }
 
 Status synthesizeCheckpoint(const SynthOptions &options) {
+  if (options.experts != "bf16" && options.experts != "exl3") {
+    return invalidArgument("--experts is bf16 or exl3, got '", options.experts, "'");
+  }
+  const bool exl3 = options.experts == "exl3";
+  if (exl3 && (options.exl3Bits < kExl3MinBits || options.exl3Bits > kExl3MaxBits)) {
+    return invalidArgument("EXL3 bits must be between ", kExl3MinBits, " and ", kExl3MaxBits,
+                           ", got ", options.exl3Bits);
+  }
   GLM_ASSIGN_OR_RETURN(std::string configText, synthConfigJson(options.preset, options.layers));
   const Preset preset = *findPreset(options.preset);
   // Validate through the same parser every consumer uses: a preset that does not parse is a bug.
@@ -303,10 +353,36 @@ Status synthesizeCheckpoint(const SynthOptions &options) {
   GLM_RETURN_IF_ERROR(writeText(options.outDir / "chat_template.jinja", glm53ChatTemplate()));
 
   std::vector<TensorSpec> tensors;
-  uint64_t totalBytes = 0;
+  nlohmann::ordered_json storage = nlohmann::ordered_json::object();
+  uint64_t exl3Bytes = 0, exl3Weights = 0;
   for (const WeightInfo &w : glm53Weights(config)) {
-    tensors.push_back(randomTensor(w, options.seed));
-    totalBytes += tensors.back().byteSize();
+    if (exl3 && w.component == Component::RoutedExpert && w.role == WeightRole::Linear &&
+        !w.isMtp) {
+      const Exl3LayerSpec layer = randomExl3Layer(w, options.seed, options.exl3Bits);
+      storage[layer.key] = appendExl3Layer(layer, tensors);
+      exl3Bytes += exl3StoredBytes(layer.k, layer.n, layer.bits);
+      exl3Weights += static_cast<uint64_t>(w.numel());
+    } else {
+      tensors.push_back(randomTensor(w, options.seed));
+    }
+  }
+  if (exl3) {
+    // config.json gains exllamav3's quantization_config, as `glmc quantize` writes it.
+    nlohmann::ordered_json root = nlohmann::ordered_json::parse(configText);
+    const double bits =
+        std::round(static_cast<double>(exl3Bytes) * 800.0 / static_cast<double>(exl3Weights)) /
+        100.0;
+    root["quantization_config"] =
+        exl3QuantizationConfig(bits, Exl3Codebook::Mcg, "glmc synth --experts exl3 (random)");
+    GLM_RETURN_IF_ERROR(writeText(options.outDir / "config.json", root.dump(2) + "\n"));
+    nlohmann::ordered_json details = root["quantization_config"];
+    details["tensor_storage"] = storage;
+    GLM_RETURN_IF_ERROR(
+        writeText(options.outDir / "quantization_config.json", details.dump(2) + "\n"));
+  }
+  uint64_t totalBytes = 0;
+  for (const TensorSpec &t : tensors) {
+    totalBytes += t.byteSize();
   }
   ProgressReporter::Options progressOptions;
   progressOptions.label = "synth " + options.outDir.filename().string();

@@ -23,6 +23,11 @@ struct SynthOptions {
   std::filesystem::path outDir;
   /// Checkpoints larger than this are sharded with an index, as the Hub does.
   uint64_t maxShardBytes = 5'000'000'000;
+  /// "bf16" (the release's dense experts) or "exl3": routed experts as EXL3 layers at `exl3Bits`
+  /// (MCG codebook) with random trellises, so that benchmarks run the deployed format without
+  /// running the encoder (hours for full-width experts).
+  std::string experts = "bf16";
+  int exl3Bits = 4;
 };
 
 /// The preset names `glmc synth` accepts.
