@@ -53,7 +53,9 @@ Expected<std::unique_ptr<CudaEngine>> CudaEngine::create(std::unique_ptr<runtime
   GLM_RETURN_IF_ERROR(planFile.checkRunnableOn(arch));
   GLM_RETURN_IF_ERROR(engine->initCommon(p));
 
-  // One allocation per arena, zeroed; the weights come in through a host staging buffer.
+  // One allocation per arena, zeroed; the weights come in a window of whole bindings at a time
+  // through a bounded host buffer (a rank's weights arena is 86 GB for GLM-5.3-Flash, and a GB10
+  // cannot hold a second copy).
   for (const plan::Arena *a : *p.arenas()) {
     GLM_ASSIGN_OR_RETURN(DeviceMemory m, ctx.allocate(a->size()));
     GLM_CU(&ctx.driver(), cuMemsetD8(m.ptr(), 0, a->size()));
@@ -61,9 +63,14 @@ Expected<std::unique_ptr<CudaEngine>> CudaEngine::create(std::unique_ptr<runtime
   }
   for (uint32_t i = 0; i < p.arenas()->size(); ++i) {
     if (p.arenas()->Get(i)->kind() == plan::ArenaKind::Weights) {
-      std::vector<uint8_t> staging(p.arenas()->Get(i)->size());
-      GLM_RETURN_IF_ERROR(loadPlanWeights(p, checkpoint, 0, staging));
-      GLM_RETURN_IF_ERROR(ctx.upload(engine->arenas_[i].ptr(), staging.data(), staging.size()));
+      constexpr uint64_t kStagingBytes = uint64_t{1} << 30;
+      std::vector<uint8_t> staging;
+      for (const WeightWindow &window : planWeightWindows(p, kStagingBytes)) {
+        staging.assign(window.bytes, 0); // gaps between bindings stay zero, as on the device
+        GLM_RETURN_IF_ERROR(loadPlanWeightsWindow(p, checkpoint, 0, window.offset, staging));
+        GLM_RETURN_IF_ERROR(
+            ctx.upload(engine->arenas_[i].ptr() + window.offset, staging.data(), window.bytes));
+      }
     }
   }
   for (const plan::Kernel *k : *p.kernels()) {

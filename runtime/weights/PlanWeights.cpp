@@ -3,6 +3,7 @@
 
 #include "runtime/weights/Exl3Tensors.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <string>
@@ -174,6 +175,31 @@ Expected<DType> dtypeOfElement(plan::ElementType element) {
 
 Status loadPlanWeights(const plan::Plan &plan, const Checkpoint &checkpoint, uint32_t rank,
                        std::span<uint8_t> arena, ProgressReporter *progress) {
+  return loadPlanWeightsWindow(plan, checkpoint, rank, 0, arena, progress);
+}
+
+std::vector<WeightWindow> planWeightWindows(const plan::Plan &plan, uint64_t maxBytes) {
+  std::vector<std::pair<uint64_t, uint64_t>> ranges; // [begin, end) of each binding
+  if (plan.weights() != nullptr) {
+    for (const plan::WeightBinding *w : *plan.weights()) {
+      ranges.push_back({w->slice()->offset(), w->slice()->offset() + w->slice()->size()});
+    }
+  }
+  std::sort(ranges.begin(), ranges.end());
+  std::vector<WeightWindow> windows;
+  for (auto [begin, end] : ranges) {
+    if (!windows.empty() && end - windows.back().offset <= maxBytes) {
+      windows.back().bytes = std::max(windows.back().bytes, end - windows.back().offset);
+    } else {
+      windows.push_back({begin, end - begin});
+    }
+  }
+  return windows;
+}
+
+Status loadPlanWeightsWindow(const plan::Plan &plan, const Checkpoint &checkpoint, uint32_t rank,
+                             uint64_t windowOffset, std::span<uint8_t> window,
+                             ProgressReporter *progress) {
   if (rank >= plan.tp()) {
     return invalidArgument("rank ", rank, " of a TP ", plan.tp(), " plan");
   }
@@ -190,12 +216,16 @@ Status loadPlanWeights(const plan::Plan &plan, const Checkpoint &checkpoint, uin
                            plan::EnumNameWeightFormat(w->format()),
                            " tensors comes with their kernels");
     }
+    const plan::Slice *slice = w->slice();
+    if (slice->offset() < windowOffset || slice->offset() - windowOffset >= window.size()) {
+      continue; // another window's binding
+    }
+    if (slice->size() > window.size() - (slice->offset() - windowOffset)) {
+      return invalidArgument("weight ", name, ": slice overruns the weights arena");
+    }
+    uint8_t *dst = window.data() + (slice->offset() - windowOffset);
     if (w->format() == plan::WeightFormat::EXL3) {
-      const plan::Slice *slice = w->slice();
-      if (slice->offset() > arena.size() || slice->size() > arena.size() - slice->offset()) {
-        return invalidArgument("weight ", name, ": slice overruns the weights arena");
-      }
-      GLM_RETURN_IF_ERROR(planExl3(*w, checkpoint, rank, arena.data() + slice->offset(), exl3Jobs));
+      GLM_RETURN_IF_ERROR(planExl3(*w, checkpoint, rank, dst, exl3Jobs));
       continue;
     }
     GLM_ASSIGN_OR_RETURN(DType dtype, dtypeOfElement(w->element()));
@@ -204,11 +234,6 @@ Status loadPlanWeights(const plan::Plan &plan, const Checkpoint &checkpoint, uin
     if (global.empty() || local.size() != global.size()) {
       return invalidArgument("weight ", name, ": needs matching, non-empty global and rank shapes");
     }
-    const plan::Slice *slice = w->slice();
-    if (slice->offset() > arena.size() || slice->size() > arena.size() - slice->offset()) {
-      return invalidArgument("weight ", name, ": slice overruns the weights arena");
-    }
-    uint8_t *dst = arena.data() + slice->offset();
     const size_t dim = w->shard() == plan::ShardKind::Replicated ? 0 : w->shard_dim();
     const int64_t count = local[dim];
     const int64_t start =

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <span>
+#include <vector>
 
 namespace glm {
 
@@ -21,5 +22,22 @@ Expected<DType> dtypeOfElement(plan::ElementType element);
 
 Status loadPlanWeights(const plan::Plan &plan, const Checkpoint &checkpoint, uint32_t rank,
                        std::span<uint8_t> arena, ProgressReporter *progress = nullptr);
+
+/// A range of the weights arena that holds whole bindings.
+struct WeightWindow {
+  uint64_t offset = 0;
+  uint64_t bytes = 0;
+};
+
+/// The weights arena cut at binding boundaries into windows of at most `maxBytes` (a binding
+/// larger than that gets a window of its own), in arena order: a GPU engine loads its weights a
+/// window at a time through a bounded host buffer instead of a copy of the whole arena.
+std::vector<WeightWindow> planWeightWindows(const plan::Plan &plan, uint64_t maxBytes);
+
+/// loadPlanWeights for the bindings that lie in arena bytes [windowOffset, windowOffset +
+/// window.size()), which `window` holds; bytes between bindings are left as they are.
+Status loadPlanWeightsWindow(const plan::Plan &plan, const Checkpoint &checkpoint, uint32_t rank,
+                             uint64_t windowOffset, std::span<uint8_t> window,
+                             ProgressReporter *progress = nullptr);
 
 } // namespace glm

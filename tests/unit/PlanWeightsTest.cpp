@@ -134,6 +134,28 @@ TEST_F(PlanWeights, TpTwoSplitsColumnsRowsAndExperts) {
             0);
 }
 
+TEST_F(PlanWeights, WindowsOfWholeBindingsLoadTheSameBytes) {
+  // Small windows (many bindings are larger than 4 KB and get windows of their own) must put every
+  // byte where the whole-arena load does, at TP 1 and on each rank at TP 2.
+  for (const auto &[plan, rank] :
+       {std::pair{tp1_.get(), 0u}, std::pair{tp2_.get(), 0u}, std::pair{tp2_.get(), 1u}}) {
+    const std::vector<uint8_t> whole = bind(*plan, *checkpoint_, rank);
+    std::vector<uint8_t> windowed(whole.size(), 0);
+    const std::vector<WeightWindow> windows = planWeightWindows(plan->root(), 4096);
+    ASSERT_GT(windows.size(), 10u);
+    uint64_t end = 0;
+    for (const WeightWindow &w : windows) {
+      EXPECT_GE(w.offset, end) << "windows are in arena order and do not overlap";
+      end = w.offset + w.bytes;
+      std::vector<uint8_t> bytes(w.bytes, 0);
+      Status s = loadPlanWeightsWindow(plan->root(), *checkpoint_, rank, w.offset, bytes);
+      ASSERT_TRUE(s.ok()) << s.toString();
+      std::copy(bytes.begin(), bytes.end(), windowed.begin() + static_cast<int64_t>(w.offset));
+    }
+    EXPECT_EQ(windowed, whole) << "rank " << rank;
+  }
+}
+
 TEST_F(PlanWeights, RefusesACheckpointThatDoesNotMatchThePlan) {
   // The plan of the tiny fixture bound to a synthesized checkpoint of other dimensions.
   const std::filesystem::path other =
