@@ -369,4 +369,24 @@ Status writeCheckpointShards(const fs::path &dir, const std::vector<TensorSpec> 
   return writeTextFile(dir / kIndexFileName, text);
 }
 
+Status copyCheckpointCompanions(const std::filesystem::path &from,
+                                const std::filesystem::path &to) {
+  std::error_code ec;
+  for (const std::filesystem::directory_entry &entry :
+       std::filesystem::directory_iterator(from, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (!entry.is_regular_file() || entry.path().extension() == ".safetensors" ||
+        name == "model.safetensors.index.json" || name == "config.json" ||
+        name == "quantization_config.json") {
+      continue;
+    }
+    std::filesystem::copy_file(entry.path(), to / name,
+                               std::filesystem::copy_options::overwrite_existing, ec);
+    if (ec) {
+      return ioError(entry.path().string(), ": cannot copy to ", to.string(), ": ", ec.message());
+    }
+  }
+  return ec ? ioError(from.string(), ": ", ec.message()) : Status::success();
+}
+
 } // namespace glm

@@ -36,8 +36,14 @@ Status writeSafeTensors(const std::filesystem::path &path, const std::vector<Ten
 /// in order, a new shard started when the next tensor would overflow) plus
 /// model.safetensors.index.json with metadata.total_size and the weight_map. `onTensorWritten`
 /// (may be empty) is called with each tensor's byte size after it is written, for progress.
-Status writeCheckpointShards(const std::filesystem::path &dir, const std::vector<TensorSpec> &tensors,
-                             uint64_t maxShardBytes,
+Status writeCheckpointShards(const std::filesystem::path &dir,
+                             const std::vector<TensorSpec> &tensors, uint64_t maxShardBytes,
                              const std::function<void(uint64_t)> &onTensorWritten = {});
+
+/// Copies a checkpoint directory's files other than its weights to `to`: tokenizer, chat template,
+/// generation config and the like. The safetensors files, their index, config.json and
+/// exllamav3's quantization_config.json are left out: a command that rewrites the weights writes
+/// those itself.
+Status copyCheckpointCompanions(const std::filesystem::path &from, const std::filesystem::path &to);
 
 } // namespace glm

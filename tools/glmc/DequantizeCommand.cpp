@@ -23,25 +23,6 @@ namespace {
 namespace fs = std::filesystem;
 using OrderedJson = nlohmann::ordered_json;
 
-/// Copies the model directory's other files (tokenizer, chat template, generation config...);
-/// exllamav3's quantization_config.json describes tensors the output no longer has.
-Status copyOtherFiles(const fs::path &from, const fs::path &to) {
-  std::error_code ec;
-  for (const fs::directory_entry &entry : fs::directory_iterator(from, ec)) {
-    const std::string name = entry.path().filename().string();
-    if (!entry.is_regular_file() || entry.path().extension() == ".safetensors" ||
-        name == "model.safetensors.index.json" || name == "config.json" ||
-        name == "quantization_config.json") {
-      continue;
-    }
-    fs::copy_file(entry.path(), to / name, fs::copy_options::overwrite_existing, ec);
-    if (ec) {
-      return ioError(entry.path().string(), ": cannot copy to ", to.string(), ": ", ec.message());
-    }
-  }
-  return ec ? ioError(from.string(), ": ", ec.message()) : Status::success();
-}
-
 Status dequantizeCheckpoint(const fs::path &modelDir, const fs::path &outDir) {
   const fs::path configPath = modelDir / "config.json";
   GLM_ASSIGN_OR_RETURN(glm53::Glm53Config config, glm53::loadGlm53Config(modelDir));
@@ -125,7 +106,7 @@ Status dequantizeCheckpoint(const fs::path &modelDir, const fs::path &outDir) {
   if (!out) {
     return ioError((outDir / "config.json").string(), ": write failed");
   }
-  return copyOtherFiles(modelDir, outDir);
+  return copyCheckpointCompanions(modelDir, outDir);
 }
 
 } // namespace

@@ -70,24 +70,6 @@ Status writeText(const fs::path &path, const std::string &text) {
   return out ? Status::success() : ioError(path.string(), ": write failed");
 }
 
-/// Copies the model directory's other files (tokenizer, chat template, generation config...).
-Status copyOtherFiles(const fs::path &from, const fs::path &to) {
-  std::error_code ec;
-  for (const fs::directory_entry &entry : fs::directory_iterator(from, ec)) {
-    const std::string name = entry.path().filename().string();
-    if (!entry.is_regular_file() || entry.path().extension() == ".safetensors" ||
-        name == "model.safetensors.index.json" || name == "config.json" ||
-        name == "quantization_config.json") {
-      continue;
-    }
-    fs::copy_file(entry.path(), to / name, fs::copy_options::overwrite_existing, ec);
-    if (ec) {
-      return ioError(entry.path().string(), ": cannot copy to ", to.string(), ": ", ec.message());
-    }
-  }
-  return ec ? ioError(from.string(), ": ", ec.message()) : Status::success();
-}
-
 /// One weight to quantize; its result lives from the trellis fill to the svh fill.
 struct Job {
   const glm53::WeightInfo *info;
@@ -223,7 +205,7 @@ Status quantizeCheckpoint(const Options &o) {
   OrderedJson details = quantization;
   details["tensor_storage"] = storage;
   GLM_RETURN_IF_ERROR(writeText(o.outDir / "quantization_config.json", details.dump(2) + "\n"));
-  return copyOtherFiles(o.modelDir, o.outDir);
+  return copyCheckpointCompanions(o.modelDir, o.outDir);
 }
 
 } // namespace
