@@ -7,14 +7,6 @@ namespace glm {
 
 namespace {
 
-std::string shapeText(const std::vector<int64_t> &shape) {
-  std::string s = "[";
-  for (size_t i = 0; i < shape.size(); ++i) {
-    s += (i ? ", " : "") + std::to_string(shape[i]);
-  }
-  return s + "]";
-}
-
 std::string where(const TensorView &t) {
   return strCat("tensor '", t.name, "' in ", t.file != nullptr ? t.file->filename().string() : "?");
 }

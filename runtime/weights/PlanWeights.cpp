@@ -13,14 +13,6 @@
 namespace glm {
 namespace {
 
-std::string shapeText(const std::vector<int64_t> &shape) {
-  std::string s = "[";
-  for (size_t i = 0; i < shape.size(); ++i) {
-    s += (i ? ", " : "") + std::to_string(shape[i]);
-  }
-  return s + "]";
-}
-
 /// Copies the slice [start, start + count) along `dim` of a dense row-major tensor of `shape`.
 void copySlice(const uint8_t *src, uint8_t *dst, const std::vector<int64_t> &shape, size_t dim,
                int64_t start, int64_t count, size_t elementSize) {

@@ -39,14 +39,6 @@ constexpr const char *kIndexFileName = "model.safetensors.index.json";
 std::string errnoText(int err) { return std::error_code(err, std::generic_category()).message(); }
 
 /// "[10, 10]", for messages.
-std::string shapeText(const std::vector<int64_t> &shape) {
-  std::string text = "[";
-  for (size_t i = 0; i < shape.size(); ++i) {
-    text += strCat(i ? ", " : "", shape[i]);
-  }
-  return text + "]";
-}
-
 /// A JSON value's type as a reader would call it, for messages.
 std::string_view jsonTypeName(const Json &value) {
   if (value.is_number_float()) {
@@ -319,6 +311,14 @@ bool fileExists(const fs::path &path) {
 }
 
 } // namespace
+
+std::string shapeText(const std::vector<int64_t> &shape) {
+  std::string text = "[";
+  for (size_t i = 0; i < shape.size(); ++i) {
+    text += strCat(i ? ", " : "", shape[i]);
+  }
+  return text + "]";
+}
 
 int64_t TensorView::numel() const {
   // open() checked that the product fits, but only once a zero dimension makes it 0: a shape such

@@ -83,4 +83,7 @@ private:
   std::vector<const TensorView *> sorted_;
 };
 
+/// A shape as messages print it: "[2, 3]".
+std::string shapeText(const std::vector<int64_t> &shape);
+
 } // namespace glm
