@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Prepares what a GPU machine needs to run the GPU tests and benchmarks, in .cache/gpu (ignored by
+# git), for a machine that has the NVIDIA driver and CUDA 13's NVRTC but none of this project's
+# build dependencies (LLVM, cpp-httplib): glmc itself links libLLVM, so plans are compiled here.
+#
+#   scripts/gpu-bundle.sh [ARCH]        ARCH: sm_90a (default) or sm_121a
+#
+# It builds the GPU test executables, a compiler-less glmc (build-runtime/), the tiny fixture's
+# test plans (what tests/gpu/CudaEngineTest compiles, named as it expects), the fixture, the
+# shared libraries glmc needs that such a machine lacks, and the NVRTC cache. On the GPU machine,
+# from the repository root:
+#
+#   export GLM_FIXTURES_DIR=$PWD/.cache/gpu/fixtures GLM_TEST_PLANS=$PWD/.cache/gpu/plans \
+#          GLM_KERNEL_CACHE=$PWD/.cache/gpu/kernels LD_LIBRARY_PATH=$PWD/.cache/gpu/lib
+#   for t in build/tests/bin/*gpu_test; do $t; done
+#   .cache/gpu/glmc bench .cache/gpu/plans/bench_bf16.glmp --model .cache/gpu/fixtures/glm53-tiny
+set -euo pipefail
+cd "$(dirname "$0")/.."
+arch="${1:-sm_90a}"
+out=.cache/gpu
+fixture=../shared/fixtures/glm53-tiny
+rm -rf "$out" && mkdir -p "$out/plans" "$out/lib" "$out/fixtures"
+export GLM_KERNEL_CACHE="$PWD/$out/kernels"
+
+scripts/build.sh
+ninja -C build $(ninja -C build -t targets all | sed -n 's/^\([a-z_]*gpu_test\):.*/\1/p') glm-kernel-bench
+if [ ! -f build-runtime/build.ninja ]; then
+  cmake -G Ninja -S . -B build-runtime -DGLM_BUILD_COMPILER=OFF -DGLM_BUILD_TESTS=OFF > /dev/null
+fi
+ninja -C build-runtime glmc
+cp build-runtime/bin/glmc "$out/glmc"
+
+# The plans tests/gpu/CudaEngineTest.cpp compiles, under the names it reads from GLM_TEST_PLANS.
+common=(--tp 1 --max-seqs 2 --max-context 2048 --decode 1x1,2x1)
+build/bin/glmc compile "$fixture" -o "$out/plans/cpu_f32.glmp" "${common[@]}" --target cpu --precision f32 --prefill 1152
+build/bin/glmc compile "$fixture" -o "$out/plans/gpu_f32.glmp" "${common[@]}" --target "$arch" --precision f32 --prefill 1152
+build/bin/glmc compile "$fixture" -o "$out/plans/gpu_f32_prefill64.glmp" "${common[@]}" --target "$arch" --precision f32 --prefill 64
+build/bin/glmc compile "$fixture" -o "$out/plans/gpu_bf16.glmp" "${common[@]}" --target "$arch" --precision bf16 --prefill 1152
+# A plan for `glmc bench`: the default programs (decode 1 and 4 sequences, 512-row prefill).
+build/bin/glmc compile "$fixture" -o "$out/plans/bench_bf16.glmp" --target "$arch" --tp 1 --max-seqs 4 --max-context 8192
+
+cp -r "$fixture" "$out/fixtures/"
+chmod -R u+w "$out/fixtures"
+# The shared libraries the compiler-less glmc needs beyond the C library, OpenSSL and zlib.
+for lib in $(ldd "$out/glmc" | awk '/=> \// {print $3}' | grep -E 'httplib|brotli|pcre2'); do
+  cp -L "$lib" "$out/lib/"
+done
+du -sh "$out"
