@@ -1,7 +1,6 @@
 // Filling each op's kernel argument struct (kernels/<op>/<op>_gpu.h) from a plan step: the GPU
 // counterpart of CpuEngine::runStep, with the same operand, weight and attribute conventions.
 #include "runtime/cuda/StepArgs.h"
-#include "runtime/plan/PlanFile.h"
 
 #include "kernels/add/add_gpu.h"
 #include "kernels/concat/concat_gpu.h"
@@ -23,6 +22,7 @@
 #include "kernels/short_conv/short_conv_gpu.h"
 #include "kernels/stream_mean/stream_mean_gpu.h"
 #include "kernels/swiglu/swiglu_gpu.h"
+#include "runtime/plan/PlanFile.h"
 
 #include <cmath>
 #include <cstring>
