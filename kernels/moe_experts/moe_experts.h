@@ -21,6 +21,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <functional>
 
 namespace glm::kernels {
 
@@ -35,7 +36,10 @@ struct MoeExpertsArgs {
   const int32_t *expertIds = nullptr;
   const float *expertWeights = nullptr;
   const ExpertWeights *experts = nullptr; // [numExperts]
-  const ExpertWeights *shared = nullptr;  // optional
+  /// Optional: gives expert e's weights just before its tokens run, instead of experts[e] (which
+  /// may then be null). EXL3 experts decode here, one expert at a time.
+  std::function<Status(int64_t e, ExpertWeights &weights)> resolveExpert;
+  const ExpertWeights *shared = nullptr; // optional
   float *out = nullptr;
   int64_t tokens = 0;
   int64_t hidden = 0;

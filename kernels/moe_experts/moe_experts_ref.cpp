@@ -15,6 +15,9 @@ Status moeExpertsRef(const MoeExpertsArgs &a) {
     return invalidArgument("moe_experts: tokens >= 0 and hidden, experts, top_k, intermediate > 0 "
                            "are required");
   }
+  if (a.experts == nullptr && !a.resolveExpert) {
+    return invalidArgument("moe_experts: no expert weights");
+  }
   for (int64_t i = 0; i < a.tokens * a.topK; ++i) {
     if (a.expertIds[i] < 0 || a.expertIds[i] >= a.numExperts) {
       return invalidArgument("moe_experts: expert id ", a.expertIds[i], " is outside [0, ",
@@ -47,7 +50,10 @@ Status moeExpertsRef(const MoeExpertsArgs &a) {
     for (int64_t i = 0; i < n; ++i) {
       std::copy(a.x + rows[i] * hidden, a.x + (rows[i] + 1) * hidden, xs.data() + i * hidden);
     }
-    const ExpertWeights &w = a.experts[e];
+    ExpertWeights w = a.experts != nullptr ? a.experts[e] : ExpertWeights{};
+    if (a.resolveExpert) {
+      GLM_RETURN_IF_ERROR(a.resolveExpert(e, w));
+    }
     GLM_RETURN_IF_ERROR(swigluRef({.x = xs.data(),
                                    .gate = w.gate,
                                    .up = w.up,
