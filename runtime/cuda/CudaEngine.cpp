@@ -1,12 +1,12 @@
 // Plan execution on one GPU: arenas, weights, kernels, one CUDA graph per program.
 #include "runtime/cuda/CudaEngine.h"
 
+#include "runtime/cuda/Ceilings.h"
 #include "runtime/cuda/StepArgs.h"
 #include "runtime/weights/PlanWeights.h"
 
 #include <algorithm>
 #include <cstring>
-#include <functional>
 
 namespace glm::cuda {
 namespace {
@@ -190,12 +190,17 @@ Status CudaEngine::prepare(Program &program) {
   return Status::success();
 }
 
+Status CudaEngine::enqueue(const Launch &l) {
+  void *params[] = {const_cast<uint8_t *>(l.args.data())};
+  GLM_CU(&ctx_->driver(),
+         cuLaunchKernel(l.function, l.grid[0], l.grid[1], l.grid[2], l.block[0], l.block[1],
+                        l.block[2], l.sharedMemory, ctx_->stream(), params, nullptr));
+  return Status::success();
+}
+
 Status CudaEngine::enqueue(const Program &program) {
   for (const Launch &l : program.launches) {
-    void *params[] = {const_cast<uint8_t *>(l.args.data())};
-    GLM_CU(&ctx_->driver(),
-           cuLaunchKernel(l.function, l.grid[0], l.grid[1], l.grid[2], l.block[0], l.block[1],
-                          l.block[2], l.sharedMemory, ctx_->stream(), params, nullptr));
+    GLM_RETURN_IF_ERROR(enqueue(l));
   }
   return Status::success();
 }
@@ -379,51 +384,31 @@ Expected<CudaEngine::ProgramTiming> CudaEngine::timeProgram(const plan::Program 
   release();
   GLM_RETURN_IF_ERROR(first.status());
 
-  CUevent start = nullptr, stop = nullptr;
-  GLM_CU(&d, cuEventCreate(&start, kEventDefault));
-  GLM_CU(&d, cuEventCreate(&stop, kEventDefault));
+  ProgramTiming timing;
+  GLM_ASSIGN_OR_RETURN(EventTiming replays,
+                       timeOnStream(
+                           *ctx_,
+                           [&]() -> Status {
+                             if (program->graph == nullptr) {
+                               return enqueue(*program);
+                             }
+                             GLM_CU(&d, cuGraphLaunch(program->graph, ctx_->stream()));
+                             return Status::success();
+                           },
+                           reps, 5));
+  timing.medianUs = replays.medianUs;
+  timing.p10Us = replays.p10Us;
+  timing.p90Us = replays.p90Us;
+
   std::vector<CUevent> marks(program->plan->steps()->size() + 1, nullptr);
   for (CUevent &e : marks) {
     GLM_CU(&d, cuEventCreate(&e, kEventDefault));
   }
   auto destroy = [&] {
-    d.cuEventDestroy(start);
-    d.cuEventDestroy(stop);
     for (CUevent e : marks) {
       d.cuEventDestroy(e);
     }
   };
-  auto timeOnce = [&](const std::function<Status()> &work) -> Expected<double> {
-    GLM_CU(&d, cuEventRecord(start, ctx_->stream()));
-    GLM_RETURN_IF_ERROR(work());
-    GLM_CU(&d, cuEventRecord(stop, ctx_->stream()));
-    GLM_CU(&d, cuEventSynchronize(stop));
-    float ms = 0;
-    GLM_CU(&d, cuEventElapsedTime(&ms, start, stop));
-    return ms * 1000.0;
-  };
-  ProgramTiming timing;
-  std::vector<double> replays;
-  for (int i = 0; i < reps + 5; ++i) {
-    Expected<double> us = timeOnce([&]() -> Status {
-      if (program->graph != nullptr) {
-        GLM_CU(&d, cuGraphLaunch(program->graph, ctx_->stream()));
-        return Status::success();
-      }
-      return enqueue(*program);
-    });
-    if (!us.ok()) {
-      destroy();
-      return us.status();
-    }
-    if (i >= 5) {
-      replays.push_back(*us);
-    }
-  }
-  std::sort(replays.begin(), replays.end());
-  timing.medianUs = replays[replays.size() / 2];
-  timing.p10Us = replays[replays.size() / 10];
-  timing.p90Us = replays[replays.size() * 9 / 10];
 
   // Eager runs with an event after each step's launches.
   const uint32_t stepCount = program->plan->steps()->size();
@@ -436,13 +421,7 @@ Expected<CudaEngine::ProgramTiming> CudaEngine::timeProgram(const plan::Program 
       const auto *launches = program->plan->steps()->Get(s)->launches();
       const size_t count = launches ? launches->size() : 0;
       for (size_t l = 0; l < count && status.ok(); ++l, ++next) {
-        const Launch &launch = program->launches[next];
-        void *params[] = {const_cast<uint8_t *>(launch.args.data())};
-        status =
-            check(d.cuLaunchKernel(launch.function, launch.grid[0], launch.grid[1], launch.grid[2],
-                                   launch.block[0], launch.block[1], launch.block[2],
-                                   launch.sharedMemory, ctx_->stream(), params, nullptr),
-                  "cuLaunchKernel");
+        status = enqueue(program->launches[next]);
       }
       if (status.ok()) {
         status = check(d.cuEventRecord(marks[s + 1], ctx_->stream()), "cuEventRecord");

@@ -74,6 +74,7 @@ private:
   CudaEngine() = default;
   Status clearSlots(int slot) override;
   Status prepare(Program &program);
+  Status enqueue(const Launch &launch);
   Status enqueue(const Program &program);
   /// Which logits rows a run copies back: all the rows it used, each group's last, or none.
   enum class LogitsBack { All, Last, None };

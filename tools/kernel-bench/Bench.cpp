@@ -3,6 +3,7 @@
 
 #include "kernels/common/FloatFormats.h"
 #include "runtime/common/Random.h"
+#include "runtime/cuda/Ceilings.h"
 
 #include <algorithm>
 
@@ -39,39 +40,9 @@ Expected<cuda::DeviceMemory> Suite::random(size_t count, bool bf16, float scale)
 }
 
 Status Suite::time(const std::function<Status()> &launch, Row &row, int reps) {
-  const cuda::CudaDriver &d = ctx_.driver();
-  for (int i = 0; i < 5; ++i) {
-    GLM_RETURN_IF_ERROR(launch());
-  }
-  GLM_RETURN_IF_ERROR(ctx_.synchronize());
-  cuda::CUevent start = nullptr, stop = nullptr;
-  GLM_CU(&d, cuEventCreate(&start, cuda::kEventDefault));
-  GLM_CU(&d, cuEventCreate(&stop, cuda::kEventDefault));
-  std::vector<double> us;
-  Status status = Status::success();
-  for (int i = 0; i < reps && status.ok(); ++i) {
-    status = cuda::check(d.cuEventRecord(start, ctx_.stream()), "cuEventRecord");
-    if (status.ok()) {
-      status = launch();
-    }
-    if (status.ok()) {
-      status = cuda::check(d.cuEventRecord(stop, ctx_.stream()), "cuEventRecord");
-    }
-    if (status.ok()) {
-      status = cuda::check(d.cuEventSynchronize(stop), "cuEventSynchronize");
-    }
-    float ms = 0;
-    if (status.ok()) {
-      status = cuda::check(d.cuEventElapsedTime(&ms, start, stop), "cuEventElapsedTime");
-    }
-    us.push_back(ms * 1000.0);
-  }
-  d.cuEventDestroy(start);
-  d.cuEventDestroy(stop);
-  GLM_RETURN_IF_ERROR(status);
-  std::sort(us.begin(), us.end());
-  row.medianUs = us[us.size() / 2];
-  row.spreadUs = (us[us.size() * 9 / 10] - us[us.size() / 10]) / 2;
+  GLM_ASSIGN_OR_RETURN(cuda::EventTiming t, cuda::timeOnStream(ctx_, launch, reps, 5));
+  row.medianUs = t.medianUs;
+  row.spreadUs = (t.p90Us - t.p10Us) / 2;
   return Status::success();
 }
 

@@ -3,6 +3,7 @@
 // bandwidth at batch 1; prefill matmuls >= 60% of cuBLAS on the same shapes).
 //
 //   glm-kernel-bench [--family linear|kda|sparse_attention|elementwise|moe] [--markdown]
+#include "runtime/cuda/Ceilings.h"
 #include "tools/kernel-bench/Bench.h"
 
 #include <cstdio>
@@ -10,27 +11,6 @@
 #include <string>
 
 using namespace glm;
-
-namespace {
-
-/// A 2 GiB device-to-device copy, counting bytes read and written: the bandwidth ceiling.
-Status measureCopy(bench::Suite &suite) {
-  const size_t bytes = size_t{2} << 30;
-  GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory a, suite.ctx().allocate(bytes));
-  GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory b, suite.ctx().allocate(bytes));
-  bench::Row row;
-  GLM_RETURN_IF_ERROR(suite.time(
-      [&] {
-        return cuda::check(
-            suite.ctx().driver().cuMemcpyDtoDAsync(b.ptr(), a.ptr(), bytes, suite.ctx().stream()),
-            "cuMemcpyDtoDAsync");
-      },
-      row, 20));
-  suite.copyBytesPerS = 2.0 * bytes / (row.medianUs * 1e-6);
-  return Status::success();
-}
-
-} // namespace
 
 int main(int argc, char **argv) {
   std::string family;
@@ -51,8 +31,11 @@ int main(int argc, char **argv) {
     return 1;
   }
   bench::Suite suite(**ctx);
-  if (Status s = measureCopy(suite); !s.ok()) {
-    std::fprintf(stderr, "glm-kernel-bench: %s\n", s.toString().c_str());
+  // The bandwidth ceiling: a 2 GiB device-to-device copy, counting bytes read and written.
+  if (Expected<double> copy = cuda::measureCopyBandwidth(**ctx, size_t{2} << 30, 20); copy.ok()) {
+    suite.copyBytesPerS = *copy;
+  } else {
+    std::fprintf(stderr, "glm-kernel-bench: %s\n", copy.status().toString().c_str());
     return 1;
   }
   const struct {

@@ -1,9 +1,8 @@
 // The linear family: the decode and prefill kernels at GLM-5.3-Flash's projection shapes, beside
 // cuBLAS's bf16 GEMM on the same shapes (whose 8192^3 rate is the suite's matrix ceiling).
 #include "kernels/linear/linear_gpu.h"
+#include "runtime/cuda/Ceilings.h"
 #include "tools/kernel-bench/Bench.h"
-
-#include <dlfcn.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -15,70 +14,6 @@ namespace glm::bench {
 namespace {
 
 using kernels::LinearKernel;
-
-/// The few cuBLAS entry points the comparison needs, declared here (no CUDA headers at build time)
-/// and found with dlopen, so the bench builds and runs without cuBLAS (its rows are then missing).
-class Cublas {
-public:
-  using Handle = void *;
-  static constexpr int kOpN = 0, kOpT = 1;
-  static constexpr int kR16Bf = 14;      // cudaDataType CUDA_R_16BF
-  static constexpr int kCompute32F = 68; // cublasComputeType_t CUBLAS_COMPUTE_32F
-  static constexpr int kGemmDefault = -1;
-
-  static std::unique_ptr<Cublas> open(cuda::CUstream stream) {
-    void *lib = nullptr;
-    for (const char *name :
-         {"libcublas.so.13", "libcublas.so", "/usr/local/cuda/lib64/libcublas.so"}) {
-      if ((lib = dlopen(name, RTLD_NOW | RTLD_LOCAL)) != nullptr) {
-        break;
-      }
-    }
-    if (lib == nullptr) {
-      std::fprintf(stderr, "linear bench: no cuBLAS (%s); its rows are left out\n", dlerror());
-      return nullptr;
-    }
-    auto c = std::unique_ptr<Cublas>(new Cublas);
-    c->create_ = reinterpret_cast<decltype(c->create_)>(dlsym(lib, "cublasCreate_v2"));
-    c->setStream_ = reinterpret_cast<decltype(c->setStream_)>(dlsym(lib, "cublasSetStream_v2"));
-    c->gemmEx_ = reinterpret_cast<decltype(c->gemmEx_)>(dlsym(lib, "cublasGemmEx"));
-    c->destroy_ = reinterpret_cast<decltype(c->destroy_)>(dlsym(lib, "cublasDestroy_v2"));
-    if (c->create_ == nullptr || c->setStream_ == nullptr || c->gemmEx_ == nullptr ||
-        c->destroy_ == nullptr || c->create_(&c->handle_) != 0 ||
-        c->setStream_(c->handle_, stream) != 0) {
-      std::fprintf(stderr, "linear bench: cuBLAS did not initialise; its rows are left out\n");
-      return nullptr;
-    }
-    return c;
-  }
-  ~Cublas() {
-    if (handle_ != nullptr) {
-      destroy_(handle_);
-    }
-  }
-
-  /// y[rows, out] = x[rows, in] · w[out, in]ᵀ in bf16 with f32 accumulation, as torch's F.linear
-  /// calls it: column-major yᵀ = wᵀᵀ xᵀ.
-  Status linear(cuda::CUdeviceptr x, cuda::CUdeviceptr w, cuda::CUdeviceptr y, int64_t rows,
-                int64_t in, int64_t out) {
-    const float alpha = 1.0f, beta = 0.0f;
-    const int rc = gemmEx_(handle_, kOpT, kOpN, static_cast<int>(out), static_cast<int>(rows),
-                           static_cast<int>(in), &alpha, reinterpret_cast<const void *>(w), kR16Bf,
-                           static_cast<int>(in), reinterpret_cast<const void *>(x), kR16Bf,
-                           static_cast<int>(in), &beta, reinterpret_cast<void *>(y), kR16Bf,
-                           static_cast<int>(out), kCompute32F, kGemmDefault);
-    return rc == 0 ? Status::success() : internalError("cublasGemmEx failed: ", rc);
-  }
-
-private:
-  Cublas() = default;
-  Handle handle_ = nullptr;
-  int (*create_)(Handle *) = nullptr;
-  int (*setStream_)(Handle, cuda::CUstream) = nullptr;
-  int (*gemmEx_)(Handle, int, int, int, int, int, const void *, const void *, int, int,
-                 const void *, int, int, const void *, void *, int, int, int, int) = nullptr;
-  int (*destroy_)(Handle) = nullptr;
-};
 
 std::string shapeName(int64_t rows, int64_t in, int64_t out) {
   char s[96];
@@ -223,8 +158,8 @@ Status timeInstance(Suite &suite, const Kernels &k, const std::string &name,
 }
 
 /// cuBLAS's bf16 GEMM on the same shape and weight rotation; returns its FLOP/s.
-Expected<double> timeCublas(Suite &suite, Cublas &cublas, int64_t rows, int64_t in, int64_t out,
-                            bool bw, int reps = 100) {
+Expected<double> timeCublas(Suite &suite, cuda::Cublas &cublas, int64_t rows, int64_t in,
+                            int64_t out, bool bw, int reps = 100) {
   GLM_ASSIGN_OR_RETURN(std::vector<cuda::DeviceMemory> weights,
                        weightCopies(suite, static_cast<size_t>(in * out) * 2));
   GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory x, suite.random(rows * in, true));
@@ -278,7 +213,15 @@ Status addLinearBenches(Suite &suite) {
   k.names.push_back(kernels::linearKernelName(LinearKernel::Gemv, "float", "float"));
   k.names.push_back(kernels::linearKernelName(LinearKernel::Tiled, "float", kBf16));
   GLM_ASSIGN_OR_RETURN(k.module, suite.compile(R"(#include "kernels/linear/linear.cuh")", k.names));
-  std::unique_ptr<Cublas> cublas = Cublas::open(suite.ctx().stream());
+  // Without cuBLAS the bench still runs; its reference rows are left out.
+  std::unique_ptr<cuda::Cublas> cublas;
+  if (Expected<std::unique_ptr<cuda::Cublas>> opened = cuda::Cublas::open(suite.ctx().stream());
+      opened.ok()) {
+    cublas = std::move(opened).value();
+  } else {
+    std::fprintf(stderr, "linear bench: %s; its rows are left out\n",
+                 opened.status().toString().c_str());
+  }
 
   // The matrix ceiling first: cuBLAS at 8192^3.
   if (cublas) {
