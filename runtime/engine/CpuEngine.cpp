@@ -21,6 +21,7 @@
 #include "kernels/short_conv/short_conv.h"
 #include "kernels/stream_mean/stream_mean.h"
 #include "kernels/swiglu/swiglu.h"
+#include "runtime/plan/StepView.h"
 #include "runtime/weights/Exl3Tensors.h"
 #include "runtime/weights/PlanWeights.h"
 #include "runtime/weights/SafeTensorsWriter.h"
@@ -31,35 +32,6 @@
 #include <fnmatch.h>
 
 namespace glm::runtime {
-
-namespace {
-
-/// A step's parameter by key.
-const plan::Attribute *param(const plan::Step &step, const char *key) {
-  if (step.attributes() == nullptr) {
-    return nullptr;
-  }
-  for (const plan::Attribute *a : *step.attributes()) {
-    if (a->key() != nullptr && a->key()->str() == key) {
-      return a;
-    }
-  }
-  return nullptr;
-}
-
-int64_t intParam(const plan::Step &step, const char *key, int64_t fallback = 0) {
-  const plan::Attribute *a = param(step, key);
-  return a ? a->int_value() : fallback;
-}
-
-float floatParam(const plan::Step &step, const char *key, float fallback = 0) {
-  const plan::Attribute *a = param(step, key);
-  return a ? static_cast<float>(a->float_value()) : fallback;
-}
-
-int64_t dim(const plan::TensorRef &t, int i) { return t.shape()->Get(static_cast<uint32_t>(i)); }
-
-} // namespace
 
 CpuEngine::~CpuEngine() = default;
 
@@ -225,7 +197,7 @@ Expected<std::vector<float>> CpuEngine::run(const plan::Program &program,
         words[b] = groups[b].slot;
       }
     } else if (io->kind() == plan::IoKind::PageTable) {
-      const int64_t perSequence = dim(*io->tensor(), 1);
+      const int64_t perSequence = tensorDim(*io->tensor(), 1);
       std::fill(words, words + groups.size() * perSequence, -1);
       for (size_t b = 0; b < groups.size(); ++b) {
         const std::vector<int32_t> &pages = sequences_.pages(groups[b].slot);
@@ -319,7 +291,7 @@ Status CpuEngine::runStep(const plan::Step &step, int64_t n, const std::vector<R
     const plan::StateLayout *s = plan().states()->Get(step.states()->Get(i));
     return reinterpret_cast<float *>(address(*s->slice()) + slot * s->unit_bytes());
   };
-  const float eps = floatParam(step, "eps", 1e-5f);
+  const float eps = floatAttribute(step, "eps", 1e-5f);
 
   switch (step.op()) {
   case plan::OpKind::Embedding:
@@ -333,17 +305,17 @@ Status CpuEngine::runStep(const plan::Step &step, int64_t n, const std::vector<R
     return kernels::expandStreamsRef({.x = floats(*in[0]),
                                       .out = floats(*out[0]),
                                       .tokens = n,
-                                      .streams = dim(*out[0], 1),
-                                      .hidden = dim(*out[0], 2)});
+                                      .streams = tensorDim(*out[0], 1),
+                                      .hidden = tensorDim(*out[0], 2)});
   case plan::OpKind::StreamMean:
     return kernels::streamMeanRef({.streams = floats(*in[0]),
                                    .out = floats(*out[0]),
                                    .tokens = n,
-                                   .hcMult = dim(*in[0], 1),
-                                   .hidden = dim(*in[0], 2)});
+                                   .hcMult = tensorDim(*in[0], 1),
+                                   .hidden = tensorDim(*in[0], 2)});
   case plan::OpKind::RmsNorm: {
-    const int64_t width = dim(*in[0], 1);
-    const int64_t group = intParam(step, "group", width);
+    const int64_t width = tensorDim(*in[0], 1);
+    const int64_t group = intAttribute(step, "group", width);
     return kernels::rmsNormRef({.x = floats(*in[0]),
                                 .weight = weight(0),
                                 .out = floats(*out[0]),
@@ -357,15 +329,15 @@ Status CpuEngine::runStep(const plan::Step &step, int64_t n, const std::vector<R
                                   .bias = weight(1),
                                   .out = floats(*out[0]),
                                   .rows = n,
-                                  .dim = dim(*in[0], 1),
+                                  .dim = tensorDim(*in[0], 1),
                                   .eps = eps});
   case plan::OpKind::Linear: {
     GLM_ASSIGN_OR_RETURN(std::vector<kernels::Exl3MatrixView> quantized, exl3(0));
     if (!quantized.empty()) {
-      if (quantized[0].in != dim(*in[0], 1) || quantized[0].out != dim(*out[0], 1)) {
+      if (quantized[0].in != tensorDim(*in[0], 1) || quantized[0].out != tensorDim(*out[0], 1)) {
         return invalidArgument("EXL3 weight [", quantized[0].out, ", ", quantized[0].in,
-                               "] does not map ", dim(*in[0], 1), " to ", dim(*out[0], 1),
-                               " features");
+                               "] does not map ", tensorDim(*in[0], 1), " to ",
+                               tensorDim(*out[0], 1), " features");
       }
       return kernels::exl3DenseLinearRef(floats(*in[0]), quantized[0], weight(1), floats(*out[0]),
                                          n);
@@ -375,8 +347,8 @@ Status CpuEngine::runStep(const plan::Step &step, int64_t n, const std::vector<R
                                .bias = weight(1),
                                .y = floats(*out[0]),
                                .rows = n,
-                               .inFeatures = dim(*in[0], 1),
-                               .outFeatures = dim(*out[0], 1)});
+                               .inFeatures = tensorDim(*in[0], 1),
+                               .outFeatures = tensorDim(*out[0], 1)});
   }
   case plan::OpKind::MhcPre:
     return kernels::mhcPreRef({.streams = floats(*in[0]),
@@ -387,11 +359,11 @@ Status CpuEngine::runStep(const plan::Step &step, int64_t n, const std::vector<R
                                .comb = floats(*out[2]),
                                .x = floats(*out[0]),
                                .tokens = n,
-                               .hcMult = dim(*in[0], 1),
-                               .hidden = dim(*in[0], 2),
-                               .sinkhornIters = intParam(step, "sinkhorn_iters", 20),
-                               .normEps = floatParam(step, "norm_eps", 1e-5f),
-                               .hcEps = floatParam(step, "hc_eps", 1e-6f)});
+                               .hcMult = tensorDim(*in[0], 1),
+                               .hidden = tensorDim(*in[0], 2),
+                               .sinkhornIters = intAttribute(step, "sinkhorn_iters", 20),
+                               .normEps = floatAttribute(step, "norm_eps", 1e-5f),
+                               .hcEps = floatAttribute(step, "hc_eps", 1e-6f)});
   case plan::OpKind::MhcPost:
     return kernels::mhcPostRef({.y = floats(*in[0]),
                                 .residual = floats(*in[3]),
@@ -399,10 +371,10 @@ Status CpuEngine::runStep(const plan::Step &step, int64_t n, const std::vector<R
                                 .comb = floats(*in[2]),
                                 .out = floats(*out[0]),
                                 .tokens = n,
-                                .hcMult = dim(*in[3], 1),
-                                .hidden = dim(*in[3], 2)});
+                                .hcMult = tensorDim(*in[3], 1),
+                                .hidden = tensorDim(*in[3], 2)});
   case plan::OpKind::ShortConv: {
-    const int64_t channels = dim(*in[0], 1);
+    const int64_t channels = tensorDim(*in[0], 1);
     const kernels::WeightView w = weight(0);
     for (const RowGroup &g : groups) {
       GLM_RETURN_IF_ERROR(kernels::shortConvRef({.x = floats(*in[0]) + g.first * channels,
@@ -416,28 +388,29 @@ Status CpuEngine::runStep(const plan::Step &step, int64_t n, const std::vector<R
     return Status::success();
   }
   case plan::OpKind::Kda: {
-    const int64_t heads = intParam(step, "num_heads"), d = intParam(step, "head_dim");
+    const int64_t heads = intAttribute(step, "num_heads"), d = intAttribute(step, "head_dim");
     const int64_t width = heads * d;
     for (const RowGroup &g : groups) {
-      GLM_RETURN_IF_ERROR(kernels::kdaRef({.q = floats(*in[0]) + g.first * width,
-                                           .k = floats(*in[1]) + g.first * width,
-                                           .v = floats(*in[2]) + g.first * width,
-                                           .f = floats(*in[3]) + g.first * width,
-                                           .b = floats(*in[4]) + g.first * heads,
-                                           .aLog = weight(0),
-                                           .dtBias = weight(1),
-                                           .state = stateSlot(0, g.slot),
-                                           .out = floats(*out[0]) + g.first * width,
-                                           .tokens = g.count,
-                                           .heads = heads,
-                                           .keyDim = d,
-                                           .valueDim = d,
-                                           .lowerBound = floatParam(step, "lower_bound", -5.0f)}));
+      GLM_RETURN_IF_ERROR(
+          kernels::kdaRef({.q = floats(*in[0]) + g.first * width,
+                           .k = floats(*in[1]) + g.first * width,
+                           .v = floats(*in[2]) + g.first * width,
+                           .f = floats(*in[3]) + g.first * width,
+                           .b = floats(*in[4]) + g.first * heads,
+                           .aLog = weight(0),
+                           .dtBias = weight(1),
+                           .state = stateSlot(0, g.slot),
+                           .out = floats(*out[0]) + g.first * width,
+                           .tokens = g.count,
+                           .heads = heads,
+                           .keyDim = d,
+                           .valueDim = d,
+                           .lowerBound = floatAttribute(step, "lower_bound", -5.0f)}));
     }
     return Status::success();
   }
   case plan::OpKind::GatedNorm: {
-    const int64_t width = dim(*in[0], 1), group = intParam(step, "group", width);
+    const int64_t width = tensorDim(*in[0], 1), group = intAttribute(step, "group", width);
     return kernels::gatedRmsNormRef({.x = floats(*in[0]),
                                      .gate = floats(*in[1]),
                                      .weight = weight(0),
@@ -447,9 +420,9 @@ Status CpuEngine::runStep(const plan::Step &step, int64_t n, const std::vector<R
                                      .eps = eps});
   }
   case plan::OpKind::DsaIndexer: {
-    const int64_t heads = intParam(step, "num_heads"), d = intParam(step, "head_dim");
-    const int64_t kpool = intParam(step, "kpool"), topk = intParam(step, "topk");
-    const int64_t width = dim(*out[0], 1);
+    const int64_t heads = intAttribute(step, "num_heads"), d = intAttribute(step, "head_dim");
+    const int64_t kpool = intAttribute(step, "kpool"), topk = intAttribute(step, "topk");
+    const int64_t width = tensorDim(*out[0], 1);
     const int64_t pageTokens = sequences_.pageTokens();
     if (pageTokens % kpool != 0) {
       return invalidArgument("pages of ", pageTokens, " tokens do not hold whole pools of ", kpool);
@@ -512,9 +485,9 @@ Status CpuEngine::runStep(const plan::Step &step, int64_t n, const std::vector<R
     return Status::success();
   }
   case plan::OpKind::MlaSparseAttention: {
-    const int64_t heads = intParam(step, "num_heads");
-    const int64_t dqk = intParam(step, "qk_head_dim"), dv = intParam(step, "v_head_dim");
-    const int64_t rank = dim(*in[1], 1), width = dim(*in[2], 1);
+    const int64_t heads = intAttribute(step, "num_heads");
+    const int64_t dqk = intAttribute(step, "qk_head_dim"), dv = intAttribute(step, "v_head_dim");
+    const int64_t rank = tensorDim(*in[1], 1), width = tensorDim(*in[2], 1);
     const plan::StateLayout &latents = *plan().states()->Get(step.states()->Get(0));
     for (const RowGroup &g : groups) {
       // Gather the sequence's latent rows from its pages, attend, write the new rows back.
@@ -539,7 +512,7 @@ Status CpuEngine::runStep(const plan::Step &step, int64_t n, const std::vector<R
            .vHeadDim = dv,
            .kvLoraRank = rank,
            .selectedWidth = width,
-           .scale = floatParam(step, "scale")}));
+           .scale = floatAttribute(step, "scale")}));
       for (int64_t j = before; j < after; ++j) {
         std::memcpy(pagedRow(latents, g.slot, j, sequences_.pageTokens()), rows.data() + j * rank,
                     static_cast<size_t>(rank) * 4);
@@ -551,8 +524,8 @@ Status CpuEngine::runStep(const plan::Step &step, int64_t n, const std::vector<R
     return kernels::swigluActivationRef({.gate = floats(*in[0]),
                                          .up = floats(*in[1]),
                                          .out = floats(*out[0]),
-                                         .count = n * dim(*in[0], 1),
-                                         .limit = floatParam(step, "limit", INFINITY)});
+                                         .count = n * tensorDim(*in[0], 1),
+                                         .limit = floatAttribute(step, "limit", INFINITY)});
   case plan::OpKind::MoeRouter: {
     const kernels::WeightView w = weight(0);
     return kernels::moeRouterRef(
@@ -562,20 +535,20 @@ Status CpuEngine::runStep(const plan::Step &step, int64_t n, const std::vector<R
          .expertIds = reinterpret_cast<int32_t *>(address(*out[0]->slice())),
          .expertWeights = floats(*out[1]),
          .tokens = n,
-         .hidden = dim(*in[0], 1),
+         .hidden = tensorDim(*in[0], 1),
          .experts = w.dim(0),
-         .topK = intParam(step, "top_k"),
-         .nGroup = intParam(step, "n_group", 1),
-         .topkGroup = intParam(step, "topk_group", 1),
-         .normTopkProb = intParam(step, "norm_topk_prob", 1) != 0,
-         .routedScalingFactor = floatParam(step, "scaling", 1.0f),
+         .topK = intAttribute(step, "top_k"),
+         .nGroup = intAttribute(step, "n_group", 1),
+         .topkGroup = intAttribute(step, "topk_group", 1),
+         .normTopkProb = intAttribute(step, "norm_topk_prob", 1) != 0,
+         .routedScalingFactor = floatAttribute(step, "scaling", 1.0f),
          .tieRule = options_.tieRule});
   }
   case plan::OpKind::MoeExperts: {
     // Per-expert views into the stacked [E, I, H] / [E, H, I] weights.
     const kernels::WeightView gate = weight(0), up = weight(1), down = weight(2);
     const int64_t experts = gate.dim(0), inter = gate.dim(1), hidden = gate.dim(2);
-    const int64_t topK = dim(*in[1], 1);
+    const int64_t topK = tensorDim(*in[1], 1);
     const auto *ids = reinterpret_cast<const int32_t *>(address(*in[1]->slice()));
     const float *routeWeights = floats(*in[2]);
     // With experts split over ranks, this rank owns ids [rank E_local, (rank + 1) E_local):
@@ -583,7 +556,7 @@ Status CpuEngine::runStep(const plan::Step &step, int64_t n, const std::vector<R
     // by the all-reduce that follows.
     std::vector<int32_t> localIds;
     std::vector<float> localWeights;
-    if (intParam(step, "expert_shards", 1) > 1) {
+    if (intAttribute(step, "expert_shards", 1) > 1) {
       const int64_t first = rank_ * experts;
       localIds.resize(static_cast<size_t>(n * topK));
       localWeights.resize(localIds.size());
@@ -620,7 +593,7 @@ Status CpuEngine::runStep(const plan::Step &step, int64_t n, const std::vector<R
                                       .numExperts = experts,
                                       .topK = topK,
                                       .intermediate = inter,
-                                      .swigluLimit = floatParam(step, "limit", INFINITY)};
+                                      .swigluLimit = floatAttribute(step, "limit", INFINITY)};
     // EXL3 projections replace the dense views above (which then point at trellis bytes).
     GLM_ASSIGN_OR_RETURN(std::vector<kernels::Exl3MatrixView> qGate, exl3(0));
     GLM_ASSIGN_OR_RETURN(std::vector<kernels::Exl3MatrixView> qUp, exl3(1));
@@ -639,19 +612,19 @@ Status CpuEngine::runStep(const plan::Step &step, int64_t n, const std::vector<R
       return invalidArgument("the CPU backend converts only f32 buffers");
     }
     std::memcpy(floats(*out[0]), floats(*in[0]),
-                static_cast<size_t>(n * dim(*in[0], 1)) * sizeof(float));
+                static_cast<size_t>(n * tensorDim(*in[0], 1)) * sizeof(float));
     return Status::success();
   case plan::OpKind::Add:
     return kernels::addRef({.a = floats(*in[0]),
                             .b = floats(*in[1]),
                             .out = floats(*out[0]),
-                            .count = n * (in[0]->shape()->size() > 1 ? dim(*in[0], 1) : 1)});
+                            .count = n * (in[0]->shape()->size() > 1 ? tensorDim(*in[0], 1) : 1)});
   case plan::OpKind::Concat: {
     std::vector<const float *> inputs;
     std::vector<int64_t> widths;
     for (const plan::TensorRef *t : in) {
       inputs.push_back(floats(*t));
-      widths.push_back(dim(*t, 1));
+      widths.push_back(tensorDim(*t, 1));
     }
     return kernels::concatRef(
         {.inputs = inputs, .widths = widths, .out = floats(*out[0]), .rows = n});
@@ -659,10 +632,10 @@ Status CpuEngine::runStep(const plan::Step &step, int64_t n, const std::vector<R
   case plan::OpKind::Sample: {
     // Greedy when the op says so or the sequence's temperature (word 0 of its sampling
     // parameters, which the host zeroes by default) is 0.
-    const int64_t vocab = dim(*in[0], 1);
+    const int64_t vocab = tensorDim(*in[0], 1);
     const auto *params = reinterpret_cast<const float *>(address(*in[2]->slice()));
     for (size_t b = 0; b < groups.size(); ++b) {
-      if (param(step, "greedy") == nullptr && params[b * 8] != 0.0f) {
+      if (stepAttribute(step, "greedy") == nullptr && params[b * 8] != 0.0f) {
         return unimplemented("sampling at a temperature comes with the on-device sampler");
       }
       const RowGroup &g = groups[b];
@@ -679,7 +652,7 @@ Status CpuEngine::runStep(const plan::Step &step, int64_t n, const std::vector<R
       return internalError("a collective in a plan without a communicator");
     }
     const uint64_t count =
-        static_cast<uint64_t>(n) * (in[0]->shape()->size() > 1 ? dim(*in[0], 1) : 1);
+        static_cast<uint64_t>(n) * (in[0]->shape()->size() > 1 ? tensorDim(*in[0], 1) : 1);
     std::memcpy(floats(*out[0]), floats(*in[0]), count * sizeof(float));
     return options_.comm->allReduce(floats(*out[0]), count);
   }
@@ -688,8 +661,8 @@ Status CpuEngine::runStep(const plan::Step &step, int64_t n, const std::vector<R
       return internalError("a collective in a plan without a communicator");
     }
     return options_.comm->allGather(floats(*in[0]), floats(*out[0]), static_cast<size_t>(n),
-                                    static_cast<size_t>(dim(*in[0], 1)),
-                                    static_cast<int>(intParam(step, "axis", 1)));
+                                    static_cast<size_t>(tensorDim(*in[0], 1)),
+                                    static_cast<int>(intAttribute(step, "axis", 1)));
   }
   }
   return unimplemented("op ", plan::EnumNameOpKind(step.op()));

@@ -9,6 +9,31 @@
 
 namespace glm::runtime {
 
+/// A step's attribute by key, or null.
+inline const plan::Attribute *stepAttribute(const plan::Step &step, const char *key) {
+  if (step.attributes() == nullptr) {
+    return nullptr;
+  }
+  for (const plan::Attribute *a : *step.attributes()) {
+    if (a->key() != nullptr && a->key()->str() == key) {
+      return a;
+    }
+  }
+  return nullptr;
+}
+inline int64_t intAttribute(const plan::Step &step, const char *key, int64_t fallback = 0) {
+  const plan::Attribute *a = stepAttribute(step, key);
+  return a ? a->int_value() : fallback;
+}
+inline float floatAttribute(const plan::Step &step, const char *key, float fallback = 0) {
+  const plan::Attribute *a = stepAttribute(step, key);
+  return a ? static_cast<float>(a->float_value()) : fallback;
+}
+/// Dimension d of a tensor's shape.
+inline int64_t tensorDim(const plan::TensorRef &t, int d) {
+  return t.shape()->Get(static_cast<uint32_t>(d));
+}
+
 class StepView {
 public:
   StepView(const plan::Plan &plan, const plan::Program &program, const plan::Step &step)
@@ -39,10 +64,7 @@ public:
   const plan::TensorRef &result(size_t i) const {
     return *step_.results()->Get(static_cast<uint32_t>(i));
   }
-  /// Dimension d of a tensor's shape.
-  static int64_t dim(const plan::TensorRef &t, int d) {
-    return t.shape()->Get(static_cast<uint32_t>(d));
-  }
+  static int64_t dim(const plan::TensorRef &t, int d) { return tensorDim(t, d); }
 
   size_t weightCount() const { return step_.weights() ? step_.weights()->size() : 0; }
   bool hasWeight(size_t i) const { return i < weightCount(); }
@@ -53,24 +75,12 @@ public:
   uint32_t stateIndex(size_t i) const { return step_.states()->Get(static_cast<uint32_t>(i)); }
   const plan::StateLayout &state(size_t i) const { return *plan_.states()->Get(stateIndex(i)); }
 
-  const plan::Attribute *attribute(const char *key) const {
-    if (step_.attributes() == nullptr) {
-      return nullptr;
-    }
-    for (const plan::Attribute *a : *step_.attributes()) {
-      if (a->key() != nullptr && a->key()->str() == key) {
-        return a;
-      }
-    }
-    return nullptr;
-  }
+  const plan::Attribute *attribute(const char *key) const { return stepAttribute(step_, key); }
   int64_t intAttr(const char *key, int64_t fallback = 0) const {
-    const plan::Attribute *a = attribute(key);
-    return a ? a->int_value() : fallback;
+    return intAttribute(step_, key, fallback);
   }
   float floatAttr(const char *key, float fallback = 0) const {
-    const plan::Attribute *a = attribute(key);
-    return a ? static_cast<float>(a->float_value()) : fallback;
+    return floatAttribute(step_, key, fallback);
   }
 
 private:
