@@ -51,7 +51,7 @@ Expected<std::unique_ptr<CudaEngine>> CudaEngine::create(std::unique_ptr<runtime
                            " (compile the plan with --target ", ctx.info().arch, ")");
   }
   GLM_RETURN_IF_ERROR(planFile.checkRunnableOn(arch));
-  GLM_RETURN_IF_ERROR(engine->initCommon(p));
+  GLM_RETURN_IF_ERROR(engine->initCommon(p, planFile.source()));
 
   // One allocation per arena, zeroed; the weights come in a window of whole bindings at a time
   // through a bounded host buffer (a rank's weights arena is 86 GB for GLM-5.3-Flash, and a GB10
@@ -226,51 +226,13 @@ CudaEngine::Program *CudaEngine::find(const plan::Program *p) {
   return nullptr;
 }
 
-Expected<std::vector<float>> CudaEngine::prefill(int slot, std::span<const int32_t> tokens,
-                                                 runtime::LogitRows rows) {
-  if (!sequences_.active(slot)) {
-    return invalidArgument("sequence slot ", slot, " is not in use");
-  }
-  GLM_RETURN_IF_ERROR(checkTokens(tokens));
-  if (prefill_ == nullptr) {
-    return invalidArgument(plan_->source(), ": the plan has no prefill program");
-  }
-  Program &program = *find(prefill_);
-  std::vector<float> logits;
-  for (size_t start = 0; start < tokens.size(); start += prefill_->rows()) {
-    const size_t n = std::min<size_t>(prefill_->rows(), tokens.size() - start);
-    // Every chunk but the last is only state; with LogitRows::Last only the last row comes back.
-    const bool last = start + n == tokens.size();
-    GLM_ASSIGN_OR_RETURN(
-        std::vector<float> chunk,
-        run(program, tokens.subspan(start, n), {{slot, 0, static_cast<int64_t>(n)}},
-            rows == runtime::LogitRows::All ? LogitsBack::All
-                                            : (last ? LogitsBack::Last : LogitsBack::None)));
-    logits.insert(logits.end(), chunk.begin(), chunk.end());
-  }
-  return logits;
-}
-
-Expected<std::vector<float>> CudaEngine::decode(std::span<const int> slots,
-                                                std::span<const int32_t> tokens) {
-  GLM_RETURN_IF_ERROR(checkDecode(slots, tokens));
-  const plan::Program *p = decodeProgramFor(slots.size());
-  if (p == nullptr) {
-    return invalidArgument(plan_->source(), ": no decode program takes ", slots.size(),
-                           " sequences");
-  }
-  std::vector<RowGroup> groups;
-  for (size_t i = 0; i < slots.size(); ++i) {
-    groups.push_back({slots[i], static_cast<int64_t>(i), 1});
-  }
-  return run(*find(p), tokens, groups);
-}
-
-Expected<std::vector<float>> CudaEngine::run(Program &program, std::span<const int32_t> tokens,
+Expected<std::vector<float>> CudaEngine::run(const plan::Program &p,
+                                             std::span<const int32_t> tokens,
                                              const std::vector<RowGroup> &groups, LogitsBack back) {
   // The context is current per thread: serving calls from its scheduler thread, not the one that
   // created the engine.
   GLM_RETURN_IF_ERROR(ctx_->makeCurrent());
+  Program &program = *find(&p);
   const int64_t rows = static_cast<int64_t>(program.plan->batch()) * program.plan->rows();
   const int64_t perSequence = program.plan->rows();
   for (const RowGroup &g : groups) {
@@ -380,7 +342,7 @@ Expected<CudaEngine::ProgramTiming> CudaEngine::timeProgram(const plan::Program 
   }
   std::vector<int32_t> tokens(static_cast<size_t>(p.batch()) * p.rows(), 1);
   // One run writes the io slots (and checks the program runs); its lengths are then rolled back.
-  Expected<std::vector<float>> first = run(*program, tokens, groups);
+  Expected<std::vector<float>> first = run(p, tokens, groups, LogitsBack::None);
   release();
   GLM_RETURN_IF_ERROR(first.status());
 

@@ -29,10 +29,6 @@ public:
                                                       CudaEngineOptions options = {});
   ~CudaEngine() override;
 
-  Expected<std::vector<float>> prefill(int slot, std::span<const int32_t> tokens,
-                                       runtime::LogitRows rows = runtime::LogitRows::All) override;
-  Expected<std::vector<float>> decode(std::span<const int> slots,
-                                      std::span<const int32_t> tokens) override;
   const plan::Plan &plan() const override { return plan_->root(); }
   const DeviceInfo &device() const { return ctx_->info(); }
   CudaContext &context() { return *ctx_; }
@@ -64,23 +60,14 @@ private:
     IoSlot tokens, positions, slots, pageTable, sampling, logits;
     int64_t maxPages = 0;
   };
-  /// Rows [first, first + count) of a run belong to sequence `slot`.
-  struct RowGroup {
-    int slot;
-    int64_t first;
-    int64_t count;
-  };
-
   CudaEngine() = default;
   Status clearSlots(int slot) override;
   Status prepare(Program &program);
   Status enqueue(const Launch &launch);
   Status enqueue(const Program &program);
-  /// Which logits rows a run copies back: all the rows it used, each group's last, or none.
-  enum class LogitsBack { All, Last, None };
-  Expected<std::vector<float>> run(Program &program, std::span<const int32_t> tokens,
-                                   const std::vector<RowGroup> &groups,
-                                   LogitsBack back = LogitsBack::All);
+  /// Only the logits rows `back` names are copied back.
+  Expected<std::vector<float>> run(const plan::Program &program, std::span<const int32_t> tokens,
+                                   const std::vector<RowGroup> &groups, LogitsBack back) override;
   Program *find(const plan::Program *p);
 
   std::unique_ptr<runtime::PlanFile> plan_;

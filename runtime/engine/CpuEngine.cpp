@@ -65,7 +65,7 @@ Expected<std::unique_ptr<CpuEngine>> CpuEngine::create(std::unique_ptr<PlanFile>
                                           {weights, engine->arenas_[i].size() * 8}));
     }
   }
-  GLM_RETURN_IF_ERROR(engine->initCommon(p));
+  GLM_RETURN_IF_ERROR(engine->initCommon(p, planFile->source()));
   if (const plan::StatePool *pool = p.state_pool()) {
     engine->pageBytes_ = pool->page_bytes();
   }
@@ -126,49 +126,9 @@ uint8_t *CpuEngine::address(const plan::Slice &slice) {
   return reinterpret_cast<uint8_t *>(arenas_[slice.arena()].data()) + slice.offset();
 }
 
-Expected<std::vector<float>> CpuEngine::prefill(int slot, std::span<const int32_t> tokens,
-                                                LogitRows rows) {
-  if (!sequences_.active(slot)) {
-    return invalidArgument("sequence slot ", slot, " is not in use");
-  }
-  GLM_RETURN_IF_ERROR(checkTokens(tokens));
-  const plan::Program *program = prefill_;
-  if (program == nullptr) {
-    return invalidArgument(plan_->source(), ": the plan has no prefill program");
-  }
-  std::vector<float> logits;
-  for (size_t start = 0; start < tokens.size(); start += program->rows()) {
-    const size_t n = std::min<size_t>(program->rows(), tokens.size() - start);
-    GLM_ASSIGN_OR_RETURN(std::vector<float> chunk, run(*program, tokens.subspan(start, n),
-                                                       {{slot, 0, static_cast<int64_t>(n)}}));
-    logits.insert(logits.end(), chunk.begin(), chunk.end());
-  }
-  if (rows == LogitRows::Last && !logits.empty()) {
-    logits.erase(logits.begin(), logits.end() - vocab_);
-  }
-  return logits;
-}
-
-Expected<std::vector<float>> CpuEngine::decode(std::span<const int> slots,
-                                               std::span<const int32_t> tokens) {
-  GLM_RETURN_IF_ERROR(checkDecode(slots, tokens));
-  // The smallest one-row decode program that takes this many sequences; the CPU runs it with
-  // exactly these rows.
-  const plan::Program *program = decodeProgramFor(slots.size());
-  if (program == nullptr) {
-    return invalidArgument(plan_->source(), ": no decode program takes ", slots.size(),
-                           " sequences");
-  }
-  std::vector<RowGroup> groups;
-  for (size_t i = 0; i < slots.size(); ++i) {
-    groups.push_back({slots[i], static_cast<int64_t>(i), 1});
-  }
-  return run(*program, tokens, groups);
-}
-
 Expected<std::vector<float>> CpuEngine::run(const plan::Program &program,
                                             std::span<const int32_t> tokens,
-                                            const std::vector<RowGroup> &groups) {
+                                            const std::vector<RowGroup> &groups, LogitsBack back) {
   const int64_t rows = static_cast<int64_t>(tokens.size());
   for (const plan::IoSlot *io : *program.io()) {
     if (io->kind() == plan::IoKind::SamplingParams) {
@@ -242,7 +202,13 @@ Expected<std::vector<float>> CpuEngine::run(const plan::Program &program,
   for (const plan::IoSlot *io : *program.io()) {
     if (io->kind() == plan::IoKind::Logits) {
       const float *logits = floats(*io->tensor());
-      return std::vector<float>(logits, logits + rows * vocab_);
+      std::vector<float> out;
+      for (const RowGroup &g : groups) {
+        const int64_t from = back == LogitsBack::All ? g.first : g.first + g.count - 1;
+        const int64_t to = back == LogitsBack::None ? from : g.first + g.count;
+        out.insert(out.end(), logits + from * vocab_, logits + to * vocab_);
+      }
+      return out;
     }
   }
   return internalError("program ", program.name()->str(), " has no logits io slot");

@@ -40,24 +40,14 @@ public:
                                                      CpuEngineOptions options = {});
   ~CpuEngine() override;
 
-  Expected<std::vector<float>> prefill(int slot, std::span<const int32_t> tokens,
-                                       LogitRows rows = LogitRows::All) override;
-  Expected<std::vector<float>> decode(std::span<const int> slots,
-                                      std::span<const int32_t> tokens) override;
   const plan::Plan &plan() const override { return plan_->root(); }
 
 private:
   CpuEngine() = default;
   Status clearSlots(int slot) override;
 
-  /// Rows [first, first + count) of the step belong to sequence `slot`.
-  struct RowGroup {
-    int slot;
-    int64_t first;
-    int64_t count;
-  };
   Expected<std::vector<float>> run(const plan::Program &program, std::span<const int32_t> tokens,
-                                   const std::vector<RowGroup> &groups);
+                                   const std::vector<RowGroup> &groups, LogitsBack back) override;
   Status runStep(const plan::Step &step, int64_t rows, const std::vector<RowGroup> &groups);
 
   uint8_t *address(const plan::Slice &slice);

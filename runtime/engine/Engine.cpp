@@ -95,7 +95,8 @@ Expected<int> Engine::newSequence() {
   return slot;
 }
 
-Status Engine::initCommon(const plan::Plan &p) {
+Status Engine::initCommon(const plan::Plan &p, std::string source) {
+  source_ = std::move(source);
   sequences_.init(p.state_pool() ? p.state_pool()->max_sequences() : 1, p.state_pool());
   for (const plan::Program *program : *p.programs()) {
     if (program->kind() == plan::ProgramKind::Prefill &&
@@ -112,6 +113,49 @@ Status Engine::initCommon(const plan::Plan &p) {
     return invalidArgument("the plan has no logits io slot");
   }
   return Status::success();
+}
+
+Expected<std::vector<float>> Engine::prefill(int slot, std::span<const int32_t> tokens,
+                                             LogitRows rows) {
+  if (!sequences_.active(slot)) {
+    return invalidArgument("sequence slot ", slot, " is not in use");
+  }
+  GLM_RETURN_IF_ERROR(checkTokens(tokens));
+  if (prefill_ == nullptr) {
+    return invalidArgument(source_, ": the plan has no prefill program");
+  }
+  std::vector<float> logits;
+  for (size_t start = 0; start < tokens.size(); start += prefill_->rows()) {
+    const size_t n = std::min<size_t>(prefill_->rows(), tokens.size() - start);
+    // Every chunk but the last only appends state; with LogitRows::Last only the final row
+    // comes back.
+    const LogitsBack back = rows == LogitRows::All       ? LogitsBack::All
+                            : start + n == tokens.size() ? LogitsBack::Last
+                                                         : LogitsBack::None;
+    GLM_ASSIGN_OR_RETURN(std::vector<float> chunk, run(*prefill_, tokens.subspan(start, n),
+                                                       {{slot, 0, static_cast<int64_t>(n)}}, back));
+    logits.insert(logits.end(), chunk.begin(), chunk.end());
+  }
+  return logits;
+}
+
+Expected<std::vector<float>> Engine::decode(std::span<const int> slots,
+                                            std::span<const int32_t> tokens) {
+  GLM_RETURN_IF_ERROR(checkDecode(slots, tokens));
+  const plan::Program *program = decodeProgramFor(slots.size());
+  if (program == nullptr) {
+    return invalidArgument(source_, ": no decode program takes ", slots.size(), " sequences");
+  }
+  std::vector<RowGroup> groups;
+  for (size_t i = 0; i < slots.size(); ++i) {
+    groups.push_back({slots[i], static_cast<int64_t>(i), 1});
+  }
+  return run(*program, tokens, groups, LogitsBack::All);
+}
+
+Expected<std::vector<float>> Engine::run(const plan::Program &program, std::span<const int32_t>,
+                                         const std::vector<RowGroup> &, LogitsBack) {
+  return internalError("this engine does not run program ", program.name()->str(), " itself");
 }
 
 const plan::Program *Engine::decodeProgramFor(size_t sequences) const {

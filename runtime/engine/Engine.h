@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <span>
+#include <string>
 #include <vector>
 
 namespace glm::runtime {
@@ -78,10 +79,10 @@ public:
   /// row only, [1, vocab] (what serving needs: at GLM-5.3's vocabulary a 512-row chunk's logits
   /// are 317 MB, which a GPU engine then need not copy back).
   virtual Expected<std::vector<float>> prefill(int slot, std::span<const int32_t> tokens,
-                                               LogitRows rows = LogitRows::All) = 0;
+                                               LogitRows rows = LogitRows::All);
   /// One decode step: token i goes to sequence slots[i]. Returns [slots, vocab] logits.
   virtual Expected<std::vector<float>> decode(std::span<const int> slots,
-                                              std::span<const int32_t> tokens) = 0;
+                                              std::span<const int32_t> tokens);
 
   /// Tokens one prefill program takes (the largest); prefill() splits longer inputs at multiples
   /// of it. 0 when the plan has no prefill program.
@@ -90,9 +91,24 @@ public:
   virtual const plan::Plan &plan() const = 0;
 
 protected:
+  /// Rows [first, first + count) of a run belong to sequence `slot`.
+  struct RowGroup {
+    int slot;
+    int64_t first;
+    int64_t count;
+  };
+  /// Which logits rows a run returns: all the rows it used, each group's last, or none.
+  enum class LogitsBack { All, Last, None };
+  /// Runs one program over `tokens` for `groups` (pages reserved, lengths advanced) and returns
+  /// the logits rows `back` names, group by group. prefill() and decode() call it; an engine that
+  /// forwards those instead (LockstepEngine) need not implement it.
+  virtual Expected<std::vector<float>> run(const plan::Program &program,
+                                           std::span<const int32_t> tokens,
+                                           const std::vector<RowGroup> &groups, LogitsBack back);
+
   /// Reads what every backend needs of the plan: the largest prefill program, the vocabulary,
-  /// the state pool.
-  Status initCommon(const plan::Plan &plan);
+  /// the state pool. `source` names the plan in errors.
+  Status initCommon(const plan::Plan &plan, std::string source);
   /// Zeroes a new sequence's per-sequence state slots.
   virtual Status clearSlots(int slot) = 0;
   /// The smallest one-row decode program that takes `sequences` sequences, or null.
@@ -104,6 +120,7 @@ protected:
   SequenceTable sequences_;
   const plan::Program *prefill_ = nullptr; // the largest prefill program
   int64_t vocab_ = 0;
+  std::string source_; // the plan file, for errors
 };
 
 } // namespace glm::runtime

@@ -123,7 +123,7 @@ Expected<std::unique_ptr<LockstepEngine>> LockstepEngine::create(std::unique_ptr
   }
   std::unique_ptr<LockstepEngine> engine(new LockstepEngine(
       std::move(comm), std::move(local), std::move(identity), std::move(options)));
-  GLM_RETURN_IF_ERROR(engine->initCommon(engine->local_->plan()));
+  GLM_RETURN_IF_ERROR(engine->initCommon(engine->local_->plan(), "lockstep plan"));
   engine->monitor_ = std::thread([e = engine.get()] { e->monitor(); });
   return engine;
 }

@@ -202,7 +202,7 @@ TEST(Lockstep, AWorkerOfAnotherPlanIsRefused) {
 class GatedEngine : public Engine {
 public:
   explicit GatedEngine(std::unique_ptr<Engine> inner) : inner_(std::move(inner)) {
-    (void)initCommon(inner_->plan());
+    (void)initCommon(inner_->plan(), "gated test engine");
   }
   Expected<int> newSequence() override { return inner_->newSequence(); }
   void endSequence(int slot) override { inner_->endSequence(slot); }
