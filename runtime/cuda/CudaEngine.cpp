@@ -239,10 +239,10 @@ Expected<std::vector<float>> CudaEngine::run(const plan::Program &p,
     GLM_RETURN_IF_ERROR(sequences_.reserve(g.slot, sequences_.length(g.slot) + g.count));
   }
   // The io slots of this step: rows the call does not use are padding (position -1, token 0),
-  // batch entries it does not use have slot -1 and no pages.
+  // batch entries it does not use have slot -1.
   std::vector<int32_t> ids(static_cast<size_t>(rows), 0), positions(ids.size(), -1);
   std::vector<int32_t> slots(program.plan->batch(), -1);
-  std::vector<int32_t> pages(static_cast<size_t>(program.plan->batch() * program.maxPages), -1);
+  const CudaDriver &d = ctx_->driver();
   for (size_t b = 0; b < groups.size(); ++b) {
     const RowGroup &g = groups[b];
     slots[b] = g.slot;
@@ -256,9 +256,14 @@ Expected<std::vector<float>> CudaEngine::run(const plan::Program &p,
       return internalError("sequence ", g.slot, " holds ", held.size(),
                            " pages; the page table has ", program.maxPages);
     }
-    std::copy(held.begin(), held.end(), pages.begin() + static_cast<int64_t>(b) * program.maxPages);
+    // Only the pages a sequence holds: kernels read a sequence's table up to the page of its
+    // last position, never past it, so the rest of its row (up to 16K entries at a 1M-token
+    // context) need not cross to the device every step.
+    if (program.pageTable.address != 0 && !held.empty()) {
+      GLM_CU(&d, cuMemcpyHtoDAsync(program.pageTable.address + b * program.maxPages * 4,
+                                   held.data(), held.size() * 4, ctx_->stream()));
+    }
   }
-  const CudaDriver &d = ctx_->driver();
   auto upload = [&](const IoSlot &slot, const std::vector<int32_t> &words) -> Status {
     if (slot.address != 0) {
       GLM_CU(&d, cuMemcpyHtoDAsync(slot.address, words.data(),
@@ -269,7 +274,6 @@ Expected<std::vector<float>> CudaEngine::run(const plan::Program &p,
   GLM_RETURN_IF_ERROR(upload(program.tokens, ids));
   GLM_RETURN_IF_ERROR(upload(program.positions, positions));
   GLM_RETURN_IF_ERROR(upload(program.slots, slots));
-  GLM_RETURN_IF_ERROR(upload(program.pageTable, pages));
   if (program.sampling.address != 0) {
     // Greedy (temperature 0) until the server passes sampling parameters.
     GLM_CU(&d,
