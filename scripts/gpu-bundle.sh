@@ -39,7 +39,8 @@ build/bin/glmc compile "$fixture" -o "$out/plans/gpu_bf16.glmp" "${common[@]}" -
 # A plan for `glmc bench`: the default programs (decode 1 and 4 sequences, 512-row prefill).
 build/bin/glmc compile "$fixture" -o "$out/plans/bench_bf16.glmp" --target "$arch" --tp 1 --max-seqs 4 --max-context 8192
 
-cp -r "$fixture" "$out/fixtures/"
+# The tiny fixture for the engine tests, and both configs the kernel tests read their sizes from.
+cp -r "$fixture" ../shared/fixtures/glm53-flash "$out/fixtures/"
 chmod -R u+w "$out/fixtures"
 # The shared libraries the compiler-less glmc needs beyond the C library, OpenSSL and zlib.
 for lib in $(ldd "$out/glmc" | awk '/=> \// {print $3}' | grep -E 'httplib|brotli|pcre2'); do

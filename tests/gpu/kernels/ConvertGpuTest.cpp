@@ -15,9 +15,10 @@ TEST(ConvertGpu, WidensBf16ExactlyAsTheReference) {
                            compileForGpu(R"(#include "kernels/convert/convert.cuh")",
                                          {"glm::kernels::convertBf16ToF32Kernel"}));
   SplitMix64 rng(21);
-  // GLM-5.3-Flash's logits rows (vocab 154880) at 1 and 4 rows, the tiny model's, odd counts.
-  for (int64_t count :
-       {int64_t{154880}, int64_t{4} * 154880, int64_t{1024}, int64_t{13}, int64_t{1001}}) {
+  // GLM-5.3-Flash's logits rows at 1 and 4 rows, the tiny model's, and counts that are not
+  // multiples of the 8-wide path.
+  const int64_t flash = flashConfig().vocabSize, tiny = tinyConfig().vocabSize;
+  for (int64_t count : {flash, 4 * flash, tiny, int64_t{13}, int64_t{1001}}) {
     std::vector<uint16_t> x(static_cast<size_t>(count));
     for (uint16_t &v : x) {
       v = kernels::floatToBf16(rng.normal() * 10.0f);

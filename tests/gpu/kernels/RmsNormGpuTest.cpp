@@ -13,8 +13,11 @@ const char *kSource = R"(#include "kernels/rms_norm/rms_norm.cuh")";
 struct Shape {
   int64_t rows, dim;
 };
-// Flash's hidden size (4096) at decode and prefill row counts, and the tiny model's (128).
-const Shape kShapes[] = {{1, 4096}, {5, 4096}, {300, 4096}, {3, 128}, {64, 128}};
+// Flash's hidden size at decode and prefill row counts, and the tiny model's.
+std::vector<Shape> shapes() {
+  const int64_t flash = flashConfig().hiddenSize, tiny = tinyConfig().hiddenSize;
+  return {{1, flash}, {5, flash}, {300, flash}, {3, tiny}, {64, tiny}};
+}
 
 class RmsNormGpu : public ::testing::Test {
 protected:
@@ -35,7 +38,7 @@ protected:
 
 TEST_F(RmsNormGpu, F32MatchesReference) {
   SplitMix64 rng(11);
-  for (const Shape &s : kShapes) {
+  for (const Shape &s : shapes()) {
     for (bool bf16Weight : {false, true}) {
       for (bool weighted : {true, false}) {
         std::vector<float> x(s.rows * s.dim), w(s.dim);
@@ -82,7 +85,7 @@ TEST_F(RmsNormGpu, F32MatchesReference) {
 // roundings of at most 2^-8 relative each (8 significant bits); the f32 sum adds ~1e-6.
 TEST_F(RmsNormGpu, Bf16WithinTwoRoundings) {
   SplitMix64 rng(12);
-  for (const Shape &s : kShapes) {
+  for (const Shape &s : shapes()) {
     std::vector<float> x(s.rows * s.dim), w(s.dim);
     for (float &v : x) {
       v = kernels::roundToBf16(rng.normal() * 3.0f);

@@ -1,7 +1,11 @@
 // The GPU tests' shared device and helpers.
 #include "tests/gpu/support/GpuTest.h"
 
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
 #include <limits>
+#include <memory>
 
 namespace glm::testing {
 
@@ -47,6 +51,35 @@ double relativeError(const std::vector<float> &a, const std::vector<float> &b) {
     ref += static_cast<double>(b[i]) * b[i];
   }
   return std::sqrt(diff) / std::max(std::sqrt(ref), 1e-30);
+}
+
+namespace {
+
+const glm53::Glm53Config &fixtureConfig(const char *name) {
+  const char *env = std::getenv("GLM_FIXTURES_DIR");
+  const std::filesystem::path dir =
+      std::filesystem::path(env != nullptr ? env : GLM_FIXTURES_DIR) / name;
+  Expected<glm53::Glm53Config> config = glm53::loadGlm53Config(dir);
+  if (!config.ok()) {
+    // Every kernel test depends on it: stop with the reason rather than test made-up sizes.
+    std::fprintf(stderr, "%s\n", config.status().toString().c_str());
+    std::abort();
+  }
+  static std::vector<std::unique_ptr<glm53::Glm53Config>> kept;
+  kept.push_back(std::make_unique<glm53::Glm53Config>(std::move(config).value()));
+  return *kept.back();
+}
+
+} // namespace
+
+const glm53::Glm53Config &flashConfig() {
+  static const glm53::Glm53Config &config = fixtureConfig("glm53-flash");
+  return config;
+}
+
+const glm53::Glm53Config &tinyConfig() {
+  static const glm53::Glm53Config &config = fixtureConfig("glm53-tiny");
+  return config;
 }
 
 std::vector<float> widen(const std::vector<uint16_t> &bf16) {

@@ -5,6 +5,7 @@
 #include "kernels/common/FloatFormats.h"
 #include "kernels/common/Launch.h"
 #include "kernels/common/Nvrtc.h"
+#include "models/glm53/Config.h"
 #include "runtime/common/Random.h"
 #include "runtime/cuda/CudaContext.h"
 
@@ -70,6 +71,12 @@ Status launchAndWait(cuda::CUfunction fn, const kernels::LaunchDims &d, const Ar
 
 /// ‖a − b‖₂ / ‖b‖₂ in double; NaN anywhere in a gives infinity, so it never passes.
 double relativeError(const std::vector<float> &a, const std::vector<float> &b);
+
+/// The configs whose dimensions kernel tests run at: GLM-5.3-Flash's release config and the tiny
+/// fixture's, read from the fixtures (GLM_FIXTURES_DIR, overridable by the environment variable
+/// of that name) so that no test hard-codes a model's sizes.
+const glm53::Glm53Config &flashConfig();
+const glm53::Glm53Config &tinyConfig();
 
 /// Widens bf16 encodings to f32.
 std::vector<float> widen(const std::vector<uint16_t> &bf16);
