@@ -17,6 +17,14 @@ typedef unsigned long long uint64_t;
 #include <cstdint>
 #endif
 
+// A function both the host and NVRTC compile (small index arithmetic that kernels and their CPU
+// references must agree on).
+#ifdef __CUDACC_RTC__
+#define GLM_HOST_DEVICE __host__ __device__
+#else
+#define GLM_HOST_DEVICE
+#endif
+
 namespace glm::kernels {
 
 /// A bf16 value as stored: the upper half of an fp32. A distinct type (not uint16_t) so that

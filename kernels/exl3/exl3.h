@@ -21,6 +21,7 @@
 #pragma once
 
 #include "kernels/common/WeightView.h"
+#include "kernels/exl3/exl3_gpu.h"
 #include "kernels/moe_experts/moe_experts.h"
 #include "runtime/common/Status.h"
 #include "runtime/weights/Exl3Tensors.h"
@@ -50,17 +51,6 @@ void exl3PackTile(const uint16_t *states, int bits, uint16_t *tile);
 /// §2.3's tail-biting condition: state[p] >> K == state[p-1] & (2^(16-K) - 1) for every p, p-1
 /// taken mod 256.
 bool exl3StatesChain(const uint16_t *states, int bits);
-
-/// §5.1: the tile row (input-feature offset) and column (output-feature offset) of stream
-/// position p.
-inline int exl3TileRow(int p) {
-  const int lane = p >> 3, j = p & 7;
-  return 2 * (lane & 3) + (j & 1) + 8 * ((j >> 1) & 1);
-}
-inline int exl3TileCol(int p) {
-  const int lane = p >> 3, j = p & 7;
-  return (lane >> 2) + 8 * (j >> 2);
-}
 
 /// §4.1: x ← x · H128 on every 128-block of x (length a multiple of 128), H128 the normalised
 /// natural-order Sylvester matrix (symmetric, orthonormal, its own inverse).
