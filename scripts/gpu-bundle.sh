@@ -42,6 +42,13 @@ build/bin/glmc compile "$fixture" -o "$out/plans/bench_bf16.glmp" --target "$arc
 # The tiny fixture for the engine tests, and both configs the kernel tests read their sizes from.
 cp -r "$fixture" ../shared/fixtures/glm53-flash "$out/fixtures/"
 chmod -R u+w "$out/fixtures"
+# The tiny fixture quantized to EXL3 and its dequantized twin, and their plans (CudaEngineExl3).
+build/bin/glmc quantize "$fixture" -o "$out/fixtures/glm53-tiny-exl3" --bits 4 --codebook mcg > /dev/null
+build/bin/glmc dequantize "$out/fixtures/glm53-tiny-exl3" -o "$out/fixtures/glm53-tiny-exl3-dense" > /dev/null
+for model in exl3 exl3-dense; do
+  build/bin/glmc compile "$out/fixtures/glm53-tiny-$model" -o "$out/plans/${model//-/_}_f32.glmp" \
+    "${common[@]}" --target "$arch" --precision f32 --prefill 1152
+done
 # The shared libraries the compiler-less glmc needs beyond the C library, OpenSSL and zlib.
 for lib in $(ldd "$out/glmc" | awk '/=> \// {print $3}' | grep -E 'httplib|brotli|pcre2'); do
   cp -L "$lib" "$out/lib/"

@@ -90,7 +90,9 @@ Expected<std::unique_ptr<CudaEngine>> CudaEngine::create(std::unique_ptr<runtime
   for (const plan::Program *program : *p.programs()) {
     engine->programs_.push_back(Program{program});
     for (const plan::Step *step : *program->steps()) {
-      workspace = std::max(workspace, stepWorkspaceBytes(runtime::StepView(p, *program, *step)));
+      GLM_ASSIGN_OR_RETURN(uint64_t bytes,
+                           stepWorkspaceBytes(runtime::StepView(p, *program, *step)));
+      workspace = std::max(workspace, bytes);
     }
   }
   GLM_ASSIGN_OR_RETURN(engine->workspace_, ctx.allocate(workspace));

@@ -7,6 +7,7 @@
 #include "kernels/convert/convert_gpu.h"
 #include "kernels/dsa_indexer/dsa_indexer_gpu.h"
 #include "kernels/embedding/embedding_gpu.h"
+#include "kernels/exl3/exl3_gpu.h"
 #include "kernels/expand_streams/expand_streams_gpu.h"
 #include "kernels/gated_rms_norm/gated_rms_norm_gpu.h"
 #include "kernels/kda/kda_gpu.h"
@@ -55,26 +56,19 @@ std::string instance(const char *kernel, std::initializer_list<std::string> args
   return name + ">";
 }
 
-} // namespace
-
-Expected<std::vector<SelectedLaunch>>
-selectStepKernels(const plan::Plan &plan, const plan::Program &program, const plan::Step &step) {
+/// The op's own kernels, reading EXL3 weights as their bf16 reconstructions.
+Expected<std::vector<SelectedLaunch>> selectOpKernels(const plan::Plan &plan,
+                                                      const runtime::StepView &v) {
   using runtime::StepView;
-  const StepView v(plan, program, step);
+  const plan::Step &step = v.step();
   const std::string t = typeName(v.activationType());
   // The element type of weight i, as a template argument (the activation type when absent).
-  auto w = [&](size_t i) { return v.hasWeight(i) ? typeName(v.weight(i).element()) : t; };
+  auto w = [&](size_t i) { return v.hasWeight(i) ? typeName(denseElement(v.weight(i))) : t; };
   auto one = [](const char *header, std::string name,
                 kernels::LaunchDims dims) -> Expected<std::vector<SelectedLaunch>> {
     return std::vector<SelectedLaunch>{{header, std::move(name), dims}};
   };
   const int64_t rows = v.rows();
-  for (size_t i = 0; i < v.weightCount(); ++i) {
-    if (v.weight(i).format() == plan::WeightFormat::EXL3) {
-      return unimplemented("step ", v.name(), " reads EXL3 weight ", v.weight(i).name()->str(),
-                           ": the GPU's EXL3 kernels are not written yet");
-    }
-  }
   switch (step.op()) {
   case plan::OpKind::AllGather:
   case plan::OpKind::AllReduce:
@@ -161,7 +155,7 @@ selectStepKernels(const plan::Plan &plan, const plan::Program &program, const pl
                            "bound into the plan, which the compiler does not do yet");
     }
     const bool mma = v.activationType() == plan::ElementType::BF16 &&
-                     v.weight(0).element() == plan::ElementType::BF16;
+                     denseElement(v.weight(0)) == plan::ElementType::BF16;
     const int64_t in = StepView::dim(v.operand(0), 1), out = StepView::dim(v.result(0), 1);
     const int sms = static_cast<int>(plan.target()->sm_count());
     const kernels::LinearKernel kernel =
@@ -224,6 +218,30 @@ selectStepKernels(const plan::Plan &plan, const plan::Program &program, const pl
   }
   return unimplemented("no CUDA kernel for op ", plan::EnumNameOpKind(step.op()), " yet (step ",
                        v.name(), ")");
+}
+
+} // namespace
+
+Expected<std::vector<SelectedLaunch>>
+selectStepKernels(const plan::Plan &plan, const plan::Program &program, const plan::Step &step) {
+  const runtime::StepView v(plan, program, step);
+  GLM_ASSIGN_OR_RETURN(Exl3Staging staging, exl3StagingOf(v));
+  GLM_ASSIGN_OR_RETURN(std::vector<SelectedLaunch> op, selectOpKernels(plan, v));
+  if (staging.weights.empty()) {
+    return op;
+  }
+  // buildStepArgs gives these launches their arguments in this order.
+  const char *header = "kernels/exl3/exl3.cuh";
+  std::vector<SelectedLaunch> out;
+  if (staging.routed) {
+    out.push_back({header, "glm::kernels::exl3SelectKernel", kernels::exl3SelectLaunch()});
+  }
+  for (const Exl3Staging::Weight &w : staging.weights) {
+    out.push_back({header, "glm::kernels::exl3ReconstructKernel",
+                   kernels::exl3ReconstructLaunch(w.layout.matrices, w.layout.k, w.layout.n)});
+  }
+  out.insert(out.end(), op.begin(), op.end());
+  return out;
 }
 
 Expected<PlanKernels> buildPlanKernels(const plan::Plan &plan, const std::string &arch) {

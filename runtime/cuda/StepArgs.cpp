@@ -7,6 +7,7 @@
 #include "kernels/convert/convert_gpu.h"
 #include "kernels/dsa_indexer/dsa_indexer_gpu.h"
 #include "kernels/embedding/embedding_gpu.h"
+#include "kernels/exl3/exl3_gpu.h"
 #include "kernels/expand_streams/expand_streams_gpu.h"
 #include "kernels/gated_rms_norm/gated_rms_norm_gpu.h"
 #include "kernels/kda/kda_gpu.h"
@@ -23,6 +24,7 @@
 #include "kernels/stream_mean/stream_mean_gpu.h"
 #include "kernels/swiglu/swiglu_gpu.h"
 #include "runtime/plan/PlanFile.h"
+#include "runtime/weights/PlanWeights.h"
 
 #include <cmath>
 #include <cstring>
@@ -36,8 +38,16 @@ template <typename Args> std::vector<uint8_t> bytesOf(const Args &args) {
   return bytes;
 }
 
+uint64_t align256(uint64_t v) { return (v + 255) / 256 * 256; }
+
 int64_t activationBytes(const runtime::StepView &v) {
   return v.activationType() == plan::ElementType::F32 ? 4 : 2;
+}
+
+/// The global id of this rank's first expert: with experts split over ranks, rank r holds ids
+/// [r E, (r + 1) E).
+int32_t firstExpertOf(const runtime::StepView &v, int rank, int64_t experts) {
+  return v.intAttr("expert_shards", 1) > 1 ? static_cast<int32_t>(rank * experts) : 0;
 }
 
 /// The page-table width of a program (0 without a page table).
@@ -87,13 +97,20 @@ MoeShape moeShapeOf(const runtime::StepView &v) {
   m.inter = gate.rank_shape()->Get(1);
   m.hidden = gate.rank_shape()->Get(2);
   m.topK = runtime::StepView::dim(v.operand(1), 1);
-  const bool mma =
-      v.activationType() == plan::ElementType::BF16 && gate.element() == plan::ElementType::BF16;
+  const bool mma = v.activationType() == plan::ElementType::BF16 &&
+                   denseElement(gate) == plan::ElementType::BF16;
   m.path = kernels::moeExpertsPathFor(mma, v.rows(), m.hidden, m.inter);
   return m;
 }
 
-uint64_t stepWorkspaceBytes(const runtime::StepView &v) {
+plan::ElementType denseElement(const plan::WeightBinding &weight) {
+  return weight.format() == plan::WeightFormat::EXL3 ? plan::ElementType::BF16 : weight.element();
+}
+
+namespace {
+
+/// The op's own scratch, before any EXL3 staging.
+uint64_t opScratchBytes(const runtime::StepView &v) {
   const int64_t rows = v.rows();
   switch (v.step().op()) {
   case plan::OpKind::MoeRouter:
@@ -116,13 +133,63 @@ uint64_t stepWorkspaceBytes(const runtime::StepView &v) {
   }
 }
 
-Expected<std::vector<std::vector<uint8_t>>> buildStepArgs(const runtime::StepView &v,
-                                                          const DeviceLayout &d) {
+} // namespace
+
+const Exl3Staging::Weight *Exl3Staging::find(size_t index) const {
+  for (const Weight &w : weights) {
+    if (w.index == index) {
+      return &w;
+    }
+  }
+  return nullptr;
+}
+
+Expected<Exl3Staging> exl3StagingOf(const runtime::StepView &v) {
+  Exl3Staging s;
+  s.end = opScratchBytes(v);
+  for (size_t i = 0; i < v.weightCount(); ++i) {
+    if (v.weight(i).format() != plan::WeightFormat::EXL3) {
+      continue;
+    }
+    if (v.step().op() != plan::OpKind::Linear && v.step().op() != plan::OpKind::MoeExperts) {
+      return unimplemented("step ", v.name(), " (", plan::EnumNameOpKind(v.step().op()),
+                           ") reads EXL3 weight ", v.weight(i).name()->str(),
+                           ": only linear and routed-expert steps take EXL3 weights");
+    }
+    GLM_ASSIGN_OR_RETURN(Exl3ArenaLayout layout, exl3BindingLayout(v.weight(i)));
+    if (s.weights.empty() && v.step().op() == plan::OpKind::MoeExperts) {
+      s.routed = true;
+      s.maskOffset = align256(s.end);
+      s.end = s.maskOffset + static_cast<uint64_t>(layout.matrices) * 4;
+    }
+    const uint64_t offset = align256(s.end);
+    s.end = offset + static_cast<uint64_t>(layout.matrices * layout.out * layout.in) * 2;
+    s.weights.push_back({i, layout, offset});
+  }
+  return s;
+}
+
+Expected<uint64_t> stepWorkspaceBytes(const runtime::StepView &v) {
+  GLM_ASSIGN_OR_RETURN(Exl3Staging staging, exl3StagingOf(v));
+  return staging.end;
+}
+
+namespace {
+
+/// The op's kernels' argument structs, with the EXL3 weights of `staging` read from their
+/// reconstructed copies.
+Expected<std::vector<std::vector<uint8_t>>>
+buildOpArgs(const runtime::StepView &v, const DeviceLayout &d, const Exl3Staging &staging) {
   using runtime::StepView;
   const plan::Step &step = v.step();
   auto weightPtr = [&](size_t i) -> const void * {
-    return v.hasWeight(i) ? reinterpret_cast<const void *>(d.address(*v.weight(i).slice()))
-                          : nullptr;
+    if (!v.hasWeight(i)) {
+      return nullptr;
+    }
+    if (const Exl3Staging::Weight *w = staging.find(i)) {
+      return static_cast<const uint8_t *>(d.workspace) + w->offset;
+    }
+    return reinterpret_cast<const void *>(d.address(*v.weight(i).slice()));
   };
   // State i of the step as a per-sequence slot layout.
   auto slotState = [&](size_t i) {
@@ -258,9 +325,7 @@ Expected<std::vector<std::vector<uint8_t>>> buildStepArgs(const runtime::StepVie
     a.inter = m.inter;
     a.hidden = m.hidden;
     a.topK = m.topK;
-    // With experts split over ranks this rank holds ids [rank E, (rank + 1) E).
-    a.firstExpert =
-        v.intAttr("expert_shards", 1) > 1 ? static_cast<int32_t>(d.rank * a.experts) : 0;
+    a.firstExpert = firstExpertOf(v, d.rank, a.experts);
     a.limit = v.floatAttr("limit", INFINITY);
     kernels::moeExpertsBindScratch(a, m.path, d.workspace, activationBytes(v));
     return Args(
@@ -330,6 +395,38 @@ Expected<std::vector<std::vector<uint8_t>>> buildStepArgs(const runtime::StepVie
   }
   return unimplemented("no CUDA kernel arguments for op ", plan::EnumNameOpKind(step.op()),
                        " yet (step ", v.name(), ")");
+}
+
+} // namespace
+
+Expected<std::vector<std::vector<uint8_t>>> buildStepArgs(const runtime::StepView &v,
+                                                          const DeviceLayout &d) {
+  GLM_ASSIGN_OR_RETURN(Exl3Staging staging, exl3StagingOf(v));
+  GLM_ASSIGN_OR_RETURN(std::vector<std::vector<uint8_t>> op, buildOpArgs(v, d, staging));
+  if (staging.weights.empty()) {
+    return op;
+  }
+  // The staging launches come first (exl3StagingLaunches' order): the mask, then one
+  // reconstruction per EXL3 weight.
+  std::vector<std::vector<uint8_t>> args;
+  auto *workspace = static_cast<uint8_t *>(d.workspace);
+  auto *mask =
+      staging.routed ? reinterpret_cast<int32_t *>(workspace + staging.maskOffset) : nullptr;
+  if (staging.routed) {
+    const int64_t experts = staging.weights.front().layout.matrices;
+    args.push_back(
+        bytesOf(kernels::Exl3SelectGpuArgs{reinterpret_cast<const int32_t *>(d.ptr(v.operand(1))),
+                                           v.rows() * runtime::StepView::dim(v.operand(1), 1),
+                                           firstExpertOf(v, d.rank, experts), experts, mask}));
+  }
+  for (const Exl3Staging::Weight &w : staging.weights) {
+    args.push_back(bytesOf(kernels::Exl3ReconstructGpuArgs{
+        kernels::exl3GpuWeights(
+            reinterpret_cast<const void *>(d.address(*v.weight(w.index).slice())), w.layout),
+        mask, reinterpret_cast<kernels::Bf16 *>(workspace + w.offset)}));
+  }
+  args.insert(args.end(), std::make_move_iterator(op.begin()), std::make_move_iterator(op.end()));
+  return args;
 }
 
 } // namespace glm::cuda

@@ -8,6 +8,7 @@
 #include "runtime/common/Status.h"
 #include "runtime/plan/StepView.h"
 #include "runtime/schema/plan_generated.h"
+#include "runtime/weights/Exl3Tensors.h"
 
 #include <cstdint>
 #include <vector>
@@ -52,9 +53,32 @@ struct MoeShape {
 };
 MoeShape moeShapeOf(const runtime::StepView &moeStep);
 
+/// The element type an op's dense kernels read a weight as: bf16 for an EXL3 binding (its
+/// reconstruction, Exl3Staging), the stored type otherwise.
+plan::ElementType denseElement(const plan::WeightBinding &weight);
+
+/// A step that reads EXL3 weights runs its dense kernels on bf16 copies of them, reconstructed
+/// into the workspace first (kernels/exl3/exl3_gpu.h) bit for bit as the CPU engine multiplies
+/// by them, so an EXL3 plan gives its dequantized checkpoint's logits; for a MoE step only the
+/// experts the routing selects are reconstructed. The copies follow the op's own scratch.
+struct Exl3Staging {
+  struct Weight {
+    size_t index = 0; // the step's weight
+    Exl3ArenaLayout layout;
+    uint64_t offset = 0; // workspace offset of its bf16 copy [matrices][out][in]
+  };
+  std::vector<Weight> weights; // empty: the step reads no EXL3 weight
+  bool routed = false;         // a MoE step: the selected experts only, marked in a mask
+  uint64_t maskOffset = 0;     // workspace offset of the mask, i32 [experts]
+  uint64_t end = 0;            // workspace bytes the op's scratch and the staging need together
+
+  const Weight *find(size_t index) const;
+};
+Expected<Exl3Staging> exl3StagingOf(const runtime::StepView &step);
+
 /// Scratch the step's kernels need beyond the plan's buffers (router scores, the MoE's per-slot
-/// intermediates and expert lists).
-uint64_t stepWorkspaceBytes(const runtime::StepView &step);
+/// intermediates and expert lists, reconstructed EXL3 weights).
+Expected<uint64_t> stepWorkspaceBytes(const runtime::StepView &step);
 
 /// One argument struct's bytes per launch of the step, in the plan's launch order.
 Expected<std::vector<std::vector<uint8_t>>> buildStepArgs(const runtime::StepView &step,

@@ -242,13 +242,8 @@ Status CpuEngine::runStep(const plan::Step &step, int64_t n, const std::vector<R
     if (w->format() != plan::WeightFormat::EXL3) {
       return matrices;
     }
-    const auto &shape = *w->rank_shape();
-    const uint32_t base = w->experts() > 0 ? 1 : 0;
-    const int64_t count = base == 1 ? shape.Get(0) : 1;
-    GLM_ASSIGN_OR_RETURN(Exl3ArenaLayout layout,
-                         Exl3ArenaLayout::fromSlice(count, shape.Get(base), shape.Get(base + 1),
-                                                    w->slice()->size()));
-    for (int64_t m = 0; m < count; ++m) {
+    GLM_ASSIGN_OR_RETURN(Exl3ArenaLayout layout, exl3BindingLayout(*w));
+    for (int64_t m = 0; m < layout.matrices; ++m) {
       matrices.push_back(kernels::Exl3MatrixView::inArena(address(*w->slice()), layout, m));
     }
     return matrices;

@@ -170,6 +170,17 @@ Status loadPlanWeights(const plan::Plan &plan, const Checkpoint &checkpoint, uin
   return loadPlanWeightsWindow(plan, checkpoint, rank, 0, arena, progress);
 }
 
+Expected<Exl3ArenaLayout> exl3BindingLayout(const plan::WeightBinding &binding) {
+  const auto &shape = *binding.rank_shape();
+  const uint32_t base = binding.experts() > 0 ? 1 : 0;
+  if (shape.size() != base + 2) {
+    return invalidArgument("EXL3 weight ", binding.name()->str(), " has rank ", shape.size(),
+                           ", not ", base + 2);
+  }
+  return Exl3ArenaLayout::fromSlice(base == 1 ? shape.Get(0) : 1, shape.Get(base),
+                                    shape.Get(base + 1), binding.slice()->size());
+}
+
 std::vector<WeightWindow> planWeightWindows(const plan::Plan &plan, uint64_t maxBytes) {
   std::vector<std::pair<uint64_t, uint64_t>> ranges; // [begin, end) of each binding
   if (plan.weights() != nullptr) {

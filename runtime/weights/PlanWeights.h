@@ -4,6 +4,7 @@
 #include "runtime/common/Progress.h"
 #include "runtime/common/Status.h"
 #include "runtime/schema/plan_generated.h"
+#include "runtime/weights/Exl3Tensors.h"
 #include "runtime/weights/SafeTensors.h"
 
 #include <cstdint>
@@ -22,6 +23,10 @@ Expected<DType> dtypeOfElement(plan::ElementType element);
 
 Status loadPlanWeights(const plan::Plan &plan, const Checkpoint &checkpoint, uint32_t rank,
                        std::span<uint8_t> arena, ProgressReporter *progress = nullptr);
+
+/// The arena layout of an EXL3 binding: its matrices (the local experts of a stacked binding, else
+/// one) of the rank shape's [out, in], at the K its slice size implies.
+Expected<Exl3ArenaLayout> exl3BindingLayout(const plan::WeightBinding &binding);
 
 /// A range of the weights arena that holds whole bindings.
 struct WeightWindow {

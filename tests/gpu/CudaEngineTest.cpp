@@ -1,7 +1,7 @@
 // The CUDA backend running compiled plans of the tiny fixture: an f32 plan against the CPU backend
 // on the same checkpoint (prefill logits whole and chunked, decode logits, greedy tokens, several
 // sequences per step), graph replay against eager launches bit for bit, and a bf16 plan's top-1
-// tokens against the f32 plan's.
+// tokens against the f32 plan's. The tiny fixture quantized to EXL3 runs as its dequantized twin.
 //
 // Why against the CPU backend and not HF's golden directly: HF's run broke exact top-k ties in the
 // indexer (ReLU zeros, about 1% of rows) by the element moves of torch's CPU partial_sort, which
@@ -26,27 +26,29 @@ using runtime::CpuEngine;
 using runtime::Engine;
 using runtime::PlanFile;
 
-std::filesystem::path fixtures() {
+std::filesystem::path fixturesDir() {
   const char *env = std::getenv("GLM_FIXTURES_DIR");
-  return std::filesystem::path(env != nullptr ? env : GLM_FIXTURES_DIR) / "glm53-tiny";
+  return env != nullptr ? env : GLM_FIXTURES_DIR;
 }
+
+std::filesystem::path fixtures() { return fixturesDir() / "glm53-tiny"; }
 
 std::string glmc() {
   const char *env = std::getenv("GLM_GLMC");
   return env != nullptr ? env : GLM_GLMC_PATH;
 }
 
-/// Compiles the tiny fixture with `options` and opens the plan. Where glmc cannot run (the
-/// compiler links LLVM, which a GPU machine may lack), GLM_TEST_PLANS names a directory of plans
-/// compiled elsewhere with the same options, `name`.glmp each.
-Expected<std::unique_ptr<PlanFile>> compileTiny(const std::string &name,
-                                                const std::string &options) {
+/// Compiles `model` (the tiny fixture unless given) with `options` and opens the plan. Where glmc
+/// cannot run (the compiler links LLVM, which a GPU machine may lack), GLM_TEST_PLANS names a
+/// directory of plans compiled elsewhere with the same options, `name`.glmp each.
+Expected<std::unique_ptr<PlanFile>> compileTiny(const std::string &name, const std::string &options,
+                                                const std::filesystem::path &model = fixtures()) {
   if (const char *dir = std::getenv("GLM_TEST_PLANS")) {
     return PlanFile::open(std::filesystem::path(dir) / (name + ".glmp"));
   }
   const std::filesystem::path out = std::filesystem::temp_directory_path() /
                                     ("cuda_engine_test_" + std::to_string(::getpid()) + ".glmp");
-  const std::string command = glmc() + " compile " + fixtures().string() + " -o " + out.string() +
+  const std::string command = glmc() + " compile " + model.string() + " -o " + out.string() +
                               " --tp 1 --max-seqs 2 --max-context 2048 " + options;
   if (std::system(command.c_str()) != 0) {
     return internalError("failed: ", command);
@@ -299,6 +301,98 @@ TEST_F(CudaEngineTiny, Bf16PlanAgreesWithTheF32PlanOnNinetyPercentOfTopTokens) {
   RecordProperty("bf16_top1_agreement", std::to_string(static_cast<double>(agree) / total));
   EXPECT_GE(static_cast<double>(agree), 0.9 * static_cast<double>(total))
       << agree << " of " << total << " prefill positions";
+}
+
+/// The tiny fixture with every linear layer quantized to EXL3 (K = 4, MCG: experts and attention
+/// alike) and its dequantized twin: an EXL3 plan reconstructs the weights it reads bit for bit as
+/// `glmc dequantize` does, so both give the same logits. The checkpoints are made by
+/// scripts/gpu-bundle.sh under GLM_FIXTURES_DIR (with GLM_TEST_PLANS), or here with glmc.
+class CudaEngineExl3 : public CudaEngineTiny {
+protected:
+  static void SetUpTestSuite() {
+    CudaEngineTiny::SetUpTestSuite();
+    if (!setUpError_.empty()) {
+      return;
+    }
+    std::filesystem::path quantized = fixturesDir() / "glm53-tiny-exl3",
+                          dense = fixturesDir() / "glm53-tiny-exl3-dense";
+    if (std::getenv("GLM_TEST_PLANS") == nullptr) {
+      const std::filesystem::path dir = std::filesystem::temp_directory_path() /
+                                        ("cuda_engine_exl3_" + std::to_string(::getpid()));
+      quantized = dir / "exl3";
+      dense = dir / "dense";
+      const std::string quantize = glmc() + " quantize " + fixtures().string() + " -o " +
+                                   quantized.string() + " --bits 4 --codebook mcg";
+      const std::string dequantize =
+          glmc() + " dequantize " + quantized.string() + " -o " + dense.string();
+      if (std::system(quantize.c_str()) != 0 || std::system(dequantize.c_str()) != 0) {
+        setUpError_ = "could not make the EXL3 checkpoints with " + glmc();
+        return;
+      }
+    }
+    for (auto [checkpoint, path] :
+         {std::pair{&exl3Checkpoint_, quantized}, {&denseCheckpoint_, dense}}) {
+      Expected<std::unique_ptr<Checkpoint>> c = Checkpoint::open(path);
+      if (!c.ok()) {
+        setUpError_ += c.status().toString() + "\n";
+        return;
+      }
+      *checkpoint = std::move(c).value().release();
+    }
+    const std::string arch = gpu()->info().arch;
+    auto open = [&](const std::string &name, const std::string &precision,
+                    const std::filesystem::path &model, Checkpoint *checkpoint) -> Engine * {
+      Expected<std::unique_ptr<PlanFile>> plan = compileTiny(
+          name,
+          "--target " + arch + " --precision " + precision + " --decode 1x1,2x1 --prefill 1152",
+          model);
+      if (!plan.ok()) {
+        setUpError_ += plan.status().toString() + "\n";
+        return nullptr;
+      }
+      Expected<std::unique_ptr<cuda::CudaEngine>> engine =
+          cuda::CudaEngine::create(std::move(plan).value(), *checkpoint);
+      if (!engine.ok()) {
+        setUpError_ += engine.status().toString() + "\n";
+        return nullptr;
+      }
+      return std::move(engine).value().release();
+    };
+    exl3F32_ = open("exl3_f32", "f32", quantized, exl3Checkpoint_);
+    denseF32_ = open("exl3_dense_f32", "f32", dense, denseCheckpoint_);
+  }
+  static void TearDownTestSuite() {
+    for (Engine *e : {exl3F32_, denseF32_}) {
+      delete e;
+    }
+    delete exl3Checkpoint_;
+    delete denseCheckpoint_;
+    CudaEngineTiny::TearDownTestSuite();
+  }
+
+  static inline Checkpoint *exl3Checkpoint_ = nullptr, *denseCheckpoint_ = nullptr;
+  static inline Engine *exl3F32_ = nullptr, *denseF32_ = nullptr;
+};
+
+TEST_F(CudaEngineExl3, F32PlanGivesTheLogitsOfTheDequantizedCheckpoint) {
+  // Prefill (decode programs for few rows, the grouped ones for many) and greedy decode steps.
+  for (const char *name : {"short", "long"}) {
+    const std::vector<int32_t> ids = ints(std::string(name) + ".input_ids");
+    Expected<std::vector<float>> exl3 = generate(*exl3F32_, ids, 6);
+    Expected<std::vector<float>> dense = generate(*denseF32_, ids, 6);
+    ASSERT_TRUE(exl3.ok()) << exl3.status().toString();
+    ASSERT_TRUE(dense.ok()) << dense.status().toString();
+    ASSERT_EQ(exl3->size(), dense->size());
+    const int64_t vocab = denseF32_->vocabSize();
+    double worst = 0;
+    for (size_t r = 0; r < dense->size() / vocab; ++r) {
+      worst = std::max(worst, rowError(exl3->data() + r * vocab, dense->data() + r * vocab, vocab));
+      EXPECT_EQ(argmax(exl3->data() + r * vocab, vocab), argmax(dense->data() + r * vocab, vocab))
+          << name << " row " << r;
+    }
+    EXPECT_LE(worst, 1e-5) << name;
+    std::printf("%s: EXL3 against dequantized, worst row error %.3g\n", name, worst);
+  }
 }
 
 } // namespace
