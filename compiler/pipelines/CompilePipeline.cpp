@@ -100,6 +100,20 @@ Expected<std::vector<uint8_t>> compileGlm53Plan(mlir::MLIRContext &context,
                "plan cannot run on a GPU until they do); the first: ",
                kernels.missing.front());
   }
+  // plan-verify checked the arenas; the kernels' shared scratch must fit beside them.
+  const plan::Plan &p = draft->root();
+  uint64_t arenas = 0;
+  for (const plan::Arena *a : *p.arenas()) {
+    arenas += a->size();
+  }
+  const uint64_t memory = p.target()->memory_bytes();
+  if (memory != 0 && arenas + kernels.workspaceBytes > memory) {
+    auto gb = [](uint64_t bytes) { return strCat(static_cast<double>(bytes) / 1e9, " GB"); };
+    return invalidArgument("the plan needs ", gb(arenas + kernels.workspaceBytes), " per rank but ",
+                           p.target()->name()->str(), " has ", gb(memory), ": arenas ", gb(arenas),
+                           ", kernel workspace ", gb(kernels.workspaceBytes),
+                           " (lower --max-context or --max-seqs, use --kv fp8, or more ranks)");
+  }
   return emitPlan(*module, summary, hash, &kernels);
 }
 

@@ -247,7 +247,8 @@ public:
         b_, runtime::kPlanFormatVersion, "glmc", summary.c_str(), hash.c_str(), targetDesc,
         static_cast<uint32_t>(target.getTp()),
         target.getPrecision() == "f32" ? plan::Precision::F32 : plan::Precision::BF16, &arenas,
-        &weights, &states, pool, &kernels, &programs);
+        &weights, &states, pool, &kernels, &programs,
+        kernels_ != nullptr ? kernels_->workspaceBytes : 0);
     plan::FinishPlanBuffer(b_, root);
     std::vector<uint8_t> bytes(b_.GetBufferPointer(), b_.GetBufferPointer() + b_.GetSize());
     // The runtime's own checks, so a plan the runtime would refuse is never written.

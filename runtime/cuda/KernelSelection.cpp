@@ -259,6 +259,9 @@ Expected<PlanKernels> buildPlanKernels(const plan::Plan &plan, const std::string
         continue;
       }
       GLM_ASSIGN_OR_RETURN(std::vector<SelectedLaunch> selected, std::move(chosen));
+      GLM_ASSIGN_OR_RETURN(uint64_t workspace,
+                           stepWorkspaceBytes(runtime::StepView(plan, *program, *step)));
+      out.workspaceBytes = std::max(out.workspaceBytes, workspace);
       for (SelectedLaunch &s : selected) {
         auto [it, inserted] = index.try_emplace(s.name, static_cast<uint32_t>(out.kernels.size()));
         if (inserted) {

@@ -41,6 +41,8 @@ struct PlanKernels {
   std::vector<std::vector<std::vector<Launch>>> launches;
   /// Why each step that has no kernel yet launches nothing (one line per step).
   std::vector<std::string> missing;
+  /// The scratch the steps share: the largest stepWorkspaceBytes (runtime/cuda/StepArgs.h).
+  uint64_t workspaceBytes = 0;
 };
 
 /// Selects every step's kernels and compiles each distinct instance with NVRTC for `arch`

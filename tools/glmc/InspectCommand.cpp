@@ -47,7 +47,8 @@ OrderedJson toJson(const plan::Plan &p) {
     total += a->size();
   }
   j["arenas"] = arenas;
-  j["bytes_per_rank"] = total;
+  j["workspace"] = p.workspace_bytes();
+  j["bytes_per_rank"] = total + p.workspace_bytes();
   j["weights"] = p.weights() ? p.weights()->size() : 0;
   j["states"] = p.states() ? p.states()->size() : 0;
   OrderedJson kernels = OrderedJson::array();
@@ -120,6 +121,12 @@ void printText(const plan::Plan &p, bool allSteps) {
   for (const plan::Arena *a : *p.arenas()) {
     std::printf("  %-12s %14s\n", str(a->name()).c_str(), bytesText(a->size()).c_str());
     total += a->size();
+  }
+  if (p.workspace_bytes() > 0) {
+    // Not an arena of the plan, but device memory the engine allocates for the kernels.
+    std::printf("  %-12s %14s  (kernel scratch)\n", "workspace",
+                bytesText(p.workspace_bytes()).c_str());
+    total += p.workspace_bytes();
   }
   std::printf("  %-12s %14s", "total", bytesText(total).c_str());
   if (p.target()->memory_bytes() > 0) {
