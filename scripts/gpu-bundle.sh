@@ -17,7 +17,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 arch="${1:-sm_90a}"
-out=.cache/gpu
+out="${GLM_GPU_BUNDLE:-.cache/gpu}" # another folder keeps a bundle being run elsewhere intact
 fixture=../shared/fixtures/glm53-tiny
 rm -rf "$out" && mkdir -p "$out/plans" "$out/lib" "$out/fixtures"
 export GLM_KERNEL_CACHE="$PWD/$out/kernels"

@@ -272,7 +272,17 @@ TEST_F(CudaEngineTiny, TwoSequencesInOneDecodeStepMatchEachAlone) {
   f32_->endSequence(slots[1]);
 }
 
-TEST_F(CudaEngineTiny, Bf16PlanAgreesWithTheF32PlanOnNinetyPercentOfTopTokens) {
+// How often bf16 can agree with f32 on this fixture is a property of the fixture: its random
+// weights amplify rounding (HF's own bf16 logits are 12% from its f32 ones, golden.json). HF's bf16
+// run agrees with HF's f32 run on the top-1 token of 1149 of the 1440 prefill positions of these
+// cases (79.8%; on an H200, 2026-11-29, scripts/hf-bf16-agreement.py), with per-case median row
+// errors of 0.028, 0.061, 0.061 and 0.081. A faithful bf16 plan lands there too; a wrong kernel
+// lands far below. The bound allows two points of noise below HF's rate (which positions flip
+// depends on where each implementation rounds).
+constexpr double kHfBf16Agreement = 1149.0 / 1440.0;
+constexpr double kHfBf16WorstMedianError = 0.081;
+
+TEST_F(CudaEngineTiny, Bf16PlanAgreesWithTheF32PlanAsOftenAsHfsOwnBf16) {
   size_t agree = 0, total = 0;
   for (const char *name : {"short", "long", "chunked", "xlong"}) {
     const std::vector<int32_t> ids = ints(std::string(name) + ".input_ids");
@@ -292,15 +302,15 @@ TEST_F(CudaEngineTiny, Bf16PlanAgreesWithTheF32PlanOnNinetyPercentOfTopTokens) {
     agree += caseAgree;
     total += ids.size();
     std::sort(errors.begin(), errors.end());
-    // What the rows' errors look like tells bf16 rounding (a few 1e-3 to 1e-2 everywhere) from a
-    // wrong kernel (some rows far off).
+    const double median = errors[errors.size() / 2];
     std::printf("%s: top-1 agreement %zu of %zu, logits error median %.3g, p90 %.3g, max %.3g\n",
-                name, caseAgree, ids.size(), errors[errors.size() / 2],
-                errors[errors.size() * 9 / 10], errors.back());
+                name, caseAgree, ids.size(), median, errors[errors.size() * 9 / 10], errors.back());
+    // bf16 rounding spreads error over every row; a wrong kernel puts rows far off.
+    EXPECT_LE(median, 1.25 * kHfBf16WorstMedianError) << name;
   }
-  RecordProperty("bf16_top1_agreement", std::to_string(static_cast<double>(agree) / total));
-  EXPECT_GE(static_cast<double>(agree), 0.9 * static_cast<double>(total))
-      << agree << " of " << total << " prefill positions";
+  const double rate = static_cast<double>(agree) / static_cast<double>(total);
+  RecordProperty("bf16_top1_agreement", std::to_string(rate));
+  EXPECT_GE(rate, kHfBf16Agreement - 0.02) << agree << " of " << total << " prefill positions";
 }
 
 /// The tiny fixture with every linear layer quantized to EXL3 (K = 4, MCG: experts and attention
