@@ -6,7 +6,7 @@
 #   scripts/gpu-bundle.sh [ARCH]        ARCH: sm_90a (default) or sm_121a
 #
 # It builds the GPU test executables, a compiler-less glmc (build-runtime/), the tiny fixture's
-# test plans (what tests/gpu/CudaEngineTest compiles, named as it expects), the fixture, the
+# test plans (what tests/gpu/CudaEngine*Test compile, named as they expect), the fixture, the
 # shared libraries glmc needs that such a machine lacks, and the NVRTC cache. On the GPU machine,
 # from the repository root:
 #
@@ -36,6 +36,11 @@ build/bin/glmc compile "$fixture" -o "$out/plans/cpu_f32.glmp" "${common[@]}" --
 build/bin/glmc compile "$fixture" -o "$out/plans/gpu_f32.glmp" "${common[@]}" --target "$arch" --precision f32 --prefill 1152
 build/bin/glmc compile "$fixture" -o "$out/plans/gpu_f32_prefill64.glmp" "${common[@]}" --target "$arch" --precision f32 --prefill 64
 build/bin/glmc compile "$fixture" -o "$out/plans/gpu_bf16.glmp" "${common[@]}" --target "$arch" --precision bf16 --prefill 1152
+# The tensor-parallel plans tests/gpu/CudaEngineTpTest.cpp reads (every rank a thread on one GPU).
+tp=(--max-seqs 2 --max-context 2048 --decode 1x1,2x1 --prefill 1152 --target "$arch")
+build/bin/glmc compile "$fixture" -o "$out/plans/gpu_f32_tp2.glmp" "${tp[@]}" --tp 2 --precision f32
+build/bin/glmc compile "$fixture" -o "$out/plans/gpu_f32_tp4.glmp" "${tp[@]}" --tp 4 --precision f32
+build/bin/glmc compile "$fixture" -o "$out/plans/gpu_bf16_tp2.glmp" "${tp[@]}" --tp 2 --precision bf16
 # A plan for `glmc bench`: the default programs (decode 1 and 4 sequences, 512-row prefill).
 build/bin/glmc compile "$fixture" -o "$out/plans/bench_bf16.glmp" --target "$arch" --tp 1 --max-seqs 4 --max-context 8192
 

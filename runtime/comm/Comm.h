@@ -1,11 +1,13 @@
-// Collective communication between tensor-parallel ranks, behind one interface: loopback threads
-// and TCP between processes now, NCCL later.
+// Collective communication between tensor-parallel ranks, behind one interface: loopback threads,
+// TCP and NCCL between processes. DeviceComm.h is the same on device memory.
 #pragma once
 
 #include "runtime/common/Status.h"
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
+#include <vector>
 
 namespace glm::runtime {
 
@@ -27,6 +29,21 @@ public:
   /// Every rank's `buffer` (`bytes` long on every rank) becomes rank 0's: the lockstep control
   /// channel, through which rank 0 tells the other ranks which engine call comes next.
   virtual Status broadcast(void *buffer, size_t bytes) = 0;
+};
+
+/// A communicator whose group can break (a rank gone, ranks out of step) and be ended on purpose:
+/// what a lockstep engine needs of its control channel besides the collectives, to report health
+/// and to end a group whose ranks have diverged.
+class GroupComm : public Comm {
+public:
+  /// Ranks this rank cannot reach now (rank 0's view: the ones that have not (re)joined); empty
+  /// while the group works.
+  virtual std::vector<int> missingRanks() const = 0;
+  bool complete() const { return missingRanks().empty(); }
+  /// The failure that last ended the group, or "" when none did.
+  virtual std::string lastError() const = 0;
+  /// Ends the group: collectives waiting now and later ones fail, with `why` as lastError().
+  virtual void disconnect(const std::string &why) = 0;
 };
 
 } // namespace glm::runtime

@@ -27,6 +27,7 @@ constexpr int kNcclRemoteError = 6;    // ncclRemoteError
 constexpr int kNcclInProgress = 7;     // ncclInProgress
 constexpr int kNcclUint8 = 1;          // ncclDataType_t ncclUint8
 constexpr int kNcclFloat32 = 7;        // ncclDataType_t ncclFloat32
+constexpr int kNcclBfloat16 = 9;       // ncclDataType_t ncclBfloat16 (NCCL 2.10 and later)
 constexpr int kNcclSum = 0;            // ncclRedOp_t ncclSum
 constexpr size_t kUniqueIdBytes = 128; // NCCL_UNIQUE_ID_BYTES
 
@@ -140,6 +141,10 @@ Status ncclError(const Api &api, int result, const char *call, NcclHandle comm) 
 }
 
 NcclHandle handle(void *comm) { return static_cast<NcclHandle>(comm); }
+
+int ncclType(CommElement element) {
+  return element == CommElement::F32 ? kNcclFloat32 : kNcclBfloat16;
+}
 
 } // namespace
 
@@ -323,33 +328,56 @@ Status NcclComm::synchronize(CUstream stream) {
   }
 }
 
-Status NcclComm::allReduceDevice(float *buffer, size_t count, CUstream stream) {
+Status NcclComm::ensureGatherScratch(size_t bytes, CUstream stream) {
+  if (gatherScratch_.bytes() >= bytes) {
+    return Status::success();
+  }
+  GLM_RETURN_IF_ERROR(synchronize(stream));
+  GLM_ASSIGN_OR_RETURN(gatherScratch_,
+                       context_->allocate(std::max(bytes, 2 * gatherScratch_.bytes())));
+  return Status::success();
+}
+
+Status NcclComm::allReduceDevice(void *buffer, size_t count, CommElement element, CUstream stream) {
   GLM_RETURN_IF_ERROR(ready());
   if (count == 0) {
     return Status::success();
   }
-  return checkCall(
-      api_->ncclAllReduce(buffer, buffer, count, kNcclFloat32, kNcclSum, handle(comm_), stream),
-      "ncclAllReduce");
+  return checkCall(api_->ncclAllReduce(buffer, buffer, count, ncclType(element), kNcclSum,
+                                       handle(comm_), stream),
+                   "ncclAllReduce");
 }
 
-Status NcclComm::allGatherDevice(const float *piece, float *out, size_t rows, size_t width,
-                                 int axis, CUstream stream) {
+Status NcclComm::allGatherDevice(const void *piece, void *out, size_t rows, size_t width, int axis,
+                                 CommElement element, CUstream stream) {
   if (axis != 0 && axis != 1) {
     return invalidArgument("NCCL all-gather along axis ", axis, " of a 2-D tensor");
   }
-  if (axis == 1 && rows > 1) {
-    return unimplemented("NCCL all-gather of device memory along axis 1 with ", rows,
-                         " rows: NCCL concatenates whole pieces (axis 0), which is the axis-1 "
-                         "layout only for one row");
-  }
   GLM_RETURN_IF_ERROR(ready());
-  if (rows * width == 0) {
+  const size_t count = rows * width;
+  if (count == 0) {
     return Status::success();
   }
-  return checkCall(
-      api_->ncclAllGather(piece, out, rows * width, kNcclFloat32, handle(comm_), stream),
-      "ncclAllGather");
+  if (axis == 0 || rows == 1) {
+    return checkCall(
+        api_->ncclAllGather(piece, out, count, ncclType(element), handle(comm_), stream),
+        "ncclAllGather");
+  }
+  // Axis 1 of several rows: whole pieces into the scratch, then each rank's rows to its columns.
+  const size_t pieceBytes = count * commElementBytes(element);
+  GLM_RETURN_IF_ERROR(ensureGatherScratch(static_cast<size_t>(world_) * pieceBytes, stream));
+  GLM_RETURN_IF_ERROR(checkCall(api_->ncclAllGather(piece, gatherScratch_.as<void>(), count,
+                                                    ncclType(element), handle(comm_), stream),
+                                "ncclAllGather"));
+  for (int r = 0; r < world_; ++r) {
+    const uint8_t *gathered = gatherScratch_.as<uint8_t>() + static_cast<size_t>(r) * pieceBytes;
+    if (Status s = placeGatheredPiece(context_->driver(), gathered, out, r, world_, rows, width,
+                                      axis, element, stream);
+        !s.ok()) {
+      return fail(s);
+    }
+  }
+  return Status::success();
 }
 
 Status NcclComm::broadcastDevice(void *buffer, size_t bytes, CUstream stream) {
@@ -369,7 +397,8 @@ Status NcclComm::allReduce(float *buffer, size_t count) {
   }
   GLM_RETURN_IF_ERROR(ensureScratch(bytes));
   GLM_RETURN_IF_ERROR(context_->upload(scratch_.ptr(), buffer, bytes));
-  GLM_RETURN_IF_ERROR(allReduceDevice(scratch_.as<float>(), count, context_->stream()));
+  GLM_RETURN_IF_ERROR(
+      allReduceDevice(scratch_.as<float>(), count, CommElement::F32, context_->stream()));
   // Waits before the download: a copy to pageable host memory would block unbounded.
   GLM_RETURN_IF_ERROR(synchronize(context_->stream()));
   return context_->download(buffer, scratch_.ptr(), bytes);
@@ -391,7 +420,8 @@ Status NcclComm::allGather(const float *piece, float *out, size_t rows, size_t w
   GLM_RETURN_IF_ERROR(
       context_->upload(reinterpret_cast<CUdeviceptr>(mine), piece, pieceFloats * sizeof(float)));
   // Axis 0 in the gathered order: NCCL's in-place form, this rank's piece already at its place.
-  GLM_RETURN_IF_ERROR(allGatherDevice(mine, gathered, rows, width, 0, context_->stream()));
+  GLM_RETURN_IF_ERROR(
+      allGatherDevice(mine, gathered, rows, width, 0, CommElement::F32, context_->stream()));
   GLM_RETURN_IF_ERROR(synchronize(context_->stream()));
   if (axis == 0 || rows == 1) {
     return context_->download(out, scratch_.ptr(), world * pieceFloats * sizeof(float));

@@ -2,6 +2,7 @@
 #pragma once
 
 #include "runtime/comm/Comm.h"
+#include "runtime/comm/DeviceComm.h"
 #include "runtime/cuda/CudaContext.h"
 
 #include <memory>
@@ -29,17 +30,18 @@ struct NcclCommOptions {
   int timeoutMs = 30000;
 };
 
-/// One rank's NCCL communicator on one CUDA device: a drop-in Comm, plus collectives on device
-/// pointers enqueued on the caller's stream.
+/// One rank's NCCL communicator on one CUDA device: a drop-in Comm, and a DeviceComm whose
+/// collectives are enqueued on the caller's stream (the CUDA engine's, in a `glmc worker`).
 ///
 /// NCCL's own environment variables (NCCL_DEBUG, NCCL_SOCKET_IFNAME, NCCL_IB_*, NCCL_P2P_*,
 /// NCCL_NVLS_ENABLE, ...) are honoured because NcclComm sets none of them: in particular it never
 /// touches NCCL_NVLS_ENABLE, so whether NVLink multicast is used is the environment's choice.
 ///
 /// Sums: NCCL reduces in its ring or tree order, not LoopbackComm's rank order, so allReduce
-/// equals the loopback result only within float rounding (about 1e-6 relative for a few ranks),
-/// and the bits may differ between world sizes, algorithms and NCCL versions. Tests comparing a
-/// TP run over NCCL with loopback must use a tolerance.
+/// equals the loopback result only within float rounding (about 1e-6 relative for a few ranks;
+/// bf16 sums are rounded to bf16 at each hop, where the loopback rounds once), and the bits may
+/// differ between world sizes, algorithms and NCCL versions. Tests comparing a TP run over NCCL
+/// with loopback must use a tolerance.
 ///
 /// Failure: a collective that fails, or whose wait sees NCCL's asynchronous error or outlasts
 /// the timeout, aborts the communicator (ncclCommAbort), so that every later call fails at once
@@ -49,7 +51,7 @@ struct NcclCommOptions {
 ///
 /// Not thread-safe: one thread drives a communicator, as with the other Comms. Any thread may
 /// call it; each call makes the device's primary context current on the calling thread.
-class NcclComm : public Comm {
+class NcclComm : public Comm, public DeviceComm {
 public:
   /// Joins the NCCL group of `control.world()` ranks as rank `control.rank()` on CUDA device
   /// `device` (an ordinal; NcclComm makes the device's primary context current, the context that
@@ -75,17 +77,19 @@ public:
   Status allGather(const float *piece, float *out, size_t rows, size_t width, int axis) override;
   Status broadcast(void *buffer, size_t bytes) override;
 
-  /// In place: `buffer` (device memory, `count` floats) becomes the sum over ranks. Enqueued on
-  /// `stream`, returns at once; the result is there once the stream gets past it.
-  Status allReduceDevice(float *buffer, size_t count, cuda::CUstream stream);
-  /// Device memory: rank r's piece [rows, width] lands in out at rank r's place along `axis`, as
-  /// Comm::allGather lays it out. NCCL concatenates whole pieces, which is axis 0; axis 1 is the
-  /// same layout only for rows == 1 (the decode gathers), so axis 1 with rows > 1 is
-  /// Unimplemented here (it would need a strided copy or a kernel after the gather). `out` must
-  /// not overlap `piece` except as out + rank * rows * width == piece (NCCL's in-place form).
-  /// Enqueued on `stream`.
-  Status allGatherDevice(const float *piece, float *out, size_t rows, size_t width, int axis,
-                         cuda::CUstream stream);
+  /// DeviceComm, through ncclAllReduce and ncclAllGather (ncclFloat32 or ncclBfloat16), enqueued
+  /// on `stream`; they return at once. NCCL concatenates whole pieces, which is axis 0 (and axis 1
+  /// of one row, the decode gathers); axis 1 of several rows gathers into a device scratch buffer
+  /// of this communicator and places each rank's columns from there with strided copies on
+  /// `stream` (growing that buffer waits for `stream` first).
+  Status allReduceDevice(void *buffer, size_t count, CommElement element,
+                         cuda::CUstream stream) override;
+  Status allGatherDevice(const void *piece, void *out, size_t rows, size_t width, int axis,
+                         CommElement element, cuda::CUstream stream) override;
+  /// Aborts the communicator (see Failure above): the other ranks' collectives then fail when
+  /// their waits see NCCL's error or the timeout.
+  void abort(const Status &why) override { (void)fail(why); }
+
   /// In place: device `buffer` (`bytes` long on every rank) becomes rank 0's. Enqueued on
   /// `stream`.
   Status broadcastDevice(void *buffer, size_t bytes, cuda::CUstream stream);
@@ -93,7 +97,7 @@ public:
   /// Waits for `stream` while watching NCCL's asynchronous error and the timeout:
   /// cuStreamSynchronize would hang for good on a collective whose peer is gone. Aborts the
   /// communicator on failure.
-  Status synchronize(cuda::CUstream stream);
+  Status synchronize(cuda::CUstream stream) override;
 
   /// The device context this communicator runs on, and its stream (the one the host-pointer
   /// collectives use).
@@ -111,10 +115,14 @@ private:
   /// fail() unless `result` (an ncclResult_t) is success; `call` names the NCCL call.
   Status checkCall(int result, const char *call);
   Status ensureScratch(size_t bytes);
+  /// The device all-gather's scratch of at least `bytes`; growing it first waits for `stream`,
+  /// whose enqueued work may still use the old one.
+  Status ensureGatherScratch(size_t bytes, cuda::CUstream stream);
 
   const NcclApi *api_;
   std::unique_ptr<cuda::CudaContext> context_; // declared first: outlives the scratch below
-  cuda::DeviceMemory scratch_;
+  cuda::DeviceMemory scratch_;                 // the host-pointer collectives' staging
+  cuda::DeviceMemory gatherScratch_;           // allGatherDevice along axis 1 of several rows
   std::vector<float> hostScratch_;
   void *comm_ = nullptr; // ncclComm_t; null once destroyed or aborted
   int rank_;

@@ -32,7 +32,7 @@ struct TcpCommOptions {
 ///
 /// Not thread-safe, except missingRanks(), complete() and lastError(), which other threads may
 /// call to report health.
-class TcpComm : public Comm {
+class TcpComm : public GroupComm {
 public:
   /// Rank 0: binds host:port (port 0 picks a free one) and listens for ranks 1..world-1. Returns
   /// at once; collectives fail until acceptPending() has admitted every rank.
@@ -72,13 +72,12 @@ public:
   Status connect(int waitMs);
 
   /// Closes every connection (the group ends; see the class comment). `why` becomes lastError().
-  void disconnect(const std::string &why);
+  void disconnect(const std::string &why) override;
 
   /// Ranks not connected to rank 0 (rank 0's view); for a worker, {0} while it is not joined.
-  std::vector<int> missingRanks() const;
-  bool complete() const { return missingRanks().empty(); }
+  std::vector<int> missingRanks() const override;
   /// The failure that last ended the group, or "" when none did.
-  std::string lastError() const;
+  std::string lastError() const override;
 
 private:
   TcpComm(int rank, int world, TcpCommOptions options);

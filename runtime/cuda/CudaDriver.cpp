@@ -38,6 +38,7 @@ Status resolve(void *lib, CudaDriver &d) {
   get(d.cuMemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2");
   get(d.cuMemcpyDtoHAsync, "cuMemcpyDtoHAsync_v2");
   get(d.cuMemcpyDtoDAsync, "cuMemcpyDtoDAsync_v2");
+  get(d.cuMemcpy2DAsync, "cuMemcpy2DAsync_v2");
   get(d.cuMemsetD8, "cuMemsetD8_v2");
   get(d.cuMemsetD8Async, "cuMemsetD8Async");
   get(d.cuModuleLoadData, "cuModuleLoadData");

@@ -31,6 +31,26 @@ inline constexpr int kStreamNonBlocking = 1;
 inline constexpr int kCaptureModeThreadLocal = 1;
 inline constexpr int kEventDefault = 0;
 inline constexpr CUresult kErrorNotReady = 600; // CUDA_ERROR_NOT_READY
+inline constexpr int kMemoryTypeDevice = 2;     // CU_MEMORYTYPE_DEVICE
+
+/// CUDA_MEMCPY2D (cuda.h's CUDA_MEMCPY2D_v2): a copy of `Height` rows of `WidthInBytes` bytes
+/// between two pitched buffers. Arrays are not used here, so their handles are untyped.
+struct Memcpy2D {
+  size_t srcXInBytes = 0, srcY = 0;
+  int srcMemoryType = 0;
+  const void *srcHost = nullptr;
+  CUdeviceptr srcDevice = 0;
+  void *srcArray = nullptr;
+  size_t srcPitch = 0;
+  size_t dstXInBytes = 0, dstY = 0;
+  int dstMemoryType = 0;
+  void *dstHost = nullptr;
+  CUdeviceptr dstDevice = 0;
+  void *dstArray = nullptr;
+  size_t dstPitch = 0;
+  size_t WidthInBytes = 0;
+  size_t Height = 0;
+};
 
 /// The loaded driver: one per process, loaded on first use.
 struct CudaDriver {
@@ -53,6 +73,7 @@ struct CudaDriver {
   CUresult (*cuMemcpyHtoDAsync)(CUdeviceptr, const void *, size_t, CUstream);
   CUresult (*cuMemcpyDtoHAsync)(void *, CUdeviceptr, size_t, CUstream);
   CUresult (*cuMemcpyDtoDAsync)(CUdeviceptr, CUdeviceptr, size_t, CUstream);
+  CUresult (*cuMemcpy2DAsync)(const Memcpy2D *, CUstream);
   CUresult (*cuMemsetD8)(CUdeviceptr, unsigned char, size_t);
   CUresult (*cuMemsetD8Async)(CUdeviceptr, unsigned char, size_t, CUstream);
   CUresult (*cuModuleLoadData)(CUmodule *, const void *);

@@ -1,4 +1,5 @@
-// Plan execution on one GPU: arenas, weights, kernels, one CUDA graph per program.
+// Plan execution on one GPU: arenas, weights, kernels, one CUDA graph per program (per run of steps
+// between collectives in a tensor-parallel plan).
 #include "runtime/cuda/CudaEngine.h"
 
 #include "runtime/cuda/Ceilings.h"
@@ -23,8 +24,10 @@ CudaEngine::~CudaEngine() {
     (void)ctx_->makeCurrent();
     (void)ctx_->synchronize();
     for (Program &p : programs_) {
-      if (p.graph != nullptr) {
-        ctx_->driver().cuGraphExecDestroy(p.graph);
+      for (Segment &segment : p.segments) {
+        if (segment.graph != nullptr) {
+          ctx_->driver().cuGraphExecDestroy(segment.graph);
+        }
       }
     }
   }
@@ -38,10 +41,13 @@ Expected<std::unique_ptr<CudaEngine>> CudaEngine::create(std::unique_ptr<runtime
   engine->plan_ = std::move(file);
   const runtime::PlanFile &planFile = *engine->plan_;
   const plan::Plan &p = planFile.root();
-  if (p.tp() != 1) {
+  const int world = options.comm != nullptr ? options.comm->world() : 1;
+  if (static_cast<int>(p.tp()) != world) {
     return invalidArgument(planFile.source(), ": a TP ", p.tp(),
-                           " plan needs one process per GPU (glmc worker); this engine runs TP 1");
+                           " plan needs a device communicator of that many ranks (given ", world,
+                           ")");
   }
+  const uint32_t rank = options.comm != nullptr ? static_cast<uint32_t>(options.comm->rank()) : 0;
   GLM_ASSIGN_OR_RETURN(engine->ctx_, CudaContext::create(options.device));
   CudaContext &ctx = *engine->ctx_;
   const plan::Arch arch = archOf(ctx.info().arch);
@@ -67,7 +73,7 @@ Expected<std::unique_ptr<CudaEngine>> CudaEngine::create(std::unique_ptr<runtime
       std::vector<uint8_t> staging;
       for (const WeightWindow &window : planWeightWindows(p, kStagingBytes)) {
         staging.assign(window.bytes, 0); // gaps between bindings stay zero, as on the device
-        GLM_RETURN_IF_ERROR(loadPlanWeightsWindow(p, checkpoint, 0, window.offset, staging));
+        GLM_RETURN_IF_ERROR(loadPlanWeightsWindow(p, checkpoint, rank, window.offset, staging));
         GLM_RETURN_IF_ERROR(
             ctx.upload(engine->arenas_[i].ptr() + window.offset, staging.data(), window.bytes));
       }
@@ -108,6 +114,7 @@ Status CudaEngine::prepare(Program &program) {
     layout.arenas.push_back(m.ptr());
   }
   layout.workspace = reinterpret_cast<void *>(workspace_.ptr());
+  layout.rank = options_.comm != nullptr ? options_.comm->rank() : 0; // which experts are ours
   for (const plan::IoSlot *io : *program.plan->io()) {
     const IoSlot slot{layout.address(*io->tensor()->slice()), io->tensor()->slice()->size()};
     switch (io->kind()) {
@@ -140,56 +147,100 @@ Status CudaEngine::prepare(Program &program) {
       reinterpret_cast<const int32_t *>(program.pageTable.address),
       static_cast<int32_t>(program.plan->rows()), static_cast<int32_t>(program.maxPages)};
 
-  for (const plan::Step *step : *program.plan->steps()) {
-    const runtime::StepView view(plan(), *program.plan, *step);
-    if (step->collective() != nullptr) {
-      return internalError("step ", view.name(), " is a collective in a TP 1 plan");
+  // A program splits at its collectives (a TP 1 plan's is one segment, one graph): the other
+  // ranks' data comes in between the graphs.
+  for (const runtime::StepRun &run : runtime::splitAtCollectives(*program.plan)) {
+    Segment segment;
+    segment.firstLaunch = program.launches.size();
+    for (uint32_t s = run.first; s < run.first + run.count; ++s) {
+      GLM_RETURN_IF_ERROR(addLaunches(program, *program.plan->steps()->Get(s), layout));
     }
-    const auto *launches = step->launches();
-    if (launches == nullptr || launches->size() == 0) {
-      return unimplemented("step ", view.name(), " (", plan::EnumNameOpKind(step->op()),
-                           ") has no CUDA kernel in this plan: glmc compile wrote it without "
-                           "one (its warning said why)");
+    segment.launchCount = program.launches.size() - segment.firstLaunch;
+    if (run.collective >= 0) {
+      const plan::Step &step = *program.plan->steps()->Get(static_cast<uint32_t>(run.collective));
+      GLM_ASSIGN_OR_RETURN(segment.collective, collectiveOf(step, layout));
     }
-    Expected<std::vector<std::vector<uint8_t>>> built = buildStepArgs(view, layout);
-    if (!built.ok()) {
-      return built.status().withContext(strCat("step ", view.name()));
-    }
-    std::vector<std::vector<uint8_t>> args = std::move(built).value();
-    if (launches->size() != args.size()) {
-      return internalError("step ", view.name(), " has ", launches->size(),
-                           " launches in the plan but ", args.size(), " argument structs");
-    }
-    for (uint32_t i = 0; i < launches->size(); ++i) {
-      const plan::KernelLaunch *l = launches->Get(i);
-      Launch launch{
-          modules_[l->kernel()]->function(0), {}, {}, l->shared_memory(), std::move(args[i])};
-      for (int d = 0; d < 3; ++d) {
-        launch.grid[d] = l->grid()->Get(static_cast<uint32_t>(d));
-        launch.block[d] = l->block()->Get(static_cast<uint32_t>(d));
-      }
-      if (launch.sharedMemory > 48 * 1024) {
-        GLM_CU(&ctx_->driver(), cuFuncSetAttribute(launch.function, kFuncAttrMaxDynamicSharedSize,
-                                                   static_cast<int>(launch.sharedMemory)));
-      }
-      program.launches.push_back(std::move(launch));
-    }
+    program.segments.push_back(std::move(segment));
   }
   if (options_.graphs) {
-    // Capture once; every later step replays the graph with fresh io slots.
+    // Capture once; every later step replays the graphs with fresh io slots.
     const CudaDriver &d = ctx_->driver();
-    GLM_CU(&d, cuStreamBeginCapture(ctx_->stream(), kCaptureModeThreadLocal));
-    const Status launched = enqueue(program);
-    CUgraph graph = nullptr;
-    const Status ended = check(d.cuStreamEndCapture(ctx_->stream(), &graph), "cuStreamEndCapture");
-    GLM_RETURN_IF_ERROR(launched);
-    GLM_RETURN_IF_ERROR(ended);
-    const Status instantiated =
-        check(d.cuGraphInstantiateWithFlags(&program.graph, graph, 0), "cuGraphInstantiate");
-    d.cuGraphDestroy(graph);
-    GLM_RETURN_IF_ERROR(instantiated);
+    for (Segment &segment : program.segments) {
+      if (segment.launchCount == 0) {
+        continue;
+      }
+      GLM_CU(&d, cuStreamBeginCapture(ctx_->stream(), kCaptureModeThreadLocal));
+      const Status launched = enqueue(program, segment);
+      CUgraph graph = nullptr;
+      const Status ended =
+          check(d.cuStreamEndCapture(ctx_->stream(), &graph), "cuStreamEndCapture");
+      GLM_RETURN_IF_ERROR(launched);
+      GLM_RETURN_IF_ERROR(ended);
+      const Status instantiated =
+          check(d.cuGraphInstantiateWithFlags(&segment.graph, graph, 0), "cuGraphInstantiate");
+      d.cuGraphDestroy(graph);
+      GLM_RETURN_IF_ERROR(instantiated);
+    }
   }
   return Status::success();
+}
+
+Status CudaEngine::addLaunches(Program &program, const plan::Step &step,
+                               const DeviceLayout &layout) {
+  const runtime::StepView view(plan(), *program.plan, step);
+  const auto *launches = step.launches();
+  if (launches == nullptr || launches->size() == 0) {
+    return unimplemented("step ", view.name(), " (", plan::EnumNameOpKind(step.op()),
+                         ") has no CUDA kernel in this plan: glmc compile wrote it without "
+                         "one (its warning said why)");
+  }
+  Expected<std::vector<std::vector<uint8_t>>> built = buildStepArgs(view, layout);
+  if (!built.ok()) {
+    return built.status().withContext(strCat("step ", view.name()));
+  }
+  std::vector<std::vector<uint8_t>> args = std::move(built).value();
+  if (launches->size() != args.size()) {
+    return internalError("step ", view.name(), " has ", launches->size(),
+                         " launches in the plan but ", args.size(), " argument structs");
+  }
+  for (uint32_t i = 0; i < launches->size(); ++i) {
+    const plan::KernelLaunch *l = launches->Get(i);
+    Launch launch{
+        modules_[l->kernel()]->function(0), {}, {}, l->shared_memory(), std::move(args[i])};
+    for (int d = 0; d < 3; ++d) {
+      launch.grid[d] = l->grid()->Get(static_cast<uint32_t>(d));
+      launch.block[d] = l->block()->Get(static_cast<uint32_t>(d));
+    }
+    if (launch.sharedMemory > 48 * 1024) {
+      GLM_CU(&ctx_->driver(), cuFuncSetAttribute(launch.function, kFuncAttrMaxDynamicSharedSize,
+                                                 static_cast<int>(launch.sharedMemory)));
+    }
+    program.launches.push_back(std::move(launch));
+  }
+  return Status::success();
+}
+
+Expected<CudaEngine::Collective> CudaEngine::collectiveOf(const plan::Step &step,
+                                                          const DeviceLayout &layout) const {
+  const std::string name = step.name() != nullptr ? step.name()->str() : "?";
+  if (options_.comm == nullptr) {
+    return internalError("step ", name, " is a collective in a TP 1 plan");
+  }
+  Expected<runtime::CollectiveShape> shape = runtime::collectiveShape(step, plan().tp());
+  if (!shape.ok()) {
+    return shape.status().withContext(strCat("step ", name));
+  }
+  if (shape->element != plan::ElementType::F32 && shape->element != plan::ElementType::BF16) {
+    return unimplemented("step ", name, ": a collective of ",
+                         plan::EnumNameElementType(shape->element),
+                         " (the engine moves f32 and bf16 activations)");
+  }
+  // The whole static shape moves, padding rows too: the graphs around it are static as well.
+  return Collective{name, *shape,
+                    shape->element == plan::ElementType::F32 ? runtime::CommElement::F32
+                                                             : runtime::CommElement::BF16,
+                    layout.address(*step.operands()->Get(0)->slice()),
+                    layout.address(*step.results()->Get(0)->slice())};
 }
 
 Status CudaEngine::enqueue(const Launch &l) {
@@ -200,9 +251,41 @@ Status CudaEngine::enqueue(const Launch &l) {
   return Status::success();
 }
 
-Status CudaEngine::enqueue(const Program &program) {
-  for (const Launch &l : program.launches) {
-    GLM_RETURN_IF_ERROR(enqueue(l));
+Status CudaEngine::enqueue(const Program &program, const Segment &segment) {
+  for (size_t i = segment.firstLaunch; i < segment.firstLaunch + segment.launchCount; ++i) {
+    GLM_RETURN_IF_ERROR(enqueue(program.launches[i]));
+  }
+  return Status::success();
+}
+
+Status CudaEngine::collect(const Collective &c) {
+  runtime::DeviceComm &comm = *options_.comm;
+  const auto rows = static_cast<size_t>(c.shape.rows), width = static_cast<size_t>(c.shape.width);
+  if (c.shape.op == plan::OpKind::AllReduce) {
+    // In place in the result, as the CPU backend does: the operand stays as the step left it.
+    if (c.out != c.in) {
+      GLM_CU(&ctx_->driver(),
+             cuMemcpyDtoDAsync(c.out, c.in, rows * width * runtime::commElementBytes(c.element),
+                               ctx_->stream()));
+    }
+    return comm.allReduceDevice(reinterpret_cast<void *>(c.out), rows * width, c.element,
+                                ctx_->stream());
+  }
+  return comm.allGatherDevice(reinterpret_cast<const void *>(c.in), reinterpret_cast<void *>(c.out),
+                              rows, width, c.shape.axis, c.element, ctx_->stream());
+}
+
+Status CudaEngine::execute(const Program &program) {
+  const CudaDriver &d = ctx_->driver();
+  for (const Segment &segment : program.segments) {
+    if (segment.graph != nullptr) {
+      GLM_CU(&d, cuGraphLaunch(segment.graph, ctx_->stream()));
+    } else {
+      GLM_RETURN_IF_ERROR(enqueue(program, segment));
+    }
+    if (segment.collective) {
+      GLM_RETURN_IF_ERROR(collect(*segment.collective).withContext(segment.collective->step));
+    }
   }
   return Status::success();
 }
@@ -231,15 +314,28 @@ CudaEngine::Program *CudaEngine::find(const plan::Program *p) {
 Expected<std::vector<float>> CudaEngine::run(const plan::Program &p,
                                              std::span<const int32_t> tokens,
                                              const std::vector<RowGroup> &groups, LogitsBack back) {
-  // The context is current per thread: serving calls from its scheduler thread, not the one that
-  // created the engine.
-  GLM_RETURN_IF_ERROR(ctx_->makeCurrent());
   Program &program = *find(&p);
-  const int64_t rows = static_cast<int64_t>(program.plan->batch()) * program.plan->rows();
-  const int64_t perSequence = program.plan->rows();
+  // Every rank keeps the same books, so this fails on all of them alike, before any collective.
   for (const RowGroup &g : groups) {
     GLM_RETURN_IF_ERROR(sequences_.reserve(g.slot, sequences_.length(g.slot) + g.count));
   }
+  Expected<std::vector<float>> logits = runOnDevice(program, tokens, groups, back);
+  if (!logits.ok() && options_.comm != nullptr) {
+    // This rank stops here: the others would wait for it in their next collective for good.
+    options_.comm->abort(logits.status());
+  }
+  return logits;
+}
+
+Expected<std::vector<float>> CudaEngine::runOnDevice(Program &program,
+                                                     std::span<const int32_t> tokens,
+                                                     const std::vector<RowGroup> &groups,
+                                                     LogitsBack back) {
+  // The context is current per thread: serving calls from its scheduler thread, not the one that
+  // created the engine.
+  GLM_RETURN_IF_ERROR(ctx_->makeCurrent());
+  const int64_t rows = static_cast<int64_t>(program.plan->batch()) * program.plan->rows();
+  const int64_t perSequence = program.plan->rows();
   // The io slots of this step: rows the call does not use are padding (position -1, token 0),
   // batch entries it does not use have slot -1.
   std::vector<int32_t> ids(static_cast<size_t>(rows), 0), positions(ids.size(), -1);
@@ -281,11 +377,7 @@ Expected<std::vector<float>> CudaEngine::run(const plan::Program &p,
     GLM_CU(&d,
            cuMemsetD8Async(program.sampling.address, 0, program.sampling.bytes, ctx_->stream()));
   }
-  if (program.graph != nullptr) {
-    GLM_CU(&d, cuGraphLaunch(program.graph, ctx_->stream()));
-  } else {
-    GLM_RETURN_IF_ERROR(enqueue(program));
-  }
+  GLM_RETURN_IF_ERROR(execute(program));
   // Only the rows the call used come back (or each group's last, or none). Sized once up front:
   // the copies below are asynchronous into this storage.
   int64_t used = 0;
@@ -304,8 +396,10 @@ Expected<std::vector<float>> CudaEngine::run(const plan::Program &p,
                                  count * sizeof(float), ctx_->stream()));
     offset += count;
   }
+  // NCCL's wait watches for a lost rank, where a plain stream wait would hang.
   GLM_RETURN_IF_ERROR(
-      ctx_->synchronize().withContext(strCat("running ", program.plan->name()->str())));
+      (options_.comm != nullptr ? options_.comm->synchronize(ctx_->stream()) : ctx_->synchronize())
+          .withContext(strCat("running ", program.plan->name()->str())));
   for (const RowGroup &g : groups) {
     sequences_.advance(g.slot, g.count);
   }
@@ -322,6 +416,10 @@ Expected<CudaEngine::ProgramTiming> CudaEngine::timeProgram(const plan::Program 
   Program *program = find(&p);
   if (program == nullptr) {
     return invalidArgument("program ", p.name()->str(), " is not in this engine's plan");
+  }
+  if (options_.comm != nullptr) {
+    return unimplemented("timing program ", p.name()->str(), " of a TP ", plan().tp(),
+                         " plan: its collectives need every rank (time TP 1 plans)");
   }
   const CudaDriver &d = ctx_->driver();
   // Sequences of `context` tokens: pages for them and the step's rows, state left as it is.
@@ -354,16 +452,7 @@ Expected<CudaEngine::ProgramTiming> CudaEngine::timeProgram(const plan::Program 
 
   ProgramTiming timing;
   GLM_ASSIGN_OR_RETURN(EventTiming replays,
-                       timeOnStream(
-                           *ctx_,
-                           [&]() -> Status {
-                             if (program->graph == nullptr) {
-                               return enqueue(*program);
-                             }
-                             GLM_CU(&d, cuGraphLaunch(program->graph, ctx_->stream()));
-                             return Status::success();
-                           },
-                           reps, 5));
+                       timeOnStream(*ctx_, [&]() -> Status { return execute(*program); }, reps, 5));
   timing.medianUs = replays.medianUs;
   timing.p10Us = replays.p10Us;
   timing.p90Us = replays.p90Us;

@@ -1,29 +1,40 @@
 // The CUDA backend: a plan's arenas on one GPU, its kernels loaded from the plan's cubins, and
 // each program captured once as a CUDA graph and replayed per step with only the io slots
-// rewritten (DESIGN.md §2).
+// rewritten (DESIGN.md §2). A tensor-parallel plan's programs are split at their collectives:
+// one graph per run of steps between them, the collectives run through a DeviceComm.
 #pragma once
 
+#include "runtime/comm/DeviceComm.h"
 #include "runtime/cuda/CudaContext.h"
 #include "runtime/engine/Engine.h"
+#include "runtime/plan/Collectives.h"
 #include "runtime/plan/PlanFile.h"
 #include "runtime/weights/SafeTensors.h"
 
 #include <memory>
+#include <optional>
 #include <span>
 #include <vector>
 
 namespace glm::cuda {
+
+struct DeviceLayout; // StepArgs.h
 
 struct CudaEngineOptions {
   int device = 0;
   /// Replay each program as a CUDA graph (the serving path); false launches its kernels one by
   /// one, which tests compare the graphs against.
   bool graphs = true;
+  /// This rank's device communicator, for plans compiled with --tp N > 1 (not owned; its rank
+  /// decides which weight slices the engine loads). Every rank must make the same engine calls in
+  /// the same order (LockstepEngine keeps them so).
+  runtime::DeviceComm *comm = nullptr;
 };
 
 class CudaEngine : public runtime::Engine {
 public:
   /// Binds `checkpoint` to a plan compiled for this GPU's architecture (the engine owns the plan).
+  /// A TP N plan needs options.comm, a device communicator of world N.
   static Expected<std::unique_ptr<CudaEngine>> create(std::unique_ptr<runtime::PlanFile> plan,
                                                       const Checkpoint &checkpoint,
                                                       CudaEngineOptions options = {});
@@ -40,7 +51,8 @@ public:
   /// Times `program` with every batch entry a sequence of `context` tokens: `reps` graph replays
   /// after warm-up, then eager runs with an event after each step for the per-step breakdown
   /// (launch gaps make the eager sum a little larger than a replay). The state the steps read is
-  /// whatever the pool holds: this measures time, not results. Needs max_seqs free slots.
+  /// whatever the pool holds: this measures time, not results. Needs max_seqs free slots. TP 1
+  /// plans only: a program with collectives needs every rank.
   Expected<ProgramTiming> timeProgram(const plan::Program &program, int64_t context, int reps);
 
 private:
@@ -53,18 +65,40 @@ private:
     CUdeviceptr address = 0;
     size_t bytes = 0;
   };
+  /// A collective step between two graphs: what it moves, from where to where.
+  struct Collective {
+    std::string step; // its name, for errors
+    runtime::CollectiveShape shape;
+    runtime::CommElement element = runtime::CommElement::F32;
+    CUdeviceptr in = 0, out = 0;
+  };
+  /// A run of steps that needs no other rank (one graph), then the collective after it, if any.
+  struct Segment {
+    size_t firstLaunch = 0, launchCount = 0; // its steps' kernels, in Program::launches
+    CUgraphExec graph = nullptr;             // when captured (options.graphs) and not empty
+    std::optional<Collective> collective;
+  };
   struct Program {
     const plan::Program *plan = nullptr;
-    std::vector<Launch> launches;
-    CUgraphExec graph = nullptr;
+    std::vector<Launch> launches; // every step's kernels, in step order
+    std::vector<Segment> segments;
     IoSlot tokens, positions, slots, pageTable, sampling, logits;
     int64_t maxPages = 0;
   };
   CudaEngine() = default;
   Status clearSlots(int slot) override;
   Status prepare(Program &program);
+  /// Appends `step`'s kernel launches (argument structs built for `layout`) to the program's.
+  Status addLaunches(Program &program, const plan::Step &step, const DeviceLayout &layout);
+  Expected<Collective> collectiveOf(const plan::Step &step, const DeviceLayout &layout) const;
   Status enqueue(const Launch &launch);
-  Status enqueue(const Program &program);
+  Status enqueue(const Program &program, const Segment &segment);
+  /// Every segment of `program` with the collectives between them, on this engine's stream.
+  Status execute(const Program &program);
+  Status collect(const Collective &collective);
+  /// The work of run() after the io slots' pages are reserved.
+  Expected<std::vector<float>> runOnDevice(Program &program, std::span<const int32_t> tokens,
+                                           const std::vector<RowGroup> &groups, LogitsBack back);
   /// Only the logits rows `back` names are copied back.
   Expected<std::vector<float>> run(const plan::Program &program, std::span<const int32_t> tokens,
                                    const std::vector<RowGroup> &groups, LogitsBack back) override;

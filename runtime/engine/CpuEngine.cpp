@@ -21,6 +21,7 @@
 #include "kernels/short_conv/short_conv.h"
 #include "kernels/stream_mean/stream_mean.h"
 #include "kernels/swiglu/swiglu.h"
+#include "runtime/plan/Collectives.h"
 #include "runtime/plan/StepView.h"
 #include "runtime/weights/Exl3Tensors.h"
 #include "runtime/weights/PlanWeights.h"
@@ -612,8 +613,9 @@ Status CpuEngine::runStep(const plan::Step &step, int64_t n, const std::vector<R
     if (options_.comm == nullptr) {
       return internalError("a collective in a plan without a communicator");
     }
-    const uint64_t count =
-        static_cast<uint64_t>(n) * (in[0]->shape()->size() > 1 ? tensorDim(*in[0], 1) : 1);
+    GLM_ASSIGN_OR_RETURN(CollectiveShape shape, collectiveShape(step, options_.comm->world()));
+    // Only the rows this run uses.
+    const uint64_t count = static_cast<uint64_t>(n * shape.width);
     std::memcpy(floats(*out[0]), floats(*in[0]), count * sizeof(float));
     return options_.comm->allReduce(floats(*out[0]), count);
   }
@@ -621,9 +623,9 @@ Status CpuEngine::runStep(const plan::Step &step, int64_t n, const std::vector<R
     if (options_.comm == nullptr) {
       return internalError("a collective in a plan without a communicator");
     }
+    GLM_ASSIGN_OR_RETURN(CollectiveShape shape, collectiveShape(step, options_.comm->world()));
     return options_.comm->allGather(floats(*in[0]), floats(*out[0]), static_cast<size_t>(n),
-                                    static_cast<size_t>(tensorDim(*in[0], 1)),
-                                    static_cast<int>(intAttribute(step, "axis", 1)));
+                                    static_cast<size_t>(shape.width), shape.axis);
   }
   }
   return unimplemented("op ", plan::EnumNameOpKind(step.op()));

@@ -109,7 +109,7 @@ Status compareLockstepIdentity(int rank, const std::string &theirs, const std::s
   return Status::success();
 }
 
-LockstepEngine::LockstepEngine(std::unique_ptr<TcpComm> comm, std::unique_ptr<Engine> local,
+LockstepEngine::LockstepEngine(std::unique_ptr<GroupComm> comm, std::unique_ptr<Engine> local,
                                std::string identity, LockstepOptions options)
     : comm_(std::move(comm)), local_(std::move(local)), identity_(std::move(identity)),
       options_(std::move(options)), lastCall_(std::chrono::steady_clock::now()) {}
@@ -121,16 +121,62 @@ Expected<std::unique_ptr<LockstepEngine>> LockstepEngine::create(std::unique_ptr
   if (!comm || !local || comm->rank() != 0) {
     return invalidArgument("a lockstep engine needs rank 0's communicator and engine");
   }
+  TcpComm *listener = comm.get();
   std::unique_ptr<LockstepEngine> engine(new LockstepEngine(
       std::move(comm), std::move(local), std::move(identity), std::move(options)));
+  engine->listener_ = listener;
   GLM_RETURN_IF_ERROR(engine->initCommon(engine->local_->plan(), "lockstep plan"));
   engine->monitor_ = std::thread([e = engine.get()] { e->monitor(); });
   return engine;
 }
 
+Expected<std::unique_ptr<LockstepEngine>>
+LockstepEngine::createInProcess(int world, const RankEngineFactory &make, LockstepOptions options) {
+  if (world < 1 || !make) {
+    return invalidArgument("an in-process tensor-parallel group needs a world of at least one "
+                           "rank and a way to make each rank's engine");
+  }
+  // Filled in place, so that a rank that fails to come up unwinds the ones before it in order.
+  std::unique_ptr<LockstepEngine> engine(
+      new LockstepEngine(nullptr, nullptr, "", std::move(options)));
+  engine->group_ = std::make_unique<LoopbackGroup>(world);
+  for (int r = 0; r < world; ++r) {
+    std::unique_ptr<LoopbackComm> comm = engine->group_->comm(r);
+    Expected<std::unique_ptr<Engine>> made = make(*comm);
+    if (!made.ok()) {
+      return made.status().withContext(strCat("tensor-parallel rank ", r, " of ", world));
+    }
+    if (r == 0) {
+      engine->comm_ = std::move(comm);
+      engine->local_ = std::move(made).value();
+    } else {
+      engine->workerComms_.push_back(std::move(comm));
+      engine->workerEngines_.push_back(std::move(made).value());
+    }
+  }
+  GLM_RETURN_IF_ERROR(engine->initCommon(engine->local_->plan(), "lockstep plan"));
+  for (size_t i = 0; i < engine->workerEngines_.size(); ++i) {
+    engine->workers_.emplace_back([e = engine.get(), i] {
+      // Returns once the group ends (the engine closing, or a rank failing).
+      (void)runLockstepWorker(*e->workerComms_[i], *e->workerEngines_[i],
+                              [e](const std::string &message) { e->log(message); });
+    });
+  }
+  return engine;
+}
+
 LockstepEngine::~LockstepEngine() {
   stopping_ = true;
-  monitor_.join();
+  if (monitor_.joinable()) {
+    monitor_.join();
+  }
+  if (!workers_.empty()) {
+    // The worker threads wait for rank 0's next command: ending the group releases them.
+    comm_->disconnect("the tensor-parallel engine was closed");
+    for (std::thread &worker : workers_) {
+      worker.join();
+    }
+  }
 }
 
 void LockstepEngine::log(const std::string &message) const {
@@ -149,9 +195,9 @@ void LockstepEngine::monitor() {
   };
   while (!stopping_) {
     // Waiting for a connection is the tick; it runs without the lock, so engine calls go on.
-    if (comm_->waitForConnection(tickMs)) {
+    if (listener_->waitForConnection(tickMs)) {
       std::lock_guard<std::mutex> lock(mutex_);
-      Expected<int> rank = comm_->acceptPending(0, admit);
+      Expected<int> rank = listener_->acceptPending(0, admit);
       if (!rank.ok()) {
         log(strCat("refused a tensor-parallel worker: ", rank.status().message()));
       } else if (*rank >= 0) {
@@ -180,6 +226,11 @@ Status LockstepEngine::health() const {
   const std::vector<int> missing = comm_->missingRanks();
   if (missing.empty()) {
     return Status::success();
+  }
+  if (listener_ == nullptr) {
+    return Status(StatusCode::Unavailable,
+                  strCat("the tensor-parallel group of ", comm_->world(),
+                         " ranks in this process ended: ", comm_->lastError()));
   }
   std::string ranks;
   for (int r : missing) {

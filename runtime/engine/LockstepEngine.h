@@ -1,8 +1,10 @@
-// Tensor parallelism across processes: rank 0's engine, wrapped so that before each engine call
-// it tells every worker rank (over the communicator's broadcast) to make the same call on its own
-// engine, which keeps the collectives inside the plan paired up across ranks (lockstep).
+// Tensor parallelism: rank 0's engine, wrapped so that before each engine call it tells every
+// worker rank (over the communicator's broadcast) to make the same call on its own engine, which
+// keeps the collectives inside the plan paired up across ranks (lockstep). The workers are other
+// processes (TcpComm) or threads of this one (LoopbackComm).
 #pragma once
 
+#include "runtime/comm/LoopbackComm.h"
 #include "runtime/comm/TcpComm.h"
 #include "runtime/engine/Engine.h"
 #include "runtime/plan/PlanFile.h"
@@ -17,6 +19,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
 namespace glm::runtime {
 
@@ -35,7 +38,8 @@ struct LockstepOptions {
   /// An idle rank 0 pings the workers this often, so that a dead worker shows on /health without
   /// traffic, and the workers (whose waits time out after the TcpComm timeout) know rank 0 lives.
   int heartbeatMs = 1000;
-  /// Where joins, refusals and lost ranks are reported (default: stderr).
+  /// Where joins, refusals and lost ranks are reported (default: stderr). With ranks in this
+  /// process, their threads report their failed calls through it too.
   std::function<void(const std::string &)> log;
 };
 
@@ -48,6 +52,16 @@ public:
                                                           std::unique_ptr<Engine> local,
                                                           std::string identity,
                                                           LockstepOptions options = {});
+  /// Makes rank r's engine of an in-process group with `comm`, rank r's communicator (the
+  /// lockstep engine owns it, and it outlives the engine).
+  using RankEngineFactory = std::function<Expected<std::unique_ptr<Engine>>(LoopbackComm &comm)>;
+  /// All `world` ranks as threads of this process, meeting in a LoopbackGroup: makes each rank's
+  /// engine with `make` (on the calling thread, rank 0 first), then runs ranks 1..world-1 on
+  /// threads of their own that replay rank 0's calls. When a rank fails in the middle of a call,
+  /// the group ends and every later call is Unavailable with the reason (health() says it too):
+  /// threads of one process do not rejoin. The destructor ends the threads.
+  static Expected<std::unique_ptr<LockstepEngine>>
+  createInProcess(int world, const RankEngineFactory &make, LockstepOptions options = {});
   ~LockstepEngine() override;
 
   Expected<int> newSequence() override;
@@ -60,17 +74,18 @@ public:
   Expected<std::vector<float>> decode(std::span<const int> slots,
                                       std::span<const int32_t> tokens) override;
   const plan::Plan &plan() const override { return local_->plan(); }
-  /// Unavailable, naming the missing ranks, until every worker has joined.
+  /// Unavailable, naming the missing ranks, until every worker has joined; for ranks in this
+  /// process, once their group has ended, with the reason.
   Status health() const override;
 
   /// Waits until every worker has joined; Unavailable after `timeoutMs`.
   Status waitForWorkers(int timeoutMs);
-  /// The port workers connect to.
-  int port() const { return comm_->port(); }
+  /// The port workers connect to (0 for ranks in this process).
+  int port() const { return listener_ != nullptr ? listener_->port() : 0; }
 
 private:
-  LockstepEngine(std::unique_ptr<TcpComm> comm, std::unique_ptr<Engine> local, std::string identity,
-                 LockstepOptions options);
+  LockstepEngine(std::unique_ptr<GroupComm> comm, std::unique_ptr<Engine> local,
+                 std::string identity, LockstepOptions options);
   Status clearSlots(int) override { return Status::success(); } // newSequence is forwarded
   void monitor();
   /// Sends a call to the workers. The caller holds mutex_.
@@ -85,9 +100,16 @@ private:
   Status checkCurrent(int slot) const;
   void log(const std::string &message) const;
 
+  // In-process ranks (createInProcess): the group outlives every communicator, each communicator
+  // its engine (members are destroyed in reverse order).
+  std::unique_ptr<LoopbackGroup> group_;
+  std::vector<std::unique_ptr<LoopbackComm>> workerComms_;
   // comm_ outlives local_, whose collectives use it.
-  std::unique_ptr<TcpComm> comm_;
+  std::unique_ptr<GroupComm> comm_;
+  TcpComm *listener_ = nullptr; // comm_ when the workers are processes: admission, the port
   std::unique_ptr<Engine> local_;
+  std::vector<std::unique_ptr<Engine>> workerEngines_;
+  std::vector<std::thread> workers_;
   std::string identity_;
   LockstepOptions options_;
   mutable std::mutex mutex_; // one engine call (or ping, or admission) at a time

@@ -108,7 +108,8 @@ void runCollectives(NcclComm &comm) {
   GLM_ASSERT_OK_AND_ASSIGN(cuda::DeviceMemory reduceBuffer,
                            ctx.allocate(reduceIn.size() * sizeof(float)));
   GLM_ASSERT_OK(ctx.upload(reduceBuffer.ptr(), reduceIn.data(), reduceIn.size() * sizeof(float)));
-  GLM_ASSERT_OK(comm.allReduceDevice(reduceBuffer.as<float>(), reduceIn.size(), stream));
+  GLM_ASSERT_OK(comm.allReduceDevice(reduceBuffer.as<float>(), reduceIn.size(),
+                                     runtime::CommElement::F32, stream));
 
   GLM_ASSERT_OK_AND_ASSIGN(cuda::DeviceMemory pieceBuffer, ctx.allocate(width * sizeof(float)));
   GLM_ASSERT_OK_AND_ASSIGN(cuda::DeviceMemory gatherBuffer,
@@ -116,8 +117,8 @@ void runCollectives(NcclComm &comm) {
   const std::vector<float> rowPiece = gatherInput(rank, width);
   GLM_ASSERT_OK(ctx.upload(pieceBuffer.ptr(), rowPiece.data(), width * sizeof(float)));
   // One row: axis 1 is NCCL's concatenation.
-  GLM_ASSERT_OK(
-      comm.allGatherDevice(pieceBuffer.as<float>(), gatherBuffer.as<float>(), 1, width, 1, stream));
+  GLM_ASSERT_OK(comm.allGatherDevice(pieceBuffer.as<float>(), gatherBuffer.as<float>(), 1, width, 1,
+                                     runtime::CommElement::F32, stream));
   GLM_ASSERT_OK(comm.synchronize(stream));
 
   std::vector<float> reduced(reduceIn.size());
@@ -132,17 +133,42 @@ void runCollectives(NcclComm &comm) {
   GLM_ASSERT_OK(ctx.upload(gatherBuffer.ptr() + mine * sizeof(float), piece.data(),
                            piece.size() * sizeof(float)));
   GLM_ASSERT_OK(comm.allGatherDevice(gatherBuffer.as<float>() + mine, gatherBuffer.as<float>(),
-                                     rows, width, 0, stream));
+                                     rows, width, 0, runtime::CommElement::F32, stream));
   GLM_ASSERT_OK(comm.synchronize(stream));
   std::vector<float> gathered0(n * rows * width);
   GLM_ASSERT_OK(
       ctx.download(gathered0.data(), gatherBuffer.ptr(), gathered0.size() * sizeof(float)));
   EXPECT_EQ(gathered0, expectedGather(world, rows, width, 0)) << "device all-gather, axis 0";
 
-  // Axis 1 of several rows is not NCCL's layout: refused, and the communicator stays usable.
-  Status refused = comm.allGatherDevice(pieceBuffer.as<float>(), gatherBuffer.as<float>(), rows,
-                                        width, 1, stream);
-  EXPECT_EQ(refused.code(), StatusCode::Unimplemented) << refused.toString();
+  // Axis 1 of several rows (the prefill logits): gathered through the communicator's scratch.
+  GLM_ASSERT_OK_AND_ASSIGN(cuda::DeviceMemory rowsBuffer,
+                           ctx.allocate(piece.size() * sizeof(float)));
+  GLM_ASSERT_OK(ctx.upload(rowsBuffer.ptr(), piece.data(), piece.size() * sizeof(float)));
+  GLM_ASSERT_OK(comm.allGatherDevice(rowsBuffer.as<float>(), gatherBuffer.as<float>(), rows, width,
+                                     1, runtime::CommElement::F32, stream));
+  GLM_ASSERT_OK(comm.synchronize(stream));
+  std::vector<float> gathered1(n * rows * width);
+  GLM_ASSERT_OK(
+      ctx.download(gathered1.data(), gatherBuffer.ptr(), gathered1.size() * sizeof(float)));
+  EXPECT_EQ(gathered1, expectedGather(world, rows, width, 1)) << "device all-gather, axis 1";
+
+  // bf16 elements: the sum of one rank's exactly representable values is themselves (world 1),
+  // or their sum over ranks (small integers stay exact in bf16).
+  std::vector<uint16_t> halves(64);
+  for (size_t i = 0; i < halves.size(); ++i) {
+    halves[i] = kernels::floatToBf16(static_cast<float>(i % 16) - 8.0f);
+  }
+  GLM_ASSERT_OK_AND_ASSIGN(cuda::DeviceMemory halfBuffer, ctx.allocate(halves.size() * 2));
+  GLM_ASSERT_OK(ctx.upload(halfBuffer.ptr(), halves.data(), halves.size() * 2));
+  GLM_ASSERT_OK(comm.allReduceDevice(halfBuffer.as<void>(), halves.size(),
+                                     runtime::CommElement::BF16, stream));
+  GLM_ASSERT_OK(comm.synchronize(stream));
+  std::vector<uint16_t> halfSums(halves.size());
+  GLM_ASSERT_OK(ctx.download(halfSums.data(), halfBuffer.ptr(), halfSums.size() * 2));
+  for (size_t i = 0; i < halves.size(); ++i) {
+    EXPECT_EQ(kernels::bf16ToFloat(halfSums[i]), kernels::bf16ToFloat(halves[i]) * world)
+        << "bf16 all-reduce element " << i;
+  }
 
   const std::vector<uint8_t> deviceBytes(width * sizeof(float), static_cast<uint8_t>(rank + 10));
   GLM_ASSERT_OK(ctx.upload(pieceBuffer.ptr(), deviceBytes.data(), deviceBytes.size()));

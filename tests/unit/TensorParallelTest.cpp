@@ -1,7 +1,9 @@
 // Tensor-parallel plans on the CPU backend with loopback ranks: TP 2 and TP 4 give the TP 1
-// logits (relative error <= 1e-5) and the same greedy tokens.
+// logits (relative error <= 1e-5) and the same greedy tokens, also driven through an in-process
+// LockstepEngine, which a failing rank ends instead of hanging.
 #include "runtime/comm/LoopbackComm.h"
 #include "runtime/engine/CpuEngine.h"
+#include "runtime/engine/LockstepEngine.h"
 
 #include "tests/unit/support/Compare.h"
 
@@ -11,6 +13,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <functional>
+#include <mutex>
 #include <thread>
 #include <unistd.h>
 
@@ -118,6 +122,123 @@ TEST(TensorParallelCpu, TwoAndFourRanksGiveTheOneRankLogits) {
     EXPECT_LE(worst, 1e-5) << "tp " << tp;
     EXPECT_EQ(many.tokens, one.tokens) << "tp " << tp;
   }
+}
+
+/// Rank `rank`'s engine of an in-process group; a test may replace it (with a failing one).
+using WrapRank = std::function<std::unique_ptr<Engine>(int rank, std::unique_ptr<Engine> engine)>;
+
+/// A TP `tp` plan's ranks as threads behind an in-process LockstepEngine over CPU engines.
+std::unique_ptr<LockstepEngine> inProcess(int tp, const Checkpoint &checkpoint,
+                                          LockstepOptions options = {}, WrapRank wrap = {}) {
+  const std::vector<uint8_t> bytes = compile(tp);
+  auto make = [&](LoopbackComm &comm) -> Expected<std::unique_ptr<Engine>> {
+    GLM_ASSIGN_OR_RETURN(std::unique_ptr<PlanFile> plan, PlanFile::fromBytes(bytes, "tp plan"));
+    GLM_ASSIGN_OR_RETURN(std::unique_ptr<CpuEngine> engine,
+                         CpuEngine::create(std::move(plan), checkpoint, {.comm = &comm}));
+    std::unique_ptr<Engine> rank = std::move(engine);
+    return wrap ? wrap(comm.rank(), std::move(rank)) : std::move(rank);
+  };
+  Expected<std::unique_ptr<LockstepEngine>> engine =
+      LockstepEngine::createInProcess(tp, make, std::move(options));
+  EXPECT_TRUE(engine.ok()) << engine.status().toString();
+  return engine.ok() ? std::move(engine).value() : nullptr;
+}
+
+TEST(TensorParallelCpu, InProcessLockstepRanksGiveTheOneRankLogits) {
+  std::unique_ptr<Checkpoint> checkpoint = std::move(Checkpoint::open(kTiny)).value();
+  std::unique_ptr<SafeTensorsFile> golden =
+      std::move(SafeTensorsFile::open(kTiny / "golden.safetensors")).value();
+  const TensorView &ids = *golden->find("short.input_ids");
+  std::vector<int32_t> prompt(static_cast<size_t>(ids.numel()));
+  std::memcpy(prompt.data(), ids.data, prompt.size() * 4);
+  const RankRun one = runPlan(1, *checkpoint, prompt, 3);
+
+  // Only rank 0's engine is called: the other ranks replay its calls on their threads.
+  std::unique_ptr<LockstepEngine> engine = inProcess(2, *checkpoint);
+  ASSERT_NE(engine, nullptr);
+  EXPECT_TRUE(engine->health().ok());
+  const int64_t vocab = engine->vocabSize();
+  Expected<int> slot = engine->newSequence();
+  ASSERT_TRUE(slot.ok()) << slot.status().toString();
+  Expected<std::vector<float>> logits = engine->prefill(*slot, prompt);
+  ASSERT_TRUE(logits.ok()) << logits.status().toString();
+  std::vector<int32_t> tokens;
+  for (int i = 0; i < 3; ++i) {
+    const float *last = logits->data() + logits->size() - vocab;
+    tokens.push_back(static_cast<int32_t>(std::max_element(last, last + vocab) - last));
+    const int slots[] = {*slot};
+    Expected<std::vector<float>> row = engine->decode(slots, std::span(&tokens.back(), 1));
+    ASSERT_TRUE(row.ok()) << row.status().toString();
+    logits->insert(logits->end(), row->begin(), row->end());
+  }
+  engine->endSequence(*slot);
+  ASSERT_EQ(logits->size(), one.logits.size());
+  for (size_t row = 0; row < one.logits.size() / vocab; ++row) {
+    EXPECT_LE(relativeL2(logits->data() + row * vocab, one.logits.data() + row * vocab, vocab),
+              1e-5)
+        << "row " << row;
+  }
+  EXPECT_EQ(tokens, one.tokens);
+}
+
+/// Rank 1's engine in the failure test: fails every prefill at once, before any collective, as a
+/// rank whose device failed would.
+class FailingPrefill : public Engine {
+public:
+  explicit FailingPrefill(std::unique_ptr<Engine> inner) : inner_(std::move(inner)) {}
+  Expected<int> newSequence() override { return inner_->newSequence(); }
+  void endSequence(int slot) override { inner_->endSequence(slot); }
+  Expected<std::vector<float>> prefill(int, std::span<const int32_t>, LogitRows) override {
+    return internalError("injected failure");
+  }
+  Expected<std::vector<float>> decode(std::span<const int> slots,
+                                      std::span<const int32_t> tokens) override {
+    return inner_->decode(slots, tokens);
+  }
+  const plan::Plan &plan() const override { return inner_->plan(); }
+
+private:
+  Status clearSlots(int) override { return Status::success(); }
+  std::unique_ptr<Engine> inner_;
+};
+
+TEST(TensorParallelCpu, ARankFailingMidCallEndsTheInProcessGroupInsteadOfHanging) {
+  std::unique_ptr<Checkpoint> checkpoint = std::move(Checkpoint::open(kTiny)).value();
+  std::mutex mutex;
+  std::vector<std::string> logged;
+  LockstepOptions options;
+  options.log = [&](const std::string &message) {
+    std::lock_guard<std::mutex> lock(mutex);
+    logged.push_back(message);
+  };
+  std::unique_ptr<LockstepEngine> engine =
+      inProcess(2, *checkpoint, options, [](int rank, std::unique_ptr<Engine> e) {
+        return rank == 1 ? std::make_unique<FailingPrefill>(std::move(e)) : std::move(e);
+      });
+  ASSERT_NE(engine, nullptr);
+  Expected<int> slot = engine->newSequence();
+  ASSERT_TRUE(slot.ok()) << slot.status().toString();
+  // Rank 0 waits for rank 1 in its first all-reduce, while rank 1 reports its failure: the ranks
+  // meet out of step, and the call fails on both instead of waiting for good.
+  const int32_t tokens[] = {1, 2, 3};
+  Expected<std::vector<float>> logits = engine->prefill(*slot, tokens);
+  ASSERT_FALSE(logits.ok());
+  EXPECT_EQ(logits.status().code(), StatusCode::Unavailable) << logits.status().toString();
+  EXPECT_NE(logits.status().message().find("out of step"), std::string::npos)
+      << logits.status().message();
+  // The group stays ended: health says why, and later calls fail at once.
+  const Status health = engine->health();
+  EXPECT_EQ(health.code(), StatusCode::Unavailable);
+  EXPECT_NE(health.message().find("the tensor-parallel group of 2 ranks in this process ended"),
+            std::string::npos)
+      << health.message();
+  EXPECT_EQ(engine->newSequence().status().code(), StatusCode::Unavailable);
+  engine.reset(); // joins rank 1's thread
+  bool reported = false;
+  for (const std::string &m : logged) {
+    reported |= m.find("prefill failed on rank 1: injected failure") != std::string::npos;
+  }
+  EXPECT_TRUE(reported) << "rank 1's failure was not logged";
 }
 
 TEST(TensorParallelCpu, APlanNeedsACommunicatorOfItsSize) {

@@ -41,10 +41,11 @@ const Subcommand kSubcommands[] = {
      "serve PLAN.glmp --model DIR [--host H] [--port 8888] [--api-key K] [--served-name NAME]\n"
      "        [--max-waiting N] [--tp-listen HOST:PORT]   the OpenAI-compatible server (CPU and "
      "GPU plans);\n"
-     "        a CPU plan compiled with --tp N > 1 runs rank 0 here and takes `glmc worker` ranks "
-     "1..N-1\n"
-     "        on --tp-listen (requests get 503 and /health names the missing ranks until all "
-     "join)",
+     "        a plan compiled with --tp N > 1 runs its ranks as threads of this process (a GPU "
+     "plan's on\n"
+     "        one GPU); with --tp-listen, a CPU plan runs rank 0 here and takes `glmc worker` "
+     "ranks 1..N-1\n"
+     "        (requests get 503 and /health names the missing ranks until all join)",
      glm::tools::runServe},
     {"worker",
      "worker PLAN.glmp --model DIR --rank R --head HOST:PORT [--wait SECONDS]\n"

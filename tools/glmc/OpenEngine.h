@@ -1,5 +1,6 @@
 // The backend a plan was compiled for: the CPU reference engine for `--target cpu` plans, the CUDA
-// engine (graph replay on this machine's GPU) for sm_90a / sm_121a plans.
+// engine (graph replay on this machine's GPU) for sm_90a / sm_121a plans; for a tensor-parallel
+// plan, one engine per rank behind a LockstepEngine.
 #pragma once
 
 #include "runtime/engine/CpuEngine.h"
@@ -13,7 +14,9 @@
 namespace glm::tools {
 
 /// `cpuOptions` configures the CPU engine; a GPU plan refuses the CPU-only ones (tensor dumps,
-/// the torch tie rule) rather than ignoring them.
+/// the torch tie rule) rather than ignoring them. A TP N plan runs its N ranks as threads of this
+/// process (LockstepEngine::createInProcess over a LoopbackGroup); a GPU plan's ranks all run on
+/// device 0, which must hold N ranks' arenas. Tensor dumps come from rank 0.
 Expected<std::unique_ptr<runtime::Engine>>
 openEngine(std::unique_ptr<runtime::PlanFile> plan, const Checkpoint &checkpoint,
            const runtime::CpuEngineOptions &cpuOptions = {});

@@ -68,23 +68,18 @@ int runServe(const std::vector<std::string> &args) {
   if (!checkpoint.ok()) {
     return cl.fail(checkpoint.status());
   }
-  // A TP N plan runs rank 0 here and ranks 1..N-1 in `glmc worker` processes that join on
-  // --tp-listen.
+  // A TP N plan runs its ranks as threads of this process, or, with --tp-listen, rank 0 here and
+  // ranks 1..N-1 in `glmc worker` processes that join there.
   const int tp = static_cast<int>((*plan)->root().tp());
   const std::optional<std::string> tpListen = cl.get("tp-listen");
-  if (tp > 1 && !tpListen) {
-    return cl.fail(invalidArgument((*plan)->source(), " is a TP ", tp,
-                                   " plan: give --tp-listen HOST:PORT and start `glmc worker` "
-                                   "for ranks 1..",
-                                   tp - 1));
-  }
   Expected<std::unique_ptr<runtime::Engine>> engine =
       tpListen ? openLockstepEngine(std::move(plan).value(), **checkpoint, *tpListen)
                : openEngine(std::move(plan).value(), **checkpoint);
   if (!engine.ok()) {
     return cl.fail(engine.status());
   }
-  if (auto *lockstep = dynamic_cast<runtime::LockstepEngine *>(engine->get())) {
+  if (auto *lockstep = dynamic_cast<runtime::LockstepEngine *>(engine->get());
+      lockstep != nullptr && tpListen) {
     // The bound port, which --tp-listen HOST:0 leaves to the system.
     std::printf("glmc serve: tensor-parallel rank 0 of %d; workers join on port %d\n", tp,
                 lockstep->port());

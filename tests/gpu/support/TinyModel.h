@@ -1,0 +1,39 @@
+// What the engine tests on the tiny fixture share: its directory, its compiled plans, a greedy run
+// through any Engine, and row comparisons.
+#pragma once
+
+#include "runtime/engine/Engine.h"
+#include "runtime/plan/PlanFile.h"
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace glm::testing {
+
+/// The tiny fixture: GLM_FIXTURES_DIR (the environment's, else the build's) / glm53-tiny.
+std::filesystem::path tinyFixture();
+
+/// Compiles the tiny fixture with glmc `options` (--target, --tp, --precision, programs) and
+/// --max-seqs 2 --max-context 2048, and opens the plan. Where glmc cannot run (the compiler links
+/// LLVM, which a GPU machine may lack), GLM_TEST_PLANS names a directory of plans compiled
+/// elsewhere with the same options, `name`.glmp each (scripts/gpu-bundle.sh makes them).
+Expected<std::unique_ptr<runtime::PlanFile>> compileTiny(const std::string &name,
+                                                         const std::string &options);
+
+int32_t argmax(const float *row, int64_t vocab);
+/// ‖a − b‖₂ / ‖b‖₂ over n values.
+double rowError(const float *a, const float *b, int64_t n);
+
+struct GreedyRun {
+  std::vector<float> logits;   // every prefill row, then every decode step's row
+  std::vector<int32_t> tokens; // the greedy tokens: the last prefill row's, then each step's
+};
+/// Prefills `ids` into a new sequence of `engine` (in calls ending at `chunkEnds`, one call when
+/// empty), then decodes `steps` greedy tokens, and ends the sequence.
+Expected<GreedyRun> greedyRun(runtime::Engine &engine, const std::vector<int32_t> &ids,
+                              size_t steps, std::vector<size_t> chunkEnds = {});
+
+} // namespace glm::testing
