@@ -3,39 +3,13 @@
 #pragma once
 
 #include "kernels/common/Device.cuh"
+#include "kernels/common/Ptx.cuh"
 #include "kernels/linear/linear_gpu.h"
 
 namespace glm::kernels {
 namespace linear_detail {
 
-struct U32x4 {
-  uint32_t x, y, z, w;
-};
-
-__device__ __forceinline__ U32x4 zero4() { return U32x4{0u, 0u, 0u, 0u}; }
-
-/// A 16-byte load of data read once per call (weights): it bypasses L1, so that the activations
-/// every warp re-reads stay there, and has L2 fetch the 256 bytes around it.
-__device__ __forceinline__ U32x4 loadStream(const void *p) {
-  U32x4 v;
-  asm("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];"
-      : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-      : "l"(p));
-  return v;
-}
-
-/// A 16-byte load of read-only data many warps share (activations): cached in L1.
-__device__ __forceinline__ U32x4 loadShared16(const void *p) {
-  U32x4 v;
-  asm("ld.global.nc.v4.u32 {%0, %1, %2, %3}, [%4];"
-      : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-      : "l"(p));
-  return v;
-}
-
-__device__ __forceinline__ void loadShared8(const void *p, uint32_t &a, uint32_t &b) {
-  asm("ld.global.nc.v2.u32 {%0, %1}, [%2];" : "=r"(a), "=r"(b) : "l"(p));
-}
+using namespace ptx;
 
 __device__ __forceinline__ bool aligned16(const void *p) {
   return (reinterpret_cast<uint64_t>(p) & 15u) == 0;
@@ -63,43 +37,6 @@ __device__ __forceinline__ U32x4 loadBf16x8(const uint16_t *row, int64_t k, int6
     v[e] = lo | (hi << 16);
   }
   return U32x4{v[0], v[1], v[2], v[3]};
-}
-
-/// d += a · b on the tensor cores: a is 16 x 16 bf16 (row-major fragment), b 16 x 8 bf16
-/// (column-major fragment), d 16 x 8 f32.
-__device__ __forceinline__ void mmaBf16(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2,
-                                        uint32_t a3, uint32_t b0, uint32_t b1) {
-  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, "
-               "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
-               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-               : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-}
-
-__device__ __forceinline__ uint32_t sharedAddress(const void *p) {
-  uint32_t a;
-  asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(a) : "l"(p));
-  return a;
-}
-
-__device__ __forceinline__ void ldmatrixX4(uint32_t (&r)[4], uint32_t address) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(address));
-}
-
-/// 16 bytes global -> shared, asynchronously; `bytes` < 16 zero-fills the rest (0: all zero).
-__device__ __forceinline__ void cpAsync16(uint32_t dst, const void *src, uint32_t bytes) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(src), "r"(bytes));
-}
-__device__ __forceinline__ void cpAsyncCommit() { asm volatile("cp.async.commit_group;"); }
-template <int N> __device__ __forceinline__ void cpAsyncWait() {
-  asm volatile("cp.async.wait_group %0;" ::"n"(N));
-}
-
-__device__ __forceinline__ void storeShared16(uint32_t address, uint32_t a, uint32_t b, uint32_t c,
-                                              uint32_t d) {
-  asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};" ::"r"(address), "r"(a), "r"(b), "r"(c),
-               "r"(d));
 }
 
 __device__ __forceinline__ float biasAt(const LinearGpuArgs &a, int64_t o) {

@@ -60,5 +60,6 @@ Status addKdaBenches(Suite &suite);
 Status addSparseAttentionBenches(Suite &suite);
 Status addElementwiseBenches(Suite &suite);
 Status addMoeBenches(Suite &suite);
+Status addExl3MoeBenches(Suite &suite);
 
 } // namespace glm::bench

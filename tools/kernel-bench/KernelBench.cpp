@@ -2,7 +2,7 @@
 // the device's measured copy bandwidth and matrix rate (issue: decode kernels >= 75% of copy
 // bandwidth at batch 1; prefill matmuls >= 60% of cuBLAS on the same shapes).
 //
-//   glm-kernel-bench [--family linear|kda|sparse_attention|elementwise|moe] [--markdown]
+//   glm-kernel-bench [--family linear|kda|sparse_attention|elementwise|moe|exl3_moe] [--markdown]
 #include "runtime/cuda/Ceilings.h"
 #include "tools/kernel-bench/Bench.h"
 
@@ -45,7 +45,8 @@ int main(int argc, char **argv) {
                   {"kda", bench::addKdaBenches},
                   {"sparse_attention", bench::addSparseAttentionBenches},
                   {"elementwise", bench::addElementwiseBenches},
-                  {"moe", bench::addMoeBenches}};
+                  {"moe", bench::addMoeBenches},
+                  {"exl3_moe", bench::addExl3MoeBenches}};
   int rc = 0;
   for (const auto &f : families) {
     if (!family.empty() && family != f.name) {

@@ -1,0 +1,425 @@
+// exl3_moe's CUDA kernels against a CPU reference built from exl3LinearRef per expert (double-
+// precision rotations, f32 activations widened from the same bf16 inputs): GLM-5.3-Flash's expert
+// shape (from the fixture's config) with 12 local experts, so that tokens share experts, the tiny
+// model's, and a ragged one (features not multiples of 128, rows not 16-byte aligned); K = 2, 3, 4
+// and mixed within a layer; the MCG, MUL1 and 3INST codebooks; 1 to 64 tokens; experts split over
+// two ranks; the SwiGLU clamp active.
+//
+// The trellises are random bits (every bitstream is a valid encoding, §6.1) and the scales are
+// drawn so that gate and up come out with spread ~4 and ~5: the clamp at swiglu_limit bites.
+#include "kernels/common/FloatFormats.h"
+#include "kernels/exl3/exl3.h"
+#include "kernels/exl3_moe/exl3_moe_gpu.h"
+#include "tests/gpu/support/GpuTest.h"
+
+#include <cstring>
+#include <map>
+#include <numeric>
+
+namespace glm::testing {
+namespace {
+
+const char *kSource = R"(#include "kernels/exl3_moe/exl3_moe.cuh")";
+
+struct Shape {
+  int64_t hidden, inter, experts, topK;
+};
+
+/// GLM-5.3-Flash's expert shape with 12 experts held.
+Shape flashShape() {
+  const glm53::Glm53Config &c = flashConfig();
+  return {c.hiddenSize, c.moeIntermediateSize, 12, c.numExpertsPerTok};
+}
+Shape tinyShape() {
+  const glm53::Glm53Config &c = tinyConfig();
+  return {c.hiddenSize, c.moeIntermediateSize, c.nRoutedExperts, c.numExpertsPerTok};
+}
+/// Padded on both sides, and x rows of 200 bytes: the staging takes its element path.
+const Shape kRagged{100, 72, 6, 3};
+
+float swigluLimit() { return static_cast<float>(flashConfig().swigluLimit); }
+
+/// One EXL3 binding of the weights arena (Exl3ArenaLayout) on the host.
+struct Binding {
+  Exl3ArenaLayout layout;
+  std::vector<uint8_t> bytes;
+
+  kernels::Exl3MatrixView view(int64_t m) const {
+    return kernels::Exl3MatrixView::inArena(bytes.data(), layout, m);
+  }
+};
+
+uint16_t *suhOf(Binding &b, int64_t m) {
+  return reinterpret_cast<uint16_t *>(b.bytes.data() + b.layout.suhOffset()) + m * b.layout.k;
+}
+uint16_t *svhOf(Binding &b, int64_t m) {
+  return reinterpret_cast<uint16_t *>(b.bytes.data() + b.layout.svhOffset()) + m * b.layout.n;
+}
+
+/// Matrix m's trellis as random bits and its scales as ±scale·U(0.5, 1.5): the input scale makes
+/// x ∘ suh · Ŵ of unit spread per unit input, the output scale sets the spread of the result.
+void fillMatrix(Binding &b, int64_t m, int bits, Exl3Codebook codebook, double outScale,
+                SplitMix64 &rng) {
+  const Exl3ArenaLayout &l = b.layout;
+  uint8_t *trellis = b.bytes.data() + m * l.trellisStride();
+  const uint64_t used = static_cast<uint64_t>(l.k * l.n * bits / 8);
+  for (uint64_t i = 0; i < l.trellisStride(); i += 8) {
+    const uint64_t r = i < used ? rng.next() : 0;
+    std::memcpy(trellis + i, &r, 8);
+  }
+  const double sigma = codebook == Exl3Codebook::Mul1 ? 1.0 : 1.2437;
+  const double inScale = 1.0 / (sigma * std::sqrt(static_cast<double>(l.in)));
+  auto draw = [&](double scale) {
+    const double v = scale * (0.5 + rng.uniform());
+    return kernels::doubleToF16(rng.chance(50) ? v : -v);
+  };
+  for (int64_t i = 0; i < l.k; ++i) {
+    suhOf(b, m)[i] = draw(inScale);
+  }
+  for (int64_t o = 0; o < l.n; ++o) {
+    svhOf(b, m)[o] = draw(outScale);
+  }
+  auto *meta = reinterpret_cast<uint32_t *>(b.bytes.data() + l.metaOffset()) + 2 * m;
+  meta[0] = static_cast<uint32_t>(bits);
+  meta[1] = static_cast<uint32_t>(codebook);
+}
+
+/// A layer's gate, up and down bindings; K and codebook per matrix from `bitsOf`/`codebookOf`
+/// (matrix index 0..3·experts-1: gate experts, up experts, down experts).
+struct Layer {
+  Binding gate, up, down;
+};
+
+template <typename Bits, typename Codebook>
+Layer makeLayer(const Shape &d, Bits bitsOf, Codebook codebookOf, uint64_t seed) {
+  SplitMix64 rng(seed);
+  int slotBits = 1;
+  for (int64_t i = 0; i < 3 * d.experts; ++i) {
+    slotBits = std::max(slotBits, bitsOf(i));
+  }
+  auto binding = [&](int64_t out, int64_t in) {
+    Binding b;
+    b.layout = {d.experts, in, out, exl3Padded(in), exl3Padded(out), slotBits};
+    b.bytes.assign(b.layout.bytes(), 0);
+    return b;
+  };
+  Layer l{binding(d.inter, d.hidden), binding(d.inter, d.hidden), binding(d.hidden, d.inter)};
+  for (int64_t e = 0; e < d.experts; ++e) {
+    fillMatrix(l.gate, e, bitsOf(e), codebookOf(e), 4.0, rng);
+    fillMatrix(l.up, e, bitsOf(d.experts + e), codebookOf(d.experts + e), 5.0, rng);
+    fillMatrix(l.down, e, bitsOf(2 * d.experts + e), codebookOf(2 * d.experts + e), 0.3, rng);
+  }
+  return l;
+}
+
+Layer uniformLayer(const Shape &d, int bits, Exl3Codebook codebook, uint64_t seed) {
+  return makeLayer(
+      d, [bits](int64_t) { return bits; }, [codebook](int64_t) { return codebook; }, seed);
+}
+
+/// One step's routing: distinct experts per token drawn from `globalExperts` ids, weights in
+/// (0.05, 0.6] (bf16-representable).
+struct Routing {
+  std::vector<int32_t> ids;
+  std::vector<float> weights;
+};
+
+Routing randomRouting(SplitMix64 &rng, int64_t tokens, int64_t topK, int64_t globalExperts) {
+  Routing r;
+  r.ids.resize(tokens * topK);
+  r.weights.resize(tokens * topK);
+  std::vector<int32_t> pool(globalExperts);
+  for (int64_t t = 0; t < tokens; ++t) {
+    std::iota(pool.begin(), pool.end(), 0);
+    for (int64_t k = 0; k < topK; ++k) {
+      const int64_t j = k + static_cast<int64_t>(rng.below(globalExperts - k));
+      std::swap(pool[k], pool[j]);
+      r.ids[t * topK + k] = pool[k];
+      r.weights[t * topK + k] = kernels::roundToBf16(0.05f + 0.55f * rng.uniform());
+    }
+  }
+  return r;
+}
+
+std::vector<float> randomX(SplitMix64 &rng, int64_t tokens, int64_t hidden) {
+  std::vector<float> x(tokens * hidden);
+  for (float &v : x) {
+    v = kernels::roundToBf16(rng.normal());
+  }
+  return x;
+}
+
+std::vector<uint16_t> toBf16(const std::vector<float> &v) {
+  std::vector<uint16_t> out(v.size());
+  std::transform(v.begin(), v.end(), out.begin(), kernels::floatToBf16);
+  return out;
+}
+
+/// The reference: per local expert, its tokens through exl3LinearRef (gate, up), the clamped
+/// SwiGLU in double, exl3LinearRef (down), weighted and summed in double. `clamped` counts the
+/// gate and up values the clamp changed.
+std::vector<float> reference(const Layer &l, const Shape &d, const std::vector<float> &x,
+                             const Routing &r, int64_t tokens, int32_t firstExpert, float limit,
+                             int64_t *clamped = nullptr) {
+  std::vector<double> acc(tokens * d.hidden, 0.0);
+  for (int64_t e = 0; e < d.experts; ++e) {
+    std::vector<int64_t> slots;
+    for (int64_t s = 0; s < tokens * d.topK; ++s) {
+      if (r.ids[s] - firstExpert == e) {
+        slots.push_back(s);
+      }
+    }
+    if (slots.empty()) {
+      continue;
+    }
+    const int64_t n = static_cast<int64_t>(slots.size());
+    std::vector<float> xs(n * d.hidden), g(n * d.inter), u(n * d.inter), h(n * d.inter),
+        y(n * d.hidden);
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t t = slots[i] / d.topK;
+      std::copy(x.begin() + t * d.hidden, x.begin() + (t + 1) * d.hidden,
+                xs.begin() + i * d.hidden);
+    }
+    auto linear = [&](const float *in, const kernels::Exl3MatrixView &w, float *out) {
+      const Status s = kernels::exl3LinearRef({.x = in, .weight = w, .y = out, .rows = n});
+      EXPECT_TRUE(s.ok()) << s.toString();
+    };
+    linear(xs.data(), l.gate.view(e), g.data());
+    linear(xs.data(), l.up.view(e), u.data());
+    for (int64_t i = 0; i < n * d.inter; ++i) {
+      const double a = std::min<double>(g[i], limit);
+      const double b = std::clamp<double>(u[i], -limit, limit);
+      if (clamped != nullptr) {
+        *clamped += (g[i] > limit) + (std::fabs(u[i]) > limit);
+      }
+      h[i] = static_cast<float>(a / (1.0 + std::exp(-a)) * b);
+    }
+    linear(h.data(), l.down.view(e), y.data());
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t t = slots[i] / d.topK;
+      for (int64_t c = 0; c < d.hidden; ++c) {
+        acc[t * d.hidden + c] += static_cast<double>(r.weights[slots[i]]) * y[i * d.hidden + c];
+      }
+    }
+  }
+  return std::vector<float>(acc.begin(), acc.end());
+}
+
+class Exl3MoeGpu : public ::testing::Test {
+protected:
+  void SetUp() override {
+    std::string why;
+    ASSERT_NE(gpu(&why), nullptr) << why;
+  }
+
+  /// The module of a step's launches, compiled once per test process for each instance.
+  static cuda::Module *moduleFor(const std::vector<kernels::Exl3MoeLaunch> &launches) {
+    static std::map<std::string, std::unique_ptr<cuda::Module>> modules;
+    auto &m = modules[launches[0].name];
+    if (m == nullptr) {
+      std::vector<std::string> names;
+      for (const auto &l : launches) {
+        names.push_back(l.name);
+      }
+      Expected<std::unique_ptr<cuda::Module>> compiled = compileForGpu(kSource, names);
+      EXPECT_TRUE(compiled.ok()) << compiled.status().toString();
+      if (!compiled.ok()) {
+        return nullptr;
+      }
+      m = std::move(compiled).value();
+    }
+    return m.get();
+  }
+
+  /// Runs a step on the device (fast path for `bits`, `codebook`) into `out` (bf16 bits), with
+  /// poisoned output and scratch.
+  void run(const Layer &l, const Shape &d, int bits, Exl3Codebook codebook,
+           const std::vector<float> &x, const Routing &r, int64_t tokens, int32_t firstExpert,
+           float limit, std::vector<uint16_t> &out) {
+    const std::vector<kernels::Exl3MoeLaunch> launches = kernels::exl3MoeLaunches(
+        bits, static_cast<int>(codebook), tokens, d.hidden, d.inter, d.experts, d.topK);
+    cuda::Module *module = moduleFor(launches);
+    ASSERT_NE(module, nullptr);
+    GLM_ASSERT_OK_AND_ASSIGN(cuda::DeviceMemory dx, toDevice(toBf16(x)));
+    GLM_ASSERT_OK_AND_ASSIGN(cuda::DeviceMemory dids, toDevice(r.ids));
+    GLM_ASSERT_OK_AND_ASSIGN(cuda::DeviceMemory dweights, toDevice(toBf16(r.weights)));
+    GLM_ASSERT_OK_AND_ASSIGN(cuda::DeviceMemory dgate, toDevice(l.gate.bytes));
+    GLM_ASSERT_OK_AND_ASSIGN(cuda::DeviceMemory dup, toDevice(l.up.bytes));
+    GLM_ASSERT_OK_AND_ASSIGN(cuda::DeviceMemory ddown, toDevice(l.down.bytes));
+    GLM_ASSERT_OK_AND_ASSIGN(cuda::DeviceMemory dout, poisoned(tokens * d.hidden * 2));
+    GLM_ASSERT_OK_AND_ASSIGN(cuda::DeviceMemory scratch, poisoned(kernels::exl3MoeScratchBytes(
+                                                             tokens, d.topK, d.hidden, d.inter)));
+    kernels::Exl3MoeGpuArgs args{
+        reinterpret_cast<const kernels::Bf16 *>(dx.ptr()),
+        reinterpret_cast<const int32_t *>(dids.ptr()),
+        reinterpret_cast<const kernels::Bf16 *>(dweights.ptr()),
+        kernels::exl3GpuWeights(reinterpret_cast<const void *>(dgate.ptr()), l.gate.layout),
+        kernels::exl3GpuWeights(reinterpret_cast<const void *>(dup.ptr()), l.up.layout),
+        kernels::exl3GpuWeights(reinterpret_cast<const void *>(ddown.ptr()), l.down.layout),
+        reinterpret_cast<kernels::Bf16 *>(dout.ptr()),
+        nullptr,
+        tokens,
+        d.hidden,
+        d.inter,
+        d.experts,
+        d.topK,
+        firstExpert,
+        limit};
+    kernels::exl3MoeBindScratch(args, reinterpret_cast<void *>(scratch.ptr()));
+    for (size_t i = 0; i < launches.size(); ++i) {
+      GLM_ASSERT_OK(gpu()->launch(module->function(static_cast<int>(i)), launches[i].dims.grid,
+                                  launches[i].dims.block, launches[i].dims.sharedMemory, args));
+    }
+    GLM_ASSERT_OK(gpu()->synchronize());
+    GLM_ASSERT_OK_AND_ASSIGN(out, fromDevice<uint16_t>(dout, tokens * d.hidden));
+  }
+
+  /// Runs and compares with the reference within the bound below; returns how many gate and up
+  /// values the clamp changed.
+  int64_t check(const Layer &l, const Shape &d, int bits, Exl3Codebook codebook, int64_t tokens,
+                int64_t globalExperts, int32_t firstExpert, SplitMix64 &rng,
+                const std::string &what) {
+    const std::vector<float> x = randomX(rng, tokens, d.hidden);
+    const Routing r = randomRouting(rng, tokens, d.topK, globalExperts);
+    int64_t clamped = 0;
+    const std::vector<float> ref =
+        reference(l, d, x, r, tokens, firstExpert, swigluLimit(), &clamped);
+    std::vector<uint16_t> out;
+    run(l, d, bits, codebook, x, r, tokens, firstExpert, swigluLimit(), out);
+    EXPECT_LE(relativeError(widen(out), ref), kBound)
+        << what << ": " << tokens << " tokens, [" << d.hidden << ", " << d.inter << "], " << clamped
+        << " clamped";
+    return clamped;
+  }
+
+  // The error bound. The kernel rounds the gate/up and down A operands (x ∘ suh · H, h ∘ suh · H)
+  // to fp16, uses MCG/3INST weights before their fp16 rounding (at most half an fp16 ulp away),
+  // and rounds the output to bf16 once; everything else is f32 (~1e-7). A rounding's RMS relative
+  // error is ~0.4 of its unit roundoff (uniform error over log-uniform mantissas); independent
+  // per-element errors survive the dot products as their RMS. fp16 (u = 2^-11): the A of gate and
+  // up and their weights (4 terms, amplified up to 2x through silu·u) plus down's A and weights (2)
+  // give 0.4·2^-11·sqrt(4·4 + 2) ≈ 8.3e-4; the bf16 output (u = 2^-8) adds 0.4·2^-8 ≈ 1.6e-3 in
+  // quadrature: ≈ 1.8e-3 expected. Bound: 2^-8 ≈ 3.9e-3.
+  static constexpr double kBound = 1.0 / 256;
+};
+
+// K = 4, MCG (the GLM-5.3-Flash checkpoint's format) at Flash's shape: 1, 4, 16 and 64 tokens
+// (64: four token groups per mma, experts shared by many tokens).
+TEST_F(Exl3MoeGpu, FlashMcgK4MatchesReference) {
+  const Shape d = flashShape();
+  const Layer l = uniformLayer(d, 4, Exl3Codebook::Mcg, 11);
+  SplitMix64 rng(701);
+  int64_t clamped = 0;
+  for (int64_t tokens : {1, 4, 16, 64}) {
+    clamped += check(l, d, 4, Exl3Codebook::Mcg, tokens, d.experts, 0, rng, "flash mcg K=4");
+  }
+  EXPECT_GT(clamped, 0) << "the clamp never acted";
+}
+
+// The tiny model and a ragged shape (padding on both sides, unaligned rows): every codebook and
+// K = 2, 3, 4, on the fast path (the kernel compiled for the layer's K and codebook), at one and
+// at 16 tokens (each instance is a compile of its own; FlashMcgK4 covers 4 and 64).
+TEST_F(Exl3MoeGpu, CodebooksAndBitsMatchReference) {
+  SplitMix64 rng(702);
+  for (const Shape &d : {tinyShape(), kRagged}) {
+    for (Exl3Codebook cb : {Exl3Codebook::Mcg, Exl3Codebook::Mul1, Exl3Codebook::Inst3}) {
+      for (int bits : {2, 3, 4}) {
+        const Layer l = uniformLayer(d, bits, cb, 100 + bits);
+        for (int64_t tokens : {1, 16}) {
+          check(l, d, bits, cb, tokens, d.experts, 0, rng,
+                std::string(exl3CodebookName(cb)) + " K=" + std::to_string(bits));
+        }
+      }
+    }
+  }
+}
+
+// A layer whose matrices mix K = 2, 3, 4 and (on the tiny shape) codebooks: the kernel compiled
+// for K = 4 MCG takes the generic path for the others.
+TEST_F(Exl3MoeGpu, MixedLayerMatchesReference) {
+  SplitMix64 rng(703);
+  auto bitsOf = [](int64_t i) { return static_cast<int>(2 + (i * 7 % 3)); };
+  {
+    const Shape d = flashShape();
+    const Layer l = makeLayer(d, bitsOf, [](int64_t) { return Exl3Codebook::Mcg; }, 21);
+    check(l, d, 4, Exl3Codebook::Mcg, 4, d.experts, 0, rng, "flash mixed K");
+  }
+  for (const Shape &d : {tinyShape(), kRagged}) {
+    const Layer l =
+        makeLayer(d, bitsOf, [](int64_t i) { return static_cast<Exl3Codebook>(i * 5 % 3); }, 22);
+    for (int64_t tokens : {1, 16}) {
+      check(l, d, 4, Exl3Codebook::Mcg, tokens, d.experts, 0, rng, "mixed K and codebook");
+    }
+  }
+}
+
+// expert_shards 2: rank 1 holds global ids [E, 2E); the routing draws from all 2E, and the rank's
+// output is its partial sum. A token none of whose experts the rank holds gets exact zeros.
+TEST_F(Exl3MoeGpu, ExpertShardsGiveTheRanksPartialSum) {
+  SplitMix64 rng(704);
+  {
+    const Shape d = flashShape();
+    const Layer l = uniformLayer(d, 4, Exl3Codebook::Mcg, 31);
+    for (int64_t tokens : {1, 4}) {
+      for (int32_t rank : {0, 1}) {
+        check(l, d, 4, Exl3Codebook::Mcg, tokens, 2 * d.experts,
+              static_cast<int32_t>(rank * d.experts), rng, "flash rank " + std::to_string(rank));
+      }
+    }
+  }
+  const Shape d = tinyShape();
+  const Layer l = uniformLayer(d, 4, Exl3Codebook::Mcg, 32);
+  check(l, d, 4, Exl3Codebook::Mcg, 16, 2 * d.experts, static_cast<int32_t>(d.experts), rng,
+        "tiny rank 1");
+  Routing r;
+  for (int64_t k = 0; k < d.topK; ++k) {
+    r.ids.push_back(static_cast<int32_t>(k));
+    r.weights.push_back(0.25f);
+  }
+  std::vector<uint16_t> out;
+  run(l, d, 4, Exl3Codebook::Mcg, randomX(rng, 1, d.hidden), r, 1, static_cast<int32_t>(d.experts),
+      swigluLimit(), out);
+  EXPECT_EQ(out, std::vector<uint16_t>(d.hidden, 0));
+}
+
+// Deterministic: two runs give the same bits. Unselected experts and the padding of suh and svh
+// (where x and h are zero, or outputs are dropped) do not change them.
+TEST_F(Exl3MoeGpu, DeterministicAndBlindToUnusedData) {
+  SplitMix64 rng(705);
+  for (const Shape &d : {flashShape(), kRagged}) {
+    Layer l = uniformLayer(d, 4, Exl3Codebook::Mcg, 41);
+    const int64_t tokens = 4;
+    const std::vector<float> x = randomX(rng, tokens, d.hidden);
+    // Experts 0 and 1 are never selected.
+    Routing r = randomRouting(rng, tokens, d.topK, d.experts - 2);
+    for (int32_t &id : r.ids) {
+      id += 2;
+    }
+    std::vector<uint16_t> first, second, third;
+    run(l, d, 4, Exl3Codebook::Mcg, x, r, tokens, 0, swigluLimit(), first);
+    run(l, d, 4, Exl3Codebook::Mcg, x, r, tokens, 0, swigluLimit(), second);
+    EXPECT_EQ(first, second) << d.hidden;
+    SplitMix64 other(42);
+    for (int64_t e : {0, 1}) {
+      fillMatrix(l.gate, e, 4, Exl3Codebook::Mcg, 100.0, other);
+      fillMatrix(l.down, e, 4, Exl3Codebook::Mcg, 100.0, other);
+    }
+    for (int64_t e = 2; e < d.experts; ++e) {
+      for (int64_t i = d.hidden; i < l.gate.layout.k; ++i) {
+        suhOf(l.gate, e)[i] = suhOf(l.up, e)[i] = 0x5BFF; // 255.875
+      }
+      for (int64_t o = d.hidden; o < l.down.layout.n; ++o) {
+        svhOf(l.down, e)[o] = 0xDBFF;
+      }
+      for (int64_t f = d.inter; f < l.gate.layout.n; ++f) {
+        svhOf(l.gate, e)[f] = svhOf(l.up, e)[f] = suhOf(l.down, e)[f] = 0x5BFF;
+      }
+    }
+    run(l, d, 4, Exl3Codebook::Mcg, x, r, tokens, 0, swigluLimit(), third);
+    EXPECT_EQ(first, third) << d.hidden;
+    EXPECT_LE(relativeError(widen(first), reference(l, d, x, r, tokens, 0, swigluLimit())), kBound);
+  }
+}
+
+} // namespace
+} // namespace glm::testing

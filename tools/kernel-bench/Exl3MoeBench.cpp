@@ -1,0 +1,228 @@
+// The exl3_moe family: the routed experts of one GLM-5.3-Flash MoE layer (hidden 4096, 288 experts
+// of inter 2048, top 8) in EXL3 at K = 4 with the MCG codebook (the TR3 checkpoint's format), at
+// decode: batch 1 with all experts on this rank (TP 1) or half of them (TP 2: 144 local experts,
+// 4 of a token's 8 selections local) and batch 4 with 32 distinct experts.
+//
+// Each row times a CUDA graph of 16 consecutive steps (as the runtime replays them), each step
+// routed to other experts so that no step finds its trellises in L2, and reports the time of one
+// step: the launches, the gaps between them and the trellis bytes, against the copy bandwidth.
+// "bytes" are the selected experts' trellises, suh and svh, x and out; the f32 partials the two
+// launches exchange (256 KB per selection, L2-resident) are not counted.
+#include "kernels/exl3_moe/exl3_moe_gpu.h"
+#include "runtime/common/Random.h"
+#include "tools/kernel-bench/Bench.h"
+
+#include <cstdio>
+#include <numeric>
+#include <set>
+#include <string>
+
+namespace glm::bench {
+
+namespace {
+
+constexpr int64_t kHidden = 4096, kInter = 2048, kExperts = 288, kTopK = 8;
+constexpr int kBits = 4;
+constexpr int kSteps = 16; // steps per timed graph
+
+/// Sets every matrix of a binding to K = `bits`, MCG (the trellis stride stays K = 4's).
+Status setBits(Suite &suite, const cuda::DeviceMemory &m, const Exl3ArenaLayout &l, int bits) {
+  std::vector<uint32_t> meta(2 * l.matrices);
+  for (int64_t i = 0; i < l.matrices; ++i) {
+    meta[2 * i] = static_cast<uint32_t>(bits);
+    meta[2 * i + 1] = 1;
+  }
+  return suite.ctx().upload(m.ptr() + l.metaOffset(), meta.data(), meta.size() * 4);
+}
+
+/// One binding of all 288 experts: trellis bytes of one pattern (the decode does not depend on
+/// the values), scales near 1/64 and 1.
+Expected<cuda::DeviceMemory> binding(Suite &suite, const Exl3ArenaLayout &l) {
+  GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory m, suite.ctx().allocate(l.bytes()));
+  GLM_CU(&suite.ctx().driver(), cuMemsetD8(m.ptr(), 0x5A, l.suhOffset()));
+  std::vector<uint8_t> tail(l.bytes() - l.suhOffset());
+  auto *suh = reinterpret_cast<uint16_t *>(tail.data());
+  for (int64_t i = 0; i < l.matrices * l.k; ++i) {
+    suh[i] = (i & 1) ? 0x2400 : 0xA400; // ±1/64
+  }
+  auto *svh = reinterpret_cast<uint16_t *>(tail.data() + (l.svhOffset() - l.suhOffset()));
+  for (int64_t i = 0; i < l.matrices * l.n; ++i) {
+    svh[i] = (i & 1) ? 0x3C00 : 0xBC00; // ±1
+  }
+  GLM_RETURN_IF_ERROR(suite.ctx().upload(m.ptr() + l.suhOffset(), tail.data(), tail.size()));
+  return m;
+}
+
+/// Routing of one step: each token's 8 distinct experts of 288, `local` of them in [0, 144) when
+/// `local` >= 0 (TP 2), else anywhere.
+std::vector<int32_t> routing(SplitMix64 &rng, int64_t tokens, int local) {
+  std::vector<int32_t> ids(tokens * kTopK);
+  for (int64_t t = 0; t < tokens; ++t) {
+    std::vector<int32_t> low(kExperts / 2), high(kExperts / 2), all(kExperts);
+    std::iota(low.begin(), low.end(), 0);
+    std::iota(high.begin(), high.end(), static_cast<int32_t>(kExperts / 2));
+    std::iota(all.begin(), all.end(), 0);
+    for (int64_t k = 0; k < kTopK; ++k) {
+      std::vector<int32_t> &pool = local < 0 ? all : (k < local ? low : high);
+      const int64_t taken = local < 0 ? k : (k < local ? k : k - local);
+      std::swap(pool[taken], pool[taken + rng.below(pool.size() - taken)]);
+      ids[t * kTopK + k] = pool[taken];
+    }
+  }
+  return ids;
+}
+
+struct Config {
+  const char *label;
+  int64_t tokens;
+  int64_t localExperts;
+  int localSelections; // per token, -1: all selections are local
+  int bits;
+};
+
+} // namespace
+
+Status addExl3MoeBenches(Suite &suite) {
+  const Exl3ArenaLayout gateLayout{kExperts, kHidden, kInter, kHidden, kInter, kBits};
+  const Exl3ArenaLayout downLayout{kExperts, kInter, kHidden, kInter, kHidden, kBits};
+  GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory gate, binding(suite, gateLayout));
+  GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory up, binding(suite, gateLayout));
+  GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory down, binding(suite, downLayout));
+  SplitMix64 rng(43);
+  const cuda::CudaDriver &d = suite.ctx().driver();
+  // K = 2 and 3 (same decode work per weight, fewer bytes) tell a decode bound from a bandwidth
+  // bound.
+  for (const Config &c :
+       {Config{"TP1 batch 1", 1, kExperts, -1, kBits},
+        Config{"TP2 batch 1", 1, kExperts / 2, 4, kBits},
+        Config{"TP1 batch 4", 4, kExperts, -1, kBits}, Config{"TP1 batch 1", 1, kExperts, -1, 3},
+        Config{"TP1 batch 1", 1, kExperts, -1, 2}}) {
+    for (const auto &[mem, layout] : {std::pair{&gate, &gateLayout}, std::pair{&up, &gateLayout},
+                                      std::pair{&down, &downLayout}}) {
+      GLM_RETURN_IF_ERROR(setBits(suite, *mem, *layout, c.bits));
+    }
+    const double matrixBytes =
+        static_cast<double>(kHidden * kInter * c.bits / 8 + 2 * kHidden + 2 * kInter);
+    const std::vector<kernels::Exl3MoeLaunch> launches =
+        kernels::exl3MoeLaunches(c.bits, 1, c.tokens, kHidden, kInter, c.localExperts, kTopK);
+    std::vector<std::string> names;
+    for (const auto &l : launches) {
+      names.push_back(l.name);
+    }
+    GLM_ASSIGN_OR_RETURN(std::unique_ptr<cuda::Module> m,
+                         suite.compile(R"(#include "kernels/exl3_moe/exl3_moe.cuh")", names));
+    GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory x, suite.random(c.tokens * kHidden, true));
+    GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory weights, suite.random(c.tokens * kTopK, true, 0.1f));
+    GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory out, suite.ctx().allocate(c.tokens * kHidden * 2));
+    GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory scratch,
+                         suite.ctx().allocate(static_cast<size_t>(
+                             kernels::exl3MoeScratchBytes(c.tokens, kTopK, kHidden, kInter))));
+    // kSteps routings (and their ids buffers), and the bytes their selected experts hold.
+    std::vector<cuda::DeviceMemory> ids;
+    double selected = 0;
+    for (int s = 0; s < kSteps; ++s) {
+      const std::vector<int32_t> step = routing(rng, c.tokens, c.localSelections);
+      std::set<int32_t> mine;
+      for (int32_t id : step) {
+        if (id < c.localExperts) {
+          mine.insert(id);
+        }
+      }
+      selected += static_cast<double>(mine.size()) / kSteps;
+      GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory di, suite.ctx().allocate(step.size() * 4));
+      GLM_RETURN_IF_ERROR(suite.ctx().upload(di.ptr(), step.data(), step.size() * 4));
+      ids.push_back(std::move(di));
+    }
+    auto argsFor = [&](int s) {
+      kernels::Exl3MoeGpuArgs a{
+          reinterpret_cast<const kernels::Bf16 *>(x.ptr()),
+          reinterpret_cast<const int32_t *>(ids[s].ptr()),
+          reinterpret_cast<const kernels::Bf16 *>(weights.ptr()),
+          kernels::exl3GpuWeights(reinterpret_cast<const void *>(gate.ptr()), gateLayout),
+          kernels::exl3GpuWeights(reinterpret_cast<const void *>(up.ptr()), gateLayout),
+          kernels::exl3GpuWeights(reinterpret_cast<const void *>(down.ptr()), downLayout),
+          reinterpret_cast<kernels::Bf16 *>(out.ptr()),
+          nullptr,
+          c.tokens,
+          kHidden,
+          kInter,
+          c.localExperts,
+          kTopK,
+          0,
+          10.0f};
+      kernels::exl3MoeBindScratch(a, reinterpret_cast<void *>(scratch.ptr()));
+      return a;
+    };
+    // A graph of kSteps steps of the chosen launches (all, or one of them alone).
+    auto timeGraph = [&](const std::vector<size_t> &which, Row &row) -> Status {
+      GLM_CU(&d, cuStreamBeginCapture(suite.ctx().stream(), cuda::kCaptureModeThreadLocal));
+      Status captured = Status::success();
+      for (int s = 0; s < kSteps && captured.ok(); ++s) {
+        const kernels::Exl3MoeGpuArgs a = argsFor(s);
+        for (size_t i : which) {
+          const kernels::LaunchDims &dims = launches[i].dims;
+          captured = suite.ctx().launch(m->function(static_cast<int>(i)), dims.grid, dims.block,
+                                        dims.sharedMemory, a);
+          if (!captured.ok()) {
+            break;
+          }
+        }
+      }
+      cuda::CUgraph graph = nullptr;
+      GLM_CU(&d, cuStreamEndCapture(suite.ctx().stream(), &graph));
+      GLM_RETURN_IF_ERROR(captured);
+      cuda::CUgraphExec exec = nullptr;
+      GLM_CU(&d, cuGraphInstantiateWithFlags(&exec, graph, 0));
+      const Status timed = suite.time(
+          [&] {
+            GLM_CU(&d, cuGraphLaunch(exec, suite.ctx().stream()));
+            return Status::success();
+          },
+          row, 30);
+      d.cuGraphExecDestroy(exec);
+      d.cuGraphDestroy(graph);
+      row.medianUs /= kSteps;
+      row.spreadUs /= kSteps;
+      return timed;
+    };
+    Row row;
+    row.kernel = "exl3_moe<K" + std::to_string(c.bits) + ",mcg> " + c.label;
+    char shape[96];
+    std::snprintf(shape, sizeof shape, "[%lldx4096] %.1f of %lld experts",
+                  static_cast<long long>(c.tokens), selected,
+                  static_cast<long long>(c.localExperts));
+    row.shape = shape;
+    row.bytes = selected * 3 * matrixBytes + 2.0 * c.tokens * kHidden * 2 + c.tokens * kTopK * 6;
+    row.flops = 6.0 * c.tokens * kTopK * kHidden * kInter;
+    row.bound = "bw";
+    GLM_RETURN_IF_ERROR(timeGraph({0, 1}, row));
+    row.note = "2 launches, per step of a 16-step graph";
+    suite.add(row);
+    if (c.bits != kBits) {
+      continue;
+    }
+    Row main = row;
+    main.kernel = row.kernel + "  main";
+    GLM_RETURN_IF_ERROR(timeGraph({0}, main));
+    main.note = "exl3MoeKernel alone";
+    suite.add(main);
+    Row combine = row;
+    combine.kernel = row.kernel + "  combine";
+    combine.bytes = c.tokens * kTopK * (kInter / 128) * kHidden * 4.0 + c.tokens * kHidden * 2.0;
+    combine.flops = 0;
+    GLM_RETURN_IF_ERROR(timeGraph({1}, combine));
+    combine.note = "exl3MoeCombineKernel alone (bytes: the partials)";
+    suite.add(combine);
+  }
+  // The decode's instruction budget, for reading the rows above: at the copy bandwidth an SM must
+  // consume ~32 K = 4 weights per clock, i.e. ~4 warp instructions per lane and weight over its
+  // 4 schedulers (integer ALU ops at half that rate).
+  std::printf("exl3_moe decode at K = 4, MCG, per lane and tile (8 weights; sm_90a SASS): 2 LDS "
+              "(trellis words), 11 extraction (3 SHF.W funnel shifts, LOP3 masks, PRMT, SHF), 8 "
+              "IMAD (hash), 8 LOP3 (mask/xor), 4 HMMA per 16 tokens, 1 LDS.128 (A) = ~33 issue "
+              "slots, ~4.1 per weight against a budget of ~4 at the copy bandwidth; rows whose "
+              "time does not change with K (2, 3, 4) are latency-bound, not decode-bound.\n");
+  return Status::success();
+}
+
+} // namespace glm::bench
