@@ -51,8 +51,10 @@ chmod -R u+w "$out/fixtures"
 build/bin/glmc quantize "$fixture" -o "$out/fixtures/glm53-tiny-exl3" --bits 4 --codebook mcg > /dev/null
 build/bin/glmc dequantize "$out/fixtures/glm53-tiny-exl3" -o "$out/fixtures/glm53-tiny-exl3-dense" > /dev/null
 for model in exl3 exl3-dense; do
-  build/bin/glmc compile "$out/fixtures/glm53-tiny-$model" -o "$out/plans/${model//-/_}_f32.glmp" \
-    "${common[@]}" --target "$arch" --precision f32 --prefill 1152
+  for precision in f32 bf16; do
+    build/bin/glmc compile "$out/fixtures/glm53-tiny-$model" -o "$out/plans/${model//-/_}_$precision.glmp" \
+      "${common[@]}" --target "$arch" --precision "$precision" --prefill 1152
+  done
 done
 # The shared libraries the compiler-less glmc needs beyond the C library, OpenSSL and zlib.
 for lib in $(ldd "$out/glmc" | awk '/=> \// {print $3}' | grep -E 'httplib|brotli|pcre2'); do

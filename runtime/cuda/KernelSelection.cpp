@@ -8,6 +8,7 @@
 #include "kernels/dsa_indexer/dsa_indexer_gpu.h"
 #include "kernels/embedding/embedding_gpu.h"
 #include "kernels/exl3/exl3_gpu.h"
+#include "kernels/exl3_moe/exl3_moe_gpu.h"
 #include "kernels/expand_streams/expand_streams_gpu.h"
 #include "kernels/gated_rms_norm/gated_rms_norm_gpu.h"
 #include "kernels/kda/kda_gpu.h"
@@ -175,6 +176,13 @@ Expected<std::vector<SelectedLaunch>> selectOpKernels(const plan::Plan &plan,
   case plan::OpKind::MoeExperts: {
     const MoeShape m = moeShapeOf(v);
     std::vector<SelectedLaunch> out;
+    if (m.exl3Fused) {
+      for (const kernels::Exl3MoeLaunch &l : kernels::exl3MoeLaunches(
+               m.exl3Bits, m.exl3Codebook, rows, m.hidden, m.inter, m.experts, m.topK)) {
+        out.push_back({"kernels/exl3_moe/exl3_moe.cuh", l.name, l.dims});
+      }
+      return out;
+    }
     for (const kernels::MoeExpertsLaunch &l :
          kernels::moeExpertsLaunches(m.path, t, w(0), rows, m.hidden, m.inter, m.experts, m.topK)) {
       out.push_back({"kernels/moe_experts/moe_experts.cuh", l.name, l.dims});

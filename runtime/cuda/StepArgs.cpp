@@ -8,6 +8,7 @@
 #include "kernels/dsa_indexer/dsa_indexer_gpu.h"
 #include "kernels/embedding/embedding_gpu.h"
 #include "kernels/exl3/exl3_gpu.h"
+#include "kernels/exl3_moe/exl3_moe_gpu.h"
 #include "kernels/expand_streams/expand_streams_gpu.h"
 #include "kernels/gated_rms_norm/gated_rms_norm_gpu.h"
 #include "kernels/kda/kda_gpu.h"
@@ -100,6 +101,18 @@ MoeShape moeShapeOf(const runtime::StepView &v) {
   const bool mma = v.activationType() == plan::ElementType::BF16 &&
                    denseElement(gate) == plan::ElementType::BF16;
   m.path = kernels::moeExpertsPathFor(mma, v.rows(), m.hidden, m.inter);
+  bool exl3 = v.activationType() == plan::ElementType::BF16;
+  for (size_t i = 0; i < 3; ++i) {
+    exl3 = exl3 && v.weight(i).format() == plan::WeightFormat::EXL3;
+  }
+  Expected<Exl3ArenaLayout> layout = exl3 ? exl3BindingLayout(gate) : invalidArgument("dense");
+  m.exl3Bits = layout.ok() ? layout->slotBits : 0;
+  // Many tokens or a large K need more shared memory than GB10's 99 KB per block: staging then.
+  m.exl3Fused = layout.ok() && v.rows() <= kernels::kExl3MoeMaxTokens &&
+                m.topK <= kernels::kExl3MoeMaxTopK && m.experts <= kernels::kExl3MoeMaxExperts &&
+                kernels::exl3MoeSharedBytes(kernels::exl3MoeGroups(v.rows()), m.exl3Bits) <=
+                    v.plan().target()->shared_memory_per_block();
+  m.exl3Codebook = static_cast<int>(Exl3Codebook::Mcg);
   return m;
 }
 
@@ -117,6 +130,9 @@ uint64_t opScratchBytes(const runtime::StepView &v) {
     return static_cast<uint64_t>(rows * v.weight(0).rank_shape()->Get(0)) * sizeof(float);
   case plan::OpKind::MoeExperts: {
     const MoeShape m = moeShapeOf(v);
+    if (m.exl3Fused) {
+      return static_cast<uint64_t>(kernels::exl3MoeScratchBytes(rows, m.topK, m.hidden, m.inter));
+    }
     return static_cast<uint64_t>(kernels::moeExpertsScratch(m.path, rows, m.topK, m.experts,
                                                             m.hidden, m.inter, activationBytes(v))
                                      .bytes);
@@ -147,6 +163,9 @@ const Exl3Staging::Weight *Exl3Staging::find(size_t index) const {
 Expected<Exl3Staging> exl3StagingOf(const runtime::StepView &v) {
   Exl3Staging s;
   s.end = opScratchBytes(v);
+  if (v.step().op() == plan::OpKind::MoeExperts && moeShapeOf(v).exl3Fused) {
+    return s; // the fused kernels read the trellises themselves
+  }
   for (size_t i = 0; i < v.weightCount(); ++i) {
     if (v.weight(i).format() != plan::WeightFormat::EXL3) {
       continue;
@@ -312,6 +331,30 @@ buildOpArgs(const runtime::StepView &v, const DeviceLayout &d, const Exl3Staging
   }
   case plan::OpKind::MoeExperts: {
     const MoeShape m = moeShapeOf(v);
+    if (m.exl3Fused) {
+      kernels::Exl3MoeGpuArgs a{};
+      a.x = static_cast<const kernels::Bf16 *>(d.ptr(*in0));
+      a.expertIds = reinterpret_cast<const int32_t *>(d.ptr(v.operand(1)));
+      a.expertWeights = static_cast<const kernels::Bf16 *>(d.ptr(v.operand(2)));
+      kernels::Exl3GpuWeights *projections[] = {&a.gate, &a.up, &a.down};
+      for (size_t i = 0; i < 3; ++i) {
+        GLM_ASSIGN_OR_RETURN(Exl3ArenaLayout layout, exl3BindingLayout(v.weight(i)));
+        *projections[i] = kernels::exl3GpuWeights(weightPtr(i), layout);
+      }
+      a.out = static_cast<kernels::Bf16 *>(d.mutablePtr(v.result(0)));
+      a.tokens = rows;
+      a.hidden = m.hidden;
+      a.inter = m.inter;
+      a.experts = m.experts;
+      a.topK = m.topK;
+      a.firstExpert = firstExpertOf(v, d.rank, m.experts);
+      a.limit = v.floatAttr("limit", INFINITY);
+      kernels::exl3MoeBindScratch(a, d.workspace);
+      return Args(kernels::exl3MoeLaunches(m.exl3Bits, m.exl3Codebook, rows, m.hidden, m.inter,
+                                           m.experts, m.topK)
+                      .size(),
+                  bytesOf(a));
+    }
     kernels::MoeExpertsGpuArgs a{};
     a.x = d.ptr(*in0);
     a.expertIds = reinterpret_cast<const int32_t *>(d.ptr(v.operand(1)));

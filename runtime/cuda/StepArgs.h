@@ -46,10 +46,16 @@ struct MlaShape {
 };
 MlaShape mlaShapeOf(const runtime::StepView &mlaStep);
 
-/// The same for a MoE experts step: this rank's experts, their sizes and the kernel path.
+/// The same for a MoE experts step: this rank's experts, their sizes and the kernel path. A bf16
+/// step with all three projections in EXL3 and few enough tokens runs the fused kernels of
+/// kernels/exl3_moe (decoding in registers, no staging), whose fast path is compiled for
+/// `exl3Bits` and `exl3Codebook`; matrices of another K or codebook take their generic decoder.
 struct MoeShape {
   int64_t experts = 0, inter = 0, hidden = 0, topK = 0;
   kernels::MoeExpertsPath path = kernels::MoeExpertsPath::Decode;
+  bool exl3Fused = false;
+  int exl3Bits = 0;     // the plan's K (the checkpoint's largest)
+  int exl3Codebook = 0; // MCG, the deployed checkpoints': the plan does not know the codebook
 };
 MoeShape moeShapeOf(const runtime::StepView &moeStep);
 

@@ -11,6 +11,7 @@
 #include "runtime/cuda/CudaEngine.h"
 #include "runtime/engine/CpuEngine.h"
 #include "tests/gpu/support/GpuTest.h"
+#include "tests/gpu/support/TinyModel.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -26,52 +27,6 @@ using runtime::CpuEngine;
 using runtime::Engine;
 using runtime::PlanFile;
 
-std::filesystem::path fixturesDir() {
-  const char *env = std::getenv("GLM_FIXTURES_DIR");
-  return env != nullptr ? env : GLM_FIXTURES_DIR;
-}
-
-std::filesystem::path fixtures() { return fixturesDir() / "glm53-tiny"; }
-
-std::string glmc() {
-  const char *env = std::getenv("GLM_GLMC");
-  return env != nullptr ? env : GLM_GLMC_PATH;
-}
-
-/// Compiles `model` (the tiny fixture unless given) with `options` and opens the plan. Where glmc
-/// cannot run (the compiler links LLVM, which a GPU machine may lack), GLM_TEST_PLANS names a
-/// directory of plans compiled elsewhere with the same options, `name`.glmp each.
-Expected<std::unique_ptr<PlanFile>> compileTiny(const std::string &name, const std::string &options,
-                                                const std::filesystem::path &model = fixtures()) {
-  if (const char *dir = std::getenv("GLM_TEST_PLANS")) {
-    return PlanFile::open(std::filesystem::path(dir) / (name + ".glmp"));
-  }
-  const std::filesystem::path out = std::filesystem::temp_directory_path() /
-                                    ("cuda_engine_test_" + std::to_string(::getpid()) + ".glmp");
-  const std::string command = glmc() + " compile " + model.string() + " -o " + out.string() +
-                              " --tp 1 --max-seqs 2 --max-context 2048 " + options;
-  if (std::system(command.c_str()) != 0) {
-    return internalError("failed: ", command);
-  }
-  Expected<std::unique_ptr<PlanFile>> plan = PlanFile::open(out);
-  std::filesystem::remove(out);
-  return plan;
-}
-
-int32_t argmax(const float *row, int64_t vocab) {
-  int32_t best = 0;
-  for (int32_t i = 1; i < vocab; ++i) {
-    if (row[i] > row[best]) {
-      best = i;
-    }
-  }
-  return best;
-}
-
-double rowError(const float *a, const float *b, int64_t n) {
-  return relativeError(std::vector<float>(a, a + n), std::vector<float>(b, b + n));
-}
-
 class CudaEngineTiny : public ::testing::Test {
 protected:
   static void SetUpTestSuite() {
@@ -81,7 +36,7 @@ protected:
       return;
     }
     const std::string arch = gpu()->info().arch;
-    checkpoint_ = std::move(Checkpoint::open(fixtures())).value().release();
+    checkpoint_ = std::move(Checkpoint::open(tinyFixture())).value().release();
     auto open = [&](const std::string &name, const std::string &options, auto make) -> Engine * {
       Expected<std::unique_ptr<PlanFile>> plan = compileTiny(name, options);
       if (!plan.ok()) {
@@ -110,7 +65,8 @@ protected:
     bf16_ = open("gpu_bf16", "--target " + arch + " --precision bf16" + programs, [&](auto plan) {
       return cuda::CudaEngine::create(std::move(plan), *checkpoint_);
     });
-    golden_ = std::move(SafeTensorsFile::open(fixtures() / "golden.safetensors")).value().release();
+    golden_ =
+        std::move(SafeTensorsFile::open(tinyFixture() / "golden.safetensors")).value().release();
   }
   static void TearDownTestSuite() {
     for (Engine *e : {cpu_, f32_, eager_, chunked_, bf16_}) {
@@ -131,28 +87,8 @@ protected:
   /// Prefill logits of `ids` (in `chunks` calls) then `steps` greedy decode steps' logits.
   static Expected<std::vector<float>> generate(Engine &engine, const std::vector<int32_t> &ids,
                                                size_t steps, std::vector<size_t> chunkEnds = {}) {
-    GLM_ASSIGN_OR_RETURN(int slot, engine.newSequence());
-    if (chunkEnds.empty()) {
-      chunkEnds = {ids.size()};
-    }
-    std::vector<float> logits;
-    size_t start = 0;
-    for (size_t end : chunkEnds) {
-      GLM_ASSIGN_OR_RETURN(std::vector<float> part,
-                           engine.prefill(slot, std::span(ids).subspan(start, end - start)));
-      logits.insert(logits.end(), part.begin(), part.end());
-      start = end;
-    }
-    const int64_t vocab = engine.vocabSize();
-    int32_t next = argmax(logits.data() + (ids.size() - 1) * vocab, vocab);
-    for (size_t i = 0; i < steps; ++i) {
-      const int slots[] = {slot};
-      GLM_ASSIGN_OR_RETURN(std::vector<float> row, engine.decode(slots, std::span(&next, 1)));
-      logits.insert(logits.end(), row.begin(), row.end());
-      next = argmax(row.data(), vocab);
-    }
-    engine.endSequence(slot);
-    return logits;
+    GLM_ASSIGN_OR_RETURN(GreedyRun run, greedyRun(engine, ids, steps, std::move(chunkEnds)));
+    return std::move(run.logits);
   }
 
   /// The f32 GPU plan against the CPU backend on a golden case, row by row.
@@ -331,12 +267,12 @@ protected:
                                         ("cuda_engine_exl3_" + std::to_string(::getpid()));
       quantized = dir / "exl3";
       dense = dir / "dense";
-      const std::string quantize = glmc() + " quantize " + fixtures().string() + " -o " +
+      const std::string quantize = glmcPath() + " quantize " + tinyFixture().string() + " -o " +
                                    quantized.string() + " --bits 4 --codebook mcg";
       const std::string dequantize =
-          glmc() + " dequantize " + quantized.string() + " -o " + dense.string();
+          glmcPath() + " dequantize " + quantized.string() + " -o " + dense.string();
       if (std::system(quantize.c_str()) != 0 || std::system(dequantize.c_str()) != 0) {
-        setUpError_ = "could not make the EXL3 checkpoints with " + glmc();
+        setUpError_ = "could not make the EXL3 checkpoints with " + glmcPath();
         return;
       }
     }
@@ -370,9 +306,11 @@ protected:
     };
     exl3F32_ = open("exl3_f32", "f32", quantized, exl3Checkpoint_);
     denseF32_ = open("exl3_dense_f32", "f32", dense, denseCheckpoint_);
+    exl3Bf16_ = open("exl3_bf16", "bf16", quantized, exl3Checkpoint_);
+    denseBf16_ = open("exl3_dense_bf16", "bf16", dense, denseCheckpoint_);
   }
   static void TearDownTestSuite() {
-    for (Engine *e : {exl3F32_, denseF32_}) {
+    for (Engine *e : {exl3F32_, denseF32_, exl3Bf16_, denseBf16_}) {
       delete e;
     }
     delete exl3Checkpoint_;
@@ -381,7 +319,8 @@ protected:
   }
 
   static inline Checkpoint *exl3Checkpoint_ = nullptr, *denseCheckpoint_ = nullptr;
-  static inline Engine *exl3F32_ = nullptr, *denseF32_ = nullptr;
+  static inline Engine *exl3F32_ = nullptr, *denseF32_ = nullptr, *exl3Bf16_ = nullptr,
+                       *denseBf16_ = nullptr;
 };
 
 TEST_F(CudaEngineExl3, F32PlanGivesTheLogitsOfTheDequantizedCheckpoint) {
@@ -403,6 +342,52 @@ TEST_F(CudaEngineExl3, F32PlanGivesTheLogitsOfTheDequantizedCheckpoint) {
     EXPECT_LE(worst, 1e-5) << name;
     std::printf("%s: EXL3 against dequantized, worst row error %.3g\n", name, worst);
   }
+}
+
+/// Prefill of `ids`, then decode steps feeding `tokens` (the same ones to every engine); the
+/// decode rows' logits.
+Expected<std::vector<float>> decodeRows(Engine &engine, const std::vector<int32_t> &ids,
+                                        const std::vector<int32_t> &tokens) {
+  GLM_ASSIGN_OR_RETURN(int slot, engine.newSequence());
+  GLM_RETURN_IF_ERROR(engine.prefill(slot, ids, runtime::LogitRows::Last).status());
+  std::vector<float> logits;
+  for (int32_t token : tokens) {
+    const int slots[] = {slot};
+    GLM_ASSIGN_OR_RETURN(std::vector<float> row, engine.decode(slots, std::span(&token, 1)));
+    logits.insert(logits.end(), row.begin(), row.end());
+  }
+  engine.endSequence(slot);
+  return logits;
+}
+
+TEST_F(CudaEngineExl3, Bf16DecodeStaysCloserToTheDequantizedPlanThanBf16IsToF32) {
+  // bf16 decode steps run the fused kernels of kernels/exl3_moe (fp16 operands, rotations on the
+  // activations) where the dequantized plan multiplies bf16 weights: a different rounding, whose
+  // operands (fp16, 2^-11) are finer than bf16's (2^-8). So the EXL3 plan's decode rows must be
+  // nearer the dequantized bf16 plan's than that plan's rows are to its own f32 plan's.
+  const std::vector<int32_t> ids = ints("long.input_ids");
+  const std::vector<int32_t> tokens = ints("long.greedy_tokens");
+  Expected<std::vector<float>> exl3 = decodeRows(*exl3Bf16_, ids, tokens);
+  Expected<std::vector<float>> dense = decodeRows(*denseBf16_, ids, tokens);
+  Expected<std::vector<float>> f32 = decodeRows(*denseF32_, ids, tokens);
+  ASSERT_TRUE(exl3.ok()) << exl3.status().toString();
+  ASSERT_TRUE(dense.ok()) << dense.status().toString();
+  ASSERT_TRUE(f32.ok()) << f32.status().toString();
+  const int64_t vocab = denseF32_->vocabSize();
+  std::vector<double> fused, rounding;
+  for (size_t r = 0; r < tokens.size(); ++r) {
+    fused.push_back(rowError(exl3->data() + r * vocab, dense->data() + r * vocab, vocab));
+    rounding.push_back(rowError(dense->data() + r * vocab, f32->data() + r * vocab, vocab));
+  }
+  std::sort(fused.begin(), fused.end());
+  std::sort(rounding.begin(), rounding.end());
+  const double fusedMedian = fused[fused.size() / 2],
+               roundingMedian = rounding[rounding.size() / 2];
+  std::printf("decode rows: EXL3 bf16 vs dequantized bf16 median %.3g max %.3g; dequantized bf16 "
+              "vs f32 median %.3g max %.3g\n",
+              fusedMedian, fused.back(), roundingMedian, rounding.back());
+  EXPECT_GT(fusedMedian, 0.0) << "the decode steps did not take the fused kernels";
+  EXPECT_LE(fusedMedian, roundingMedian);
 }
 
 } // namespace

@@ -9,29 +9,29 @@
 
 namespace glm::testing {
 
-namespace {
+std::filesystem::path fixturesDir() {
+  const char *env = std::getenv("GLM_FIXTURES_DIR");
+  return env != nullptr ? env : GLM_FIXTURES_DIR;
+}
 
-std::string glmc() {
+std::filesystem::path tinyFixture() { return fixturesDir() / "glm53-tiny"; }
+
+std::string glmcPath() {
   const char *env = std::getenv("GLM_GLMC");
   return env != nullptr ? env : GLM_GLMC_PATH;
 }
 
-} // namespace
-
-std::filesystem::path tinyFixture() {
-  const char *env = std::getenv("GLM_FIXTURES_DIR");
-  return std::filesystem::path(env != nullptr ? env : GLM_FIXTURES_DIR) / "glm53-tiny";
-}
-
 Expected<std::unique_ptr<runtime::PlanFile>> compileTiny(const std::string &name,
-                                                         const std::string &options) {
+                                                         const std::string &options,
+                                                         const std::filesystem::path &model) {
   if (const char *dir = std::getenv("GLM_TEST_PLANS")) {
     return runtime::PlanFile::open(std::filesystem::path(dir) / (name + ".glmp"));
   }
   const std::filesystem::path out =
       std::filesystem::temp_directory_path() /
       ("tiny_plan_" + std::to_string(::getpid()) + "_" + name + ".glmp");
-  const std::string command = glmc() + " compile " + tinyFixture().string() + " -o " +
+  const std::string command = glmcPath() + " compile " +
+                              (model.empty() ? tinyFixture() : model).string() + " -o " +
                               out.string() + " --max-seqs 2 --max-context 2048 " + options;
   if (std::system(command.c_str()) != 0) {
     return internalError("failed: ", command);

@@ -13,15 +13,21 @@
 
 namespace glm::testing {
 
-/// The tiny fixture: GLM_FIXTURES_DIR (the environment's, else the build's) / glm53-tiny.
+/// GLM_FIXTURES_DIR: the environment's, else the build's.
+std::filesystem::path fixturesDir();
+/// The tiny fixture: fixturesDir() / glm53-tiny.
 std::filesystem::path tinyFixture();
+/// The glmc the tests run: GLM_GLMC, else the build's.
+std::string glmcPath();
 
-/// Compiles the tiny fixture with glmc `options` (--target, --tp, --precision, programs) and
-/// --max-seqs 2 --max-context 2048, and opens the plan. Where glmc cannot run (the compiler links
-/// LLVM, which a GPU machine may lack), GLM_TEST_PLANS names a directory of plans compiled
-/// elsewhere with the same options, `name`.glmp each (scripts/gpu-bundle.sh makes them).
+/// Compiles the tiny fixture (or `model`, a checkpoint of it) with glmc `options` (--target, --tp,
+/// --precision, programs) and --max-seqs 2 --max-context 2048, and opens the plan. Where glmc
+/// cannot run (the compiler links LLVM, which a GPU machine may lack), GLM_TEST_PLANS names a
+/// directory of plans compiled elsewhere with the same options, `name`.glmp each
+/// (scripts/gpu-bundle.sh makes them).
 Expected<std::unique_ptr<runtime::PlanFile>> compileTiny(const std::string &name,
-                                                         const std::string &options);
+                                                         const std::string &options,
+                                                         const std::filesystem::path &model = {});
 
 int32_t argmax(const float *row, int64_t vocab);
 /// ‖a − b‖₂ / ‖b‖₂ over n values.
