@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 namespace glm::kernels {
 
@@ -10,6 +11,13 @@ struct LaunchDims {
   unsigned grid[3] = {1, 1, 1};
   unsigned block[3] = {1, 1, 1};
   unsigned sharedMemory = 0;
+};
+
+/// One launch of a kernel instance named by its NVRTC name expression: what the grid rule of an
+/// op that runs several kernels returns.
+struct NamedLaunch {
+  std::string name;
+  LaunchDims dims;
 };
 
 /// ceil(a / b) for launch arithmetic.

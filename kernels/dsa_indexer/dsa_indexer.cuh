@@ -3,6 +3,7 @@
 #pragma once
 
 #include "kernels/common/Device.cuh"
+#include "kernels/common/Ptx.cuh"
 #include "kernels/dsa_indexer/dsa_indexer_gpu.h"
 
 namespace glm::kernels {
@@ -99,14 +100,7 @@ __device__ __forceinline__ uint32_t word(const uint4 &v, int i) {
   return i == 0 ? v.x : (i == 1 ? v.y : (i == 2 ? v.z : v.w));
 }
 
-/// D += A B for one m16n8k16 bf16 tile with f32 accumulation.
-__device__ __forceinline__ void mmaBf16(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2,
-                                        uint32_t a3, uint32_t b0, uint32_t b1) {
-  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, "
-               "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
-               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-               : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-}
+using ptx::mmaBf16;
 
 __device__ __forceinline__ void recordScore(uint32_t *keys, uint32_t *hist, int64_t p,
                                             float score) {

@@ -220,6 +220,35 @@ __device__ __forceinline__ void loadFragments(const uint4 *region, int kt, int l
   }
 }
 
+/// One chunk of kChunkTiles k-tiles against two adjacent tile columns, accumulated into acc: the A
+/// fragments from `a` (a region laid out by fragmentIndex), the weights decoded from the ring's
+/// `words` (Fast) or by the generic decoder from tiles (kTile0 + kk, nt0 + t) of `matrix`.
+template <int K, int CB, int G, bool Fast>
+__device__ __forceinline__ void
+mmaChunk(const FastTiles<K, CB> &tiles, const uint32_t *words, const uint4 *a, const Matrix &matrix,
+         int64_t kTile0, int64_t nt0, int lane, int groups, float (&acc)[2][2][G][4]) {
+#pragma unroll
+  for (int kk = 0; kk < kChunkTiles; ++kk) {
+    uint4 p[G], q[G];
+    loadFragments<G>(a, kk, lane, groups, p, q);
+#pragma unroll
+    for (int t = 0; t < 2; ++t) {
+      uint32_t weights[8];
+      if constexpr (Fast) {
+        tiles.decode(words + (2 * kk + t) * 8 * K, weights);
+      } else {
+        const Weights8 any =
+            decodeAny(matrix.tile(kTile0 + kk, nt0 + t), matrix.bits, matrix.codebook, lane);
+#pragma unroll
+        for (int i = 0; i < 8; ++i) {
+          weights[i] = any.w[i];
+        }
+      }
+      mmaTile<G>(acc[t], p, q, weights, groups);
+    }
+  }
+}
+
 /// The block's work item, from the step's routing.
 struct Item {
   int expert; // local index; -1: no work
@@ -424,28 +453,8 @@ template <int K, int CB, int G> struct GateUp {
         produce(c + 1);
       }
       const uint4 *region = aRegion + ((c - c0) & 1) * kStageFragments + m * kMatrixFragments;
-      const uint32_t *words = ring + slot * kSlotWords;
-#pragma unroll
-      for (int kk = 0; kk < kChunkTiles; ++kk) {
-        uint4 p[G], q[G];
-        loadFragments<G>(region, kk, lane, groups, p, q);
-#pragma unroll
-        for (int t = 0; t < 2; ++t) {
-          uint32_t weights[8];
-          if constexpr (Fast) {
-            tiles.decode(words + (2 * kk + t) * 8 * K, weights);
-          } else {
-            const Weights8 any =
-                decodeAny(w.tile(static_cast<int64_t>(c) * kChunkTiles + kk, nt0 + t), w.bits,
-                          w.codebook, lane);
-#pragma unroll
-            for (int i = 0; i < 8; ++i) {
-              weights[i] = any.w[i];
-            }
-          }
-          mmaTile<G>(acc[t], p, q, weights, groups);
-        }
-      }
+      mmaChunk<K, CB, G, Fast>(tiles, ring + slot * kSlotWords, region, w,
+                               static_cast<int64_t>(c) * kChunkTiles, nt0, lane, groups, acc);
       // All but the newest group: x and suh of c + 2 and the tiles of c + 1 have landed.
       cpAsyncWait<1>();
       blockSync();
@@ -515,27 +524,8 @@ template <int K, int CB, int G> struct Down {
           }
         }
       }
-      const uint32_t *words = ring + slot * kSlotWords;
-#pragma unroll
-      for (int kk = 0; kk < kChunkTiles; ++kk) {
-        uint4 p[G], q[G];
-        loadFragments<G>(downA, kk, lane, groups, p, q);
-#pragma unroll
-        for (int t = 0; t < 2; ++t) {
-          uint32_t weights[8];
-          if constexpr (Fast) {
-            tiles.decode(words + (2 * kk + t) * 8 * K, weights);
-          } else {
-            const Weights8 any = decodeAny(down.tile(8 * static_cast<int64_t>(j) + kk, 2 * pr + t),
-                                           down.bits, down.codebook, lane);
-#pragma unroll
-            for (int i = 0; i < 8; ++i) {
-              weights[i] = any.w[i];
-            }
-          }
-          mmaTile<G>(acc[t], p, q, weights, groups);
-        }
-      }
+      mmaChunk<K, CB, G, Fast>(tiles, ring + slot * kSlotWords, downA, down,
+                               8 * static_cast<int64_t>(j), 2 * pr, lane, groups, acc);
 #pragma unroll
       for (int t = 0; t < 2; ++t) {
 #pragma unroll

@@ -123,16 +123,11 @@ GLM_HOST_DEVICE inline constexpr unsigned exl3MoeSharedBytes(int groups, int bit
 }
 
 #ifndef __CUDACC_RTC__
-struct Exl3MoeLaunch {
-  std::string name; // NVRTC name expression
-  LaunchDims dims;
-};
-
 /// The launches of one step. `bits` and `codebook` (0 3INST, 1 MCG, 2 MUL1) select the fast path:
 /// the K and codebook most of the layer's matrices have (others take the generic path).
-inline std::vector<Exl3MoeLaunch> exl3MoeLaunches(int bits, int codebook, int64_t tokens,
-                                                  int64_t hidden, int64_t inter, int64_t experts,
-                                                  int64_t topK) {
+inline std::vector<NamedLaunch> exl3MoeLaunches(int bits, int codebook, int64_t tokens,
+                                                int64_t hidden, int64_t inter, int64_t experts,
+                                                int64_t topK) {
   const int groups = exl3MoeGroups(tokens);
   const int64_t blocksJ = (inter + 127) / 128;
   LaunchDims main;

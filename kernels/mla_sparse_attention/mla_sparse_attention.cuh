@@ -3,6 +3,7 @@
 #pragma once
 
 #include "kernels/common/Device.cuh"
+#include "kernels/common/Ptx.cuh"
 #include "kernels/mla_sparse_attention/mla_sparse_attention_gpu.h"
 
 namespace glm::kernels {
@@ -107,22 +108,7 @@ template <> struct IsBf16<Bf16> {
   static constexpr bool value = true;
 };
 
-/// D += A B for one m16n8k16 bf16 tile with f32 accumulation.
-__device__ __forceinline__ void mma(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2,
-                                    uint32_t a3, uint32_t b0, uint32_t b1) {
-  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, "
-               "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
-               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-               : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-}
-
-__device__ __forceinline__ uint32_t sharedAddress(const void *p) {
-  uint32_t address;
-  asm("{\n.reg .u64 t;\ncvta.to.shared.u64 t, %1;\ncvt.u32.u64 %0, t;\n}\n"
-      : "=r"(address)
-      : "l"(p));
-  return address;
-}
+using ptx::sharedAddress;
 
 /// The B fragment (k16 x n8) of rows [row0, row0 + 16) of a row-major [k][n] bf16 tile in shared
 /// memory, columns [col0, col0 + 8): ldmatrix transposes 8x8 blocks on the way.
@@ -515,14 +501,14 @@ __global__ void __launch_bounds__(128) mlaAttendMmaKernel(MlaSparseAttentionGpuA
     const uint16_t *hiRow = qHi + g * stride + 2 * qd, *loRow = qLo + g * stride + 2 * qd;
     for (int k0 = 0; k0 < rank; k0 += 16) {
       const uint32_t b0 = mla_detail::shared32(crow + k0), b1 = mla_detail::shared32(crow + k0 + 8);
-      mla_detail::mma(sc, mla_detail::shared32(hiRow + k0),
-                      mla_detail::shared32(hiRow + 8 * stride + k0),
-                      mla_detail::shared32(hiRow + k0 + 8),
-                      mla_detail::shared32(hiRow + 8 * stride + k0 + 8), b0, b1);
-      mla_detail::mma(sc, mla_detail::shared32(loRow + k0),
-                      mla_detail::shared32(loRow + 8 * stride + k0),
-                      mla_detail::shared32(loRow + k0 + 8),
-                      mla_detail::shared32(loRow + 8 * stride + k0 + 8), b0, b1);
+      ptx::mmaBf16(sc, mla_detail::shared32(hiRow + k0),
+                   mla_detail::shared32(hiRow + 8 * stride + k0),
+                   mla_detail::shared32(hiRow + k0 + 8),
+                   mla_detail::shared32(hiRow + 8 * stride + k0 + 8), b0, b1);
+      ptx::mmaBf16(sc, mla_detail::shared32(loRow + k0),
+                   mla_detail::shared32(loRow + 8 * stride + k0),
+                   mla_detail::shared32(loRow + k0 + 8),
+                   mla_detail::shared32(loRow + 8 * stride + k0 + 8), b0, b1);
     }
     // sc[0..1]: head g, tokens 8w + 2qd + {0, 1}; sc[2..3]: head g + 8.
     if (tokenPos[warp * 8 + 2 * qd] < 0) {
@@ -617,8 +603,8 @@ __global__ void __launch_bounds__(128) mlaAttendMmaKernel(MlaSparseAttentionGpuA
         if (nt < nTiles) {
           uint32_t b0, b1;
           mla_detail::loadTransposed(rows + nt * 8, b0, b1);
-          mla_detail::mma(acc[nt], ah0, ah1, ah2, ah3, b0, b1);
-          mla_detail::mma(acc[nt], al0, al1, al2, al3, b0, b1);
+          ptx::mmaBf16(acc[nt], ah0, ah1, ah2, ah3, b0, b1);
+          ptx::mmaBf16(acc[nt], al0, al1, al2, al3, b0, b1);
         }
       }
     }

@@ -106,19 +106,14 @@ inline MoeExpertsPath moeExpertsPathFor(bool bf16Mma, int64_t tokens, int64_t hi
                                                         : MoeExpertsPath::PrefillSimt;
 }
 
-struct MoeExpertsLaunch {
-  std::string name; // NVRTC name expression
-  LaunchDims dims;
-};
-
 /// The launches of one step, in order, for activations `t` and weights `w` spelled as the engine
 /// spells types ("float", "glm::kernels::Bf16"). PrefillMma needs t = w = Bf16.
-inline std::vector<MoeExpertsLaunch> moeExpertsLaunches(MoeExpertsPath path, const std::string &t,
-                                                        const std::string &w, int64_t tokens,
-                                                        int64_t hidden, int64_t inter,
-                                                        int64_t experts, int64_t topK) {
+inline std::vector<NamedLaunch> moeExpertsLaunches(MoeExpertsPath path, const std::string &t,
+                                                   const std::string &w, int64_t tokens,
+                                                   int64_t hidden, int64_t inter, int64_t experts,
+                                                   int64_t topK) {
   const std::string tw = "<" + t + ", " + w + ">";
-  std::vector<MoeExpertsLaunch> out;
+  std::vector<NamedLaunch> out;
   LaunchDims combine;
   combine.grid[0] = static_cast<unsigned>(tokens);
   combine.grid[1] = ceilDiv(hidden, 256);

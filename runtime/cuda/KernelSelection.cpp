@@ -177,13 +177,13 @@ Expected<std::vector<SelectedLaunch>> selectOpKernels(const plan::Plan &plan,
     const MoeShape m = moeShapeOf(v);
     std::vector<SelectedLaunch> out;
     if (m.exl3Fused) {
-      for (const kernels::Exl3MoeLaunch &l : kernels::exl3MoeLaunches(
+      for (const kernels::NamedLaunch &l : kernels::exl3MoeLaunches(
                m.exl3Bits, m.exl3Codebook, rows, m.hidden, m.inter, m.experts, m.topK)) {
         out.push_back({"kernels/exl3_moe/exl3_moe.cuh", l.name, l.dims});
       }
       return out;
     }
-    for (const kernels::MoeExpertsLaunch &l :
+    for (const kernels::NamedLaunch &l :
          kernels::moeExpertsLaunches(m.path, t, w(0), rows, m.hidden, m.inter, m.experts, m.topK)) {
       out.push_back({"kernels/moe_experts/moe_experts.cuh", l.name, l.dims});
     }

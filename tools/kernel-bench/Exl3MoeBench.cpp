@@ -103,7 +103,7 @@ Status addExl3MoeBenches(Suite &suite) {
     }
     const double matrixBytes =
         static_cast<double>(kHidden * kInter * c.bits / 8 + 2 * kHidden + 2 * kInter);
-    const std::vector<kernels::Exl3MoeLaunch> launches =
+    const std::vector<kernels::NamedLaunch> launches =
         kernels::exl3MoeLaunches(c.bits, 1, c.tokens, kHidden, kInter, c.localExperts, kTopK);
     std::vector<std::string> names;
     for (const auto &l : launches) {

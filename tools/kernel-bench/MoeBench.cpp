@@ -137,7 +137,7 @@ Status addExperts(Suite &suite) {
     const std::string t = actBf16 ? kBf16 : "float";
     const kernels::MoeExpertsPath path =
         kernels::moeExpertsPathFor(actBf16, c.tokens, kHidden, kInter);
-    const std::vector<kernels::MoeExpertsLaunch> launches =
+    const std::vector<kernels::NamedLaunch> launches =
         kernels::moeExpertsLaunches(path, t, kBf16, c.tokens, kHidden, kInter, kExperts, kTopK);
     std::vector<std::string> names;
     for (const auto &l : launches) {

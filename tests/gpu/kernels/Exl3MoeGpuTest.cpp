@@ -117,30 +117,6 @@ Layer uniformLayer(const Shape &d, int bits, Exl3Codebook codebook, uint64_t see
       d, [bits](int64_t) { return bits; }, [codebook](int64_t) { return codebook; }, seed);
 }
 
-/// One step's routing: distinct experts per token drawn from `globalExperts` ids, weights in
-/// (0.05, 0.6] (bf16-representable).
-struct Routing {
-  std::vector<int32_t> ids;
-  std::vector<float> weights;
-};
-
-Routing randomRouting(SplitMix64 &rng, int64_t tokens, int64_t topK, int64_t globalExperts) {
-  Routing r;
-  r.ids.resize(tokens * topK);
-  r.weights.resize(tokens * topK);
-  std::vector<int32_t> pool(globalExperts);
-  for (int64_t t = 0; t < tokens; ++t) {
-    std::iota(pool.begin(), pool.end(), 0);
-    for (int64_t k = 0; k < topK; ++k) {
-      const int64_t j = k + static_cast<int64_t>(rng.below(globalExperts - k));
-      std::swap(pool[k], pool[j]);
-      r.ids[t * topK + k] = pool[k];
-      r.weights[t * topK + k] = kernels::roundToBf16(0.05f + 0.55f * rng.uniform());
-    }
-  }
-  return r;
-}
-
 std::vector<float> randomX(SplitMix64 &rng, int64_t tokens, int64_t hidden) {
   std::vector<float> x(tokens * hidden);
   for (float &v : x) {
@@ -213,7 +189,7 @@ protected:
   }
 
   /// The module of a step's launches, compiled once per test process for each instance.
-  static cuda::Module *moduleFor(const std::vector<kernels::Exl3MoeLaunch> &launches) {
+  static cuda::Module *moduleFor(const std::vector<kernels::NamedLaunch> &launches) {
     static std::map<std::string, std::unique_ptr<cuda::Module>> modules;
     auto &m = modules[launches[0].name];
     if (m == nullptr) {
@@ -236,7 +212,7 @@ protected:
   void run(const Layer &l, const Shape &d, int bits, Exl3Codebook codebook,
            const std::vector<float> &x, const Routing &r, int64_t tokens, int32_t firstExpert,
            float limit, std::vector<uint16_t> &out) {
-    const std::vector<kernels::Exl3MoeLaunch> launches = kernels::exl3MoeLaunches(
+    const std::vector<kernels::NamedLaunch> launches = kernels::exl3MoeLaunches(
         bits, static_cast<int>(codebook), tokens, d.hidden, d.inter, d.experts, d.topK);
     cuda::Module *module = moduleFor(launches);
     ASSERT_NE(module, nullptr);

@@ -65,30 +65,6 @@ const Layer &layerFor(const Dims &d) {
   return l;
 }
 
-/// One step's routing: distinct experts per token drawn from the `globalExperts` ids, weights in
-/// (0.05, 0.6] (bf16-representable).
-struct Routing {
-  std::vector<int32_t> ids;
-  std::vector<float> weights;
-};
-
-Routing randomRouting(SplitMix64 &rng, int64_t tokens, int64_t topK, int64_t globalExperts) {
-  Routing r;
-  r.ids.resize(tokens * topK);
-  r.weights.resize(tokens * topK);
-  std::vector<int32_t> pool(globalExperts);
-  for (int64_t t = 0; t < tokens; ++t) {
-    std::iota(pool.begin(), pool.end(), 0);
-    for (int64_t k = 0; k < topK; ++k) {
-      const int64_t j = k + static_cast<int64_t>(rng.below(globalExperts - k));
-      std::swap(pool[k], pool[j]);
-      r.ids[t * topK + k] = pool[k];
-      r.weights[t * topK + k] = kernels::roundToBf16(0.05f + 0.55f * rng.uniform());
-    }
-  }
-  return r;
-}
-
 /// The reference for rank `rank` of `shards`: selections of other ranks' experts weigh 0, as the
 /// CPU engine feeds them.
 std::vector<float> reference(const Layer &l, const Dims &d, const std::vector<float> &x,
@@ -136,7 +112,7 @@ protected:
 
   /// The module holding every launch of `path` for `types`, compiled once per test process.
   static cuda::Module *moduleFor(MoeExpertsPath path, Types types,
-                                 std::vector<kernels::MoeExpertsLaunch> &launches, const Dims &d,
+                                 std::vector<kernels::NamedLaunch> &launches, const Dims &d,
                                  int64_t tokens) {
     static std::map<std::pair<int, int>, std::unique_ptr<cuda::Module>> modules;
     const std::string t = types == Types::Bf16Bf16 ? "glm::kernels::Bf16" : "float";
@@ -163,7 +139,7 @@ protected:
   void run(MoeExpertsPath path, Types types, const Dims &d, const std::vector<float> &x,
            const Routing &routing, int64_t tokens, int32_t firstExpert, float limit,
            std::vector<float> &out) {
-    std::vector<kernels::MoeExpertsLaunch> launches;
+    std::vector<kernels::NamedLaunch> launches;
     cuda::Module *module = moduleFor(path, types, launches, d, tokens);
     ASSERT_NE(module, nullptr);
     const Layer &l = layerFor(d);

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <limits>
 #include <memory>
+#include <numeric>
 
 namespace glm::testing {
 
@@ -35,6 +36,23 @@ Expected<cuda::DeviceMemory> poisoned(size_t bytes) {
   GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory m, gpu()->allocate(bytes));
   GLM_CU(&gpu()->driver(), cuMemsetD8(m.ptr(), 0xFF, bytes));
   return m;
+}
+
+Routing randomRouting(SplitMix64 &rng, int64_t tokens, int64_t topK, int64_t globalExperts) {
+  Routing r;
+  r.ids.resize(tokens * topK);
+  r.weights.resize(tokens * topK);
+  std::vector<int32_t> pool(globalExperts);
+  for (int64_t t = 0; t < tokens; ++t) {
+    std::iota(pool.begin(), pool.end(), 0);
+    for (int64_t k = 0; k < topK; ++k) {
+      const int64_t j = k + static_cast<int64_t>(rng.below(globalExperts - k));
+      std::swap(pool[k], pool[j]);
+      r.ids[t * topK + k] = pool[k];
+      r.weights[t * topK + k] = kernels::roundToBf16(0.05f + 0.55f * rng.uniform());
+    }
+  }
+  return r;
 }
 
 double relativeError(const std::vector<float> &a, const std::vector<float> &b) {

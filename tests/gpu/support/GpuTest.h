@@ -78,6 +78,14 @@ double relativeError(const std::vector<float> &a, const std::vector<float> &b);
 const glm53::Glm53Config &flashConfig();
 const glm53::Glm53Config &tinyConfig();
 
+/// One MoE step's routing: each token's topK distinct expert ids drawn from [0, globalExperts)
+/// and weights in (0.05, 0.6], bf16-representable.
+struct Routing {
+  std::vector<int32_t> ids;
+  std::vector<float> weights;
+};
+Routing randomRouting(SplitMix64 &rng, int64_t tokens, int64_t topK, int64_t globalExperts);
+
 /// Widens bf16 encodings to f32.
 std::vector<float> widen(const std::vector<uint16_t> &bf16);
 
