@@ -46,4 +46,27 @@ Status Suite::time(const std::function<Status()> &launch, Row &row, int reps) {
   return Status::success();
 }
 
+Status Suite::timeGraph(int count, const std::function<Status(int)> &launch, Row &row, int reps) {
+  const cuda::CudaDriver &d = ctx_.driver();
+  const cuda::CUstream stream = ctx_.stream();
+  GLM_CU(&d, cuStreamBeginCapture(stream, cuda::kCaptureModeThreadLocal));
+  Status captured = Status::success();
+  for (int i = 0; i < count && captured.ok(); ++i) {
+    captured = launch(i);
+  }
+  cuda::CUgraph graph = nullptr;
+  const Status ended = cuda::check(d.cuStreamEndCapture(stream, &graph), "cuStreamEndCapture");
+  GLM_RETURN_IF_ERROR(captured);
+  GLM_RETURN_IF_ERROR(ended);
+  cuda::CUgraphExec exec = nullptr;
+  const Status made =
+      cuda::check(d.cuGraphInstantiateWithFlags(&exec, graph, 0), "cuGraphInstantiateWithFlags");
+  d.cuGraphDestroy(graph);
+  GLM_RETURN_IF_ERROR(made);
+  const Status timed =
+      time([&] { return cuda::check(d.cuGraphLaunch(exec, stream), "cuGraphLaunch"); }, row, reps);
+  d.cuGraphExecDestroy(exec);
+  return timed;
+}
+
 } // namespace glm::bench

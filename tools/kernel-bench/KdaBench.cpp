@@ -48,32 +48,6 @@ Expected<Context> makeContext(Suite &suite, int batch, int rows) {
 
 const char *tName(bool bf16) { return bf16 ? "bf16" : "f32"; }
 
-/// Captures `count` calls of `launch(i)` into a CUDA graph and times its replays: the launches then
-/// run back to back without host launch gaps, as the engine's captured programs run them.
-Status timeGraph(Suite &suite, int count, const std::function<Status(int)> &launch, Row &row,
-                 int reps) {
-  const cuda::CudaDriver &d = suite.ctx().driver();
-  const cuda::CUstream stream = suite.ctx().stream();
-  GLM_CU(&d, cuStreamBeginCapture(stream, cuda::kCaptureModeThreadLocal));
-  Status captured = Status::success();
-  for (int i = 0; i < count && captured.ok(); ++i) {
-    captured = launch(i);
-  }
-  cuda::CUgraph graph = nullptr;
-  const Status ended = cuda::check(d.cuStreamEndCapture(stream, &graph), "cuStreamEndCapture");
-  GLM_RETURN_IF_ERROR(captured);
-  GLM_RETURN_IF_ERROR(ended);
-  cuda::CUgraphExec exec = nullptr;
-  const Status made =
-      cuda::check(d.cuGraphInstantiateWithFlags(&exec, graph, 0), "cuGraphInstantiateWithFlags");
-  d.cuGraphDestroy(graph);
-  GLM_RETURN_IF_ERROR(made);
-  const Status timed = suite.time(
-      [&] { return cuda::check(d.cuGraphLaunch(exec, stream), "cuGraphLaunch"); }, row, reps);
-  d.cuGraphExecDestroy(exec);
-  return timed;
-}
-
 /// Times `launch(i)` (i: which copy of the data to use, cycling through `copies`): one launch per
 /// timed call, or with `graph` a graph of one launch per copy (8 to 64 launches; a kernel so small
 /// that 64 copies fit in L2 then finds its data there, as it would after the step that wrote it),
@@ -85,7 +59,7 @@ Status timeRotating(Suite &suite, int copies, bool graph, const std::function<St
     row.bytes *= count;
     row.flops *= count;
     row.note = strCat("graph of ", count, " launches", row.note.empty() ? "" : "; ", row.note);
-    return timeGraph(suite, count, [&](int i) { return launch(i % copies); }, row, reps);
+    return suite.timeGraph(count, [&](int i) { return launch(i % copies); }, row, reps);
   }
   int next = 0;
   return suite.time(
@@ -255,10 +229,12 @@ Status addKdaBenches(Suite &suite) {
       std::unique_ptr<cuda::Module> norm,
       suite.compile(R"(#include "kernels/gated_rms_norm/gated_rms_norm.cuh")",
                     {"glm::kernels::gatedRmsNormKernel<glm::kernels::Bf16, glm::kernels::Bf16>"}));
-  for (int tokens : {1, 4, 2048}) {
+  for (int tokens : {1, 4, 8, 2048}) {
     GLM_RETURN_IF_ERROR(benchGatedNorm(suite, *norm, tokens, false));
   }
-  GLM_RETURN_IF_ERROR(benchGatedNorm(suite, *norm, 1, true));
+  for (int tokens : {1, 4, 8}) {
+    GLM_RETURN_IF_ERROR(benchGatedNorm(suite, *norm, tokens, true));
+  }
   return Status::success();
 }
 
