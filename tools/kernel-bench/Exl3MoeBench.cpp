@@ -8,8 +8,15 @@
 // step: the launches, the gaps between them and the trellis bytes, against the copy bandwidth.
 // "bytes" are the selected experts' trellises, suh and svh, x and out; the f32 partials the two
 // launches exchange (256 KB per selection, L2-resident) are not counted.
+//
+// Prefill (exl3_moe_prefill_gpu.h): 2048 tokens × top 8 of 288 experts (TP 1) and of 144 (TP 2,
+// 4 of a token's 8 selections local), one step timed with events, judged by FLOP/s (2 · 3 ·
+// selections · 4096 · 2048) against the bf16 cuBLAS rate the suite measured (measured here when
+// the linear family did not run); rows for its GEMM launches alone follow.
 #include "kernels/exl3_moe/exl3_moe_gpu.h"
+#include "kernels/exl3_moe/exl3_moe_prefill_gpu.h"
 #include "runtime/common/Random.h"
+#include "runtime/cuda/Ceilings.h"
 #include "tools/kernel-bench/Bench.h"
 
 #include <cstdio>
@@ -79,6 +86,103 @@ struct Config {
   int localSelections; // per token, -1: all selections are local
   int bits;
 };
+
+/// The prefill rows: a step of 2048 tokens at TP 1 and TP 2 over the bindings (all K = 4, MCG).
+Status addPrefillBenches(Suite &suite, const cuda::DeviceMemory &gate, const cuda::DeviceMemory &up,
+                         const cuda::DeviceMemory &down, const Exl3ArenaLayout &gateLayout,
+                         const Exl3ArenaLayout &downLayout, SplitMix64 &rng) {
+  constexpr int64_t kTokens = 2048;
+  if (suite.matrixFlopsPerS == 0) {
+    GLM_ASSIGN_OR_RETURN(suite.matrixFlopsPerS, cuda::measureMatrixRate(suite.ctx()));
+  }
+  struct Prefill {
+    const char *label;
+    int64_t localExperts;
+    int localSelections; // per token, -1: all
+  };
+  for (const Prefill &c : {Prefill{"TP1", kExperts, -1}, Prefill{"TP2", kExperts / 2, 4}}) {
+    const std::vector<kernels::NamedLaunch> launches =
+        kernels::exl3MoePrefillLaunches(kBits, 1, kTokens, kHidden, kInter, c.localExperts, kTopK);
+    std::vector<std::string> names;
+    for (const auto &l : launches) {
+      names.push_back(l.name);
+    }
+    GLM_ASSIGN_OR_RETURN(
+        std::unique_ptr<cuda::Module> m,
+        suite.compile(R"(#include "kernels/exl3_moe/exl3_moe_prefill.cuh")", names));
+    const std::vector<int32_t> step = routing(rng, kTokens, c.localSelections);
+    GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory ids, suite.ctx().allocate(step.size() * 4));
+    GLM_RETURN_IF_ERROR(suite.ctx().upload(ids.ptr(), step.data(), step.size() * 4));
+    GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory x, suite.random(kTokens * kHidden, true));
+    GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory weights, suite.random(kTokens * kTopK, true, 0.1f));
+    GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory out, suite.ctx().allocate(kTokens * kHidden * 2));
+    GLM_ASSIGN_OR_RETURN(
+        cuda::DeviceMemory scratch,
+        suite.ctx().allocate(static_cast<size_t>(
+            kernels::exl3MoePrefillScratchBytes(kTokens, kTopK, c.localExperts, kHidden, kInter))));
+    const kernels::Exl3MoeGpuArgs decodeArgs{
+        reinterpret_cast<const kernels::Bf16 *>(x.ptr()),
+        reinterpret_cast<const int32_t *>(ids.ptr()),
+        reinterpret_cast<const kernels::Bf16 *>(weights.ptr()),
+        kernels::exl3GpuWeights(reinterpret_cast<const void *>(gate.ptr()), gateLayout),
+        kernels::exl3GpuWeights(reinterpret_cast<const void *>(up.ptr()), gateLayout),
+        kernels::exl3GpuWeights(reinterpret_cast<const void *>(down.ptr()), downLayout),
+        reinterpret_cast<kernels::Bf16 *>(out.ptr()),
+        nullptr,
+        kTokens,
+        kHidden,
+        kInter,
+        c.localExperts,
+        kTopK,
+        0,
+        10.0f};
+    const kernels::Exl3MoePrefillGpuArgs a =
+        kernels::exl3MoePrefillBindScratch(decodeArgs, reinterpret_cast<void *>(scratch.ptr()));
+    auto launch = [&](const std::vector<size_t> &which) {
+      for (size_t i : which) {
+        const kernels::LaunchDims &dims = launches[i].dims;
+        GLM_RETURN_IF_ERROR(suite.ctx().launch(m->function(static_cast<int>(i)), dims.grid,
+                                               dims.block, dims.sharedMemory, a));
+      }
+      return Status::success();
+    };
+    int64_t local = 0;
+    for (int32_t id : step) {
+      local += id < c.localExperts;
+    }
+    const double selectionFlops = 2.0 * local * kHidden * kInter; // one matrix, every selection
+    Row row;
+    row.kernel = std::string("exl3_moe_prefill<K4,mcg> ") + c.label;
+    char shape[96];
+    std::snprintf(shape, sizeof shape, "[%lldx4096] top 8 of %lld", static_cast<long long>(kTokens),
+                  static_cast<long long>(c.localExperts));
+    row.shape = shape;
+    row.bytes = 3.0 * c.localExperts * (kHidden * kInter * kBits / 8.0);
+    row.flops = 3 * selectionFlops;
+    row.bound = "mma";
+    row.note = "6 launches, one step";
+    GLM_RETURN_IF_ERROR(suite.time([&] { return launch({0, 1, 2, 3, 4, 5}); }, row, 10));
+    suite.add(row);
+    // The launches alone (the routing's counts and lists stay from the runs above).
+    const struct {
+      const char *name;
+      std::vector<size_t> which;
+      double flops;
+    } parts[] = {{"  gate+up gemm", {2}, 2 * selectionFlops},
+                 {"  down gemm", {4}, selectionFlops},
+                 {"  route+rotate+swiglu+combine", {0, 1, 3, 5}, 0}};
+    for (const auto &p : parts) {
+      Row part = row;
+      part.kernel = row.kernel + p.name;
+      part.flops = p.flops;
+      part.bytes = 0;
+      part.note = "alone";
+      GLM_RETURN_IF_ERROR(suite.time([&] { return launch(p.which); }, part, 10));
+      suite.add(part);
+    }
+  }
+  return Status::success();
+}
 
 } // namespace
 
@@ -214,6 +318,11 @@ Status addExl3MoeBenches(Suite &suite) {
     combine.note = "exl3MoeCombineKernel alone (bytes: the partials)";
     suite.add(combine);
   }
+  for (const auto &[mem, layout] : {std::pair{&gate, &gateLayout}, std::pair{&up, &gateLayout},
+                                    std::pair{&down, &downLayout}}) {
+    GLM_RETURN_IF_ERROR(setBits(suite, *mem, *layout, kBits));
+  }
+  GLM_RETURN_IF_ERROR(addPrefillBenches(suite, gate, up, down, gateLayout, downLayout, rng));
   // The decode's instruction budget, for reading the rows above: at the copy bandwidth an SM must
   // consume ~32 K = 4 weights per clock, i.e. ~4 warp instructions per lane and weight over its
   // 4 schedulers (integer ALU ops at half that rate).

@@ -1,16 +1,12 @@
 // exl3_moe's CUDA kernels against a CPU reference built from exl3LinearRef per expert (double-
-// precision rotations, f32 activations widened from the same bf16 inputs): GLM-5.3-Flash's expert
-// shape (from the fixture's config) with 12 local experts, so that tokens share experts, the tiny
-// model's, and a ragged one (features not multiples of 128, rows not 16-byte aligned); K = 2, 3, 4
-// and mixed within a layer; the MCG, MUL1 and 3INST codebooks; 1 to 64 tokens; experts split over
-// two ranks; the SwiGLU clamp active.
-//
-// The trellises are random bits (every bitstream is a valid encoding, §6.1) and the scales are
-// drawn so that gate and up come out with spread ~4 and ~5: the clamp at swiglu_limit bites.
+// precision rotations, f32 activations widened from the same bf16 inputs; layers and reference in
+// tests/gpu/support/Exl3MoeLayer.h): GLM-5.3-Flash's expert shape (from the fixture's config) with
+// 12 local experts, so that tokens share experts, the tiny model's, and a ragged one (features not
+// multiples of 128, rows not 16-byte aligned); K = 2, 3, 4 and mixed within a layer; the MCG, MUL1
+// and 3INST codebooks; 1 to 64 tokens; experts split over two ranks; the SwiGLU clamp active.
 #include "kernels/common/FloatFormats.h"
-#include "kernels/exl3/exl3.h"
 #include "kernels/exl3_moe/exl3_moe_gpu.h"
-#include "tests/gpu/support/GpuTest.h"
+#include "tests/gpu/support/Exl3MoeLayer.h"
 
 #include <cstring>
 #include <map>
@@ -21,165 +17,10 @@ namespace {
 
 const char *kSource = R"(#include "kernels/exl3_moe/exl3_moe.cuh")";
 
-struct Shape {
-  int64_t hidden, inter, experts, topK;
-};
+using namespace exl3_moe_test;
 
-/// GLM-5.3-Flash's expert shape with 12 experts held.
-Shape flashShape() {
-  const glm53::Glm53Config &c = flashConfig();
-  return {c.hiddenSize, c.moeIntermediateSize, 12, c.numExpertsPerTok};
-}
-Shape tinyShape() {
-  const glm53::Glm53Config &c = tinyConfig();
-  return {c.hiddenSize, c.moeIntermediateSize, c.nRoutedExperts, c.numExpertsPerTok};
-}
-/// Padded on both sides, and x rows of 200 bytes: the staging takes its element path.
-const Shape kRagged{100, 72, 6, 3};
-
-float swigluLimit() { return static_cast<float>(flashConfig().swigluLimit); }
-
-/// One EXL3 binding of the weights arena (Exl3ArenaLayout) on the host.
-struct Binding {
-  Exl3ArenaLayout layout;
-  std::vector<uint8_t> bytes;
-
-  kernels::Exl3MatrixView view(int64_t m) const {
-    return kernels::Exl3MatrixView::inArena(bytes.data(), layout, m);
-  }
-};
-
-uint16_t *suhOf(Binding &b, int64_t m) {
-  return reinterpret_cast<uint16_t *>(b.bytes.data() + b.layout.suhOffset()) + m * b.layout.k;
-}
-uint16_t *svhOf(Binding &b, int64_t m) {
-  return reinterpret_cast<uint16_t *>(b.bytes.data() + b.layout.svhOffset()) + m * b.layout.n;
-}
-
-/// Matrix m's trellis as random bits and its scales as ±scale·U(0.5, 1.5): the input scale makes
-/// x ∘ suh · Ŵ of unit spread per unit input, the output scale sets the spread of the result.
-void fillMatrix(Binding &b, int64_t m, int bits, Exl3Codebook codebook, double outScale,
-                SplitMix64 &rng) {
-  const Exl3ArenaLayout &l = b.layout;
-  uint8_t *trellis = b.bytes.data() + m * l.trellisStride();
-  const uint64_t used = static_cast<uint64_t>(l.k * l.n * bits / 8);
-  for (uint64_t i = 0; i < l.trellisStride(); i += 8) {
-    const uint64_t r = i < used ? rng.next() : 0;
-    std::memcpy(trellis + i, &r, 8);
-  }
-  const double sigma = codebook == Exl3Codebook::Mul1 ? 1.0 : 1.2437;
-  const double inScale = 1.0 / (sigma * std::sqrt(static_cast<double>(l.in)));
-  auto draw = [&](double scale) {
-    const double v = scale * (0.5 + rng.uniform());
-    return kernels::doubleToF16(rng.chance(50) ? v : -v);
-  };
-  for (int64_t i = 0; i < l.k; ++i) {
-    suhOf(b, m)[i] = draw(inScale);
-  }
-  for (int64_t o = 0; o < l.n; ++o) {
-    svhOf(b, m)[o] = draw(outScale);
-  }
-  auto *meta = reinterpret_cast<uint32_t *>(b.bytes.data() + l.metaOffset()) + 2 * m;
-  meta[0] = static_cast<uint32_t>(bits);
-  meta[1] = static_cast<uint32_t>(codebook);
-}
-
-/// A layer's gate, up and down bindings; K and codebook per matrix from `bitsOf`/`codebookOf`
-/// (matrix index 0..3·experts-1: gate experts, up experts, down experts).
-struct Layer {
-  Binding gate, up, down;
-};
-
-template <typename Bits, typename Codebook>
-Layer makeLayer(const Shape &d, Bits bitsOf, Codebook codebookOf, uint64_t seed) {
-  SplitMix64 rng(seed);
-  int slotBits = 1;
-  for (int64_t i = 0; i < 3 * d.experts; ++i) {
-    slotBits = std::max(slotBits, bitsOf(i));
-  }
-  auto binding = [&](int64_t out, int64_t in) {
-    Binding b;
-    b.layout = {d.experts, in, out, exl3Padded(in), exl3Padded(out), slotBits};
-    b.bytes.assign(b.layout.bytes(), 0);
-    return b;
-  };
-  Layer l{binding(d.inter, d.hidden), binding(d.inter, d.hidden), binding(d.hidden, d.inter)};
-  for (int64_t e = 0; e < d.experts; ++e) {
-    fillMatrix(l.gate, e, bitsOf(e), codebookOf(e), 4.0, rng);
-    fillMatrix(l.up, e, bitsOf(d.experts + e), codebookOf(d.experts + e), 5.0, rng);
-    fillMatrix(l.down, e, bitsOf(2 * d.experts + e), codebookOf(2 * d.experts + e), 0.3, rng);
-  }
-  return l;
-}
-
-Layer uniformLayer(const Shape &d, int bits, Exl3Codebook codebook, uint64_t seed) {
-  return makeLayer(
-      d, [bits](int64_t) { return bits; }, [codebook](int64_t) { return codebook; }, seed);
-}
-
-std::vector<float> randomX(SplitMix64 &rng, int64_t tokens, int64_t hidden) {
-  std::vector<float> x(tokens * hidden);
-  for (float &v : x) {
-    v = kernels::roundToBf16(rng.normal());
-  }
-  return x;
-}
-
-std::vector<uint16_t> toBf16(const std::vector<float> &v) {
-  std::vector<uint16_t> out(v.size());
-  std::transform(v.begin(), v.end(), out.begin(), kernels::floatToBf16);
-  return out;
-}
-
-/// The reference: per local expert, its tokens through exl3LinearRef (gate, up), the clamped
-/// SwiGLU in double, exl3LinearRef (down), weighted and summed in double. `clamped` counts the
-/// gate and up values the clamp changed.
-std::vector<float> reference(const Layer &l, const Shape &d, const std::vector<float> &x,
-                             const Routing &r, int64_t tokens, int32_t firstExpert, float limit,
-                             int64_t *clamped = nullptr) {
-  std::vector<double> acc(tokens * d.hidden, 0.0);
-  for (int64_t e = 0; e < d.experts; ++e) {
-    std::vector<int64_t> slots;
-    for (int64_t s = 0; s < tokens * d.topK; ++s) {
-      if (r.ids[s] - firstExpert == e) {
-        slots.push_back(s);
-      }
-    }
-    if (slots.empty()) {
-      continue;
-    }
-    const int64_t n = static_cast<int64_t>(slots.size());
-    std::vector<float> xs(n * d.hidden), g(n * d.inter), u(n * d.inter), h(n * d.inter),
-        y(n * d.hidden);
-    for (int64_t i = 0; i < n; ++i) {
-      const int64_t t = slots[i] / d.topK;
-      std::copy(x.begin() + t * d.hidden, x.begin() + (t + 1) * d.hidden,
-                xs.begin() + i * d.hidden);
-    }
-    auto linear = [&](const float *in, const kernels::Exl3MatrixView &w, float *out) {
-      const Status s = kernels::exl3LinearRef({.x = in, .weight = w, .y = out, .rows = n});
-      EXPECT_TRUE(s.ok()) << s.toString();
-    };
-    linear(xs.data(), l.gate.view(e), g.data());
-    linear(xs.data(), l.up.view(e), u.data());
-    for (int64_t i = 0; i < n * d.inter; ++i) {
-      const double a = std::min<double>(g[i], limit);
-      const double b = std::clamp<double>(u[i], -limit, limit);
-      if (clamped != nullptr) {
-        *clamped += (g[i] > limit) + (std::fabs(u[i]) > limit);
-      }
-      h[i] = static_cast<float>(a / (1.0 + std::exp(-a)) * b);
-    }
-    linear(h.data(), l.down.view(e), y.data());
-    for (int64_t i = 0; i < n; ++i) {
-      const int64_t t = slots[i] / d.topK;
-      for (int64_t c = 0; c < d.hidden; ++c) {
-        acc[t * d.hidden + c] += static_cast<double>(r.weights[slots[i]]) * y[i * d.hidden + c];
-      }
-    }
-  }
-  return std::vector<float>(acc.begin(), acc.end());
-}
+/// The decode tests' Flash layer: 12 experts held, so that tokens share experts.
+Shape decodeFlashShape() { return flashShape(12); }
 
 class Exl3MoeGpu : public ::testing::Test {
 protected:
@@ -216,38 +57,17 @@ protected:
         bits, static_cast<int>(codebook), tokens, d.hidden, d.inter, d.experts, d.topK);
     cuda::Module *module = moduleFor(launches);
     ASSERT_NE(module, nullptr);
-    GLM_ASSERT_OK_AND_ASSIGN(cuda::DeviceMemory dx, toDevice(toBf16(x)));
-    GLM_ASSERT_OK_AND_ASSIGN(cuda::DeviceMemory dids, toDevice(r.ids));
-    GLM_ASSERT_OK_AND_ASSIGN(cuda::DeviceMemory dweights, toDevice(toBf16(r.weights)));
-    GLM_ASSERT_OK_AND_ASSIGN(cuda::DeviceMemory dgate, toDevice(l.gate.bytes));
-    GLM_ASSERT_OK_AND_ASSIGN(cuda::DeviceMemory dup, toDevice(l.up.bytes));
-    GLM_ASSERT_OK_AND_ASSIGN(cuda::DeviceMemory ddown, toDevice(l.down.bytes));
-    GLM_ASSERT_OK_AND_ASSIGN(cuda::DeviceMemory dout, poisoned(tokens * d.hidden * 2));
+    GLM_ASSERT_OK_AND_ASSIGN(DeviceStep step, uploadStep(l, d, x, r, tokens, firstExpert, limit));
     GLM_ASSERT_OK_AND_ASSIGN(cuda::DeviceMemory scratch, poisoned(kernels::exl3MoeScratchBytes(
                                                              tokens, d.topK, d.hidden, d.inter)));
-    kernels::Exl3MoeGpuArgs args{
-        reinterpret_cast<const kernels::Bf16 *>(dx.ptr()),
-        reinterpret_cast<const int32_t *>(dids.ptr()),
-        reinterpret_cast<const kernels::Bf16 *>(dweights.ptr()),
-        kernels::exl3GpuWeights(reinterpret_cast<const void *>(dgate.ptr()), l.gate.layout),
-        kernels::exl3GpuWeights(reinterpret_cast<const void *>(dup.ptr()), l.up.layout),
-        kernels::exl3GpuWeights(reinterpret_cast<const void *>(ddown.ptr()), l.down.layout),
-        reinterpret_cast<kernels::Bf16 *>(dout.ptr()),
-        nullptr,
-        tokens,
-        d.hidden,
-        d.inter,
-        d.experts,
-        d.topK,
-        firstExpert,
-        limit};
+    kernels::Exl3MoeGpuArgs args = step.args;
     kernels::exl3MoeBindScratch(args, reinterpret_cast<void *>(scratch.ptr()));
     for (size_t i = 0; i < launches.size(); ++i) {
       GLM_ASSERT_OK(gpu()->launch(module->function(static_cast<int>(i)), launches[i].dims.grid,
                                   launches[i].dims.block, launches[i].dims.sharedMemory, args));
     }
     GLM_ASSERT_OK(gpu()->synchronize());
-    GLM_ASSERT_OK_AND_ASSIGN(out, fromDevice<uint16_t>(dout, tokens * d.hidden));
+    GLM_ASSERT_OK_AND_ASSIGN(out, fromDevice<uint16_t>(step.out, tokens * d.hidden));
   }
 
   /// Runs and compares with the reference within the bound below; returns how many gate and up
@@ -282,7 +102,7 @@ protected:
 // K = 4, MCG (the GLM-5.3-Flash checkpoint's format) at Flash's shape: 1, 4, 16 and 64 tokens
 // (64: four token groups per mma, experts shared by many tokens).
 TEST_F(Exl3MoeGpu, FlashMcgK4MatchesReference) {
-  const Shape d = flashShape();
+  const Shape d = decodeFlashShape();
   const Layer l = uniformLayer(d, 4, Exl3Codebook::Mcg, 11);
   SplitMix64 rng(701);
   int64_t clamped = 0;
@@ -316,7 +136,7 @@ TEST_F(Exl3MoeGpu, MixedLayerMatchesReference) {
   SplitMix64 rng(703);
   auto bitsOf = [](int64_t i) { return static_cast<int>(2 + (i * 7 % 3)); };
   {
-    const Shape d = flashShape();
+    const Shape d = decodeFlashShape();
     const Layer l = makeLayer(d, bitsOf, [](int64_t) { return Exl3Codebook::Mcg; }, 21);
     check(l, d, 4, Exl3Codebook::Mcg, 4, d.experts, 0, rng, "flash mixed K");
   }
@@ -334,7 +154,7 @@ TEST_F(Exl3MoeGpu, MixedLayerMatchesReference) {
 TEST_F(Exl3MoeGpu, ExpertShardsGiveTheRanksPartialSum) {
   SplitMix64 rng(704);
   {
-    const Shape d = flashShape();
+    const Shape d = decodeFlashShape();
     const Layer l = uniformLayer(d, 4, Exl3Codebook::Mcg, 31);
     for (int64_t tokens : {1, 4}) {
       for (int32_t rank : {0, 1}) {
@@ -362,7 +182,7 @@ TEST_F(Exl3MoeGpu, ExpertShardsGiveTheRanksPartialSum) {
 // (where x and h are zero, or outputs are dropped) do not change them.
 TEST_F(Exl3MoeGpu, DeterministicAndBlindToUnusedData) {
   SplitMix64 rng(705);
-  for (const Shape &d : {flashShape(), kRagged}) {
+  for (const Shape &d : {decodeFlashShape(), kRagged}) {
     Layer l = uniformLayer(d, 4, Exl3Codebook::Mcg, 41);
     const int64_t tokens = 4;
     const std::vector<float> x = randomX(rng, tokens, d.hidden);

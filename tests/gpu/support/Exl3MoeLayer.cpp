@@ -1,0 +1,150 @@
+// What the exl3_moe GPU tests share (Exl3MoeLayer.h).
+#include "tests/gpu/support/Exl3MoeLayer.h"
+
+#include <cmath>
+#include <cstring>
+
+namespace glm::testing::exl3_moe_test {
+
+Shape flashShape(int64_t experts) {
+  const glm53::Glm53Config &c = flashConfig();
+  return {c.hiddenSize, c.moeIntermediateSize, experts, c.numExpertsPerTok};
+}
+
+Shape tinyShape() {
+  const glm53::Glm53Config &c = tinyConfig();
+  return {c.hiddenSize, c.moeIntermediateSize, c.nRoutedExperts, c.numExpertsPerTok};
+}
+
+float swigluLimit() { return static_cast<float>(flashConfig().swigluLimit); }
+
+uint16_t *suhOf(Binding &b, int64_t m) {
+  return reinterpret_cast<uint16_t *>(b.bytes.data() + b.layout.suhOffset()) + m * b.layout.k;
+}
+uint16_t *svhOf(Binding &b, int64_t m) {
+  return reinterpret_cast<uint16_t *>(b.bytes.data() + b.layout.svhOffset()) + m * b.layout.n;
+}
+
+void fillMatrix(Binding &b, int64_t m, int bits, Exl3Codebook codebook, double outScale,
+                SplitMix64 &rng) {
+  const Exl3ArenaLayout &l = b.layout;
+  uint8_t *trellis = b.bytes.data() + m * l.trellisStride();
+  const uint64_t used = static_cast<uint64_t>(l.k * l.n * bits / 8);
+  for (uint64_t i = 0; i < l.trellisStride(); i += 8) {
+    const uint64_t r = i < used ? rng.next() : 0;
+    std::memcpy(trellis + i, &r, 8);
+  }
+  const double sigma = codebook == Exl3Codebook::Mul1 ? 1.0 : 1.2437;
+  const double inScale = 1.0 / (sigma * std::sqrt(static_cast<double>(l.in)));
+  auto draw = [&](double scale) {
+    const double v = scale * (0.5 + rng.uniform());
+    return kernels::doubleToF16(rng.chance(50) ? v : -v);
+  };
+  for (int64_t i = 0; i < l.k; ++i) {
+    suhOf(b, m)[i] = draw(inScale);
+  }
+  for (int64_t o = 0; o < l.n; ++o) {
+    svhOf(b, m)[o] = draw(outScale);
+  }
+  auto *meta = reinterpret_cast<uint32_t *>(b.bytes.data() + l.metaOffset()) + 2 * m;
+  meta[0] = static_cast<uint32_t>(bits);
+  meta[1] = static_cast<uint32_t>(codebook);
+}
+
+Layer uniformLayer(const Shape &d, int bits, Exl3Codebook codebook, uint64_t seed) {
+  return makeLayer(
+      d, [bits](int64_t) { return bits; }, [codebook](int64_t) { return codebook; }, seed);
+}
+
+std::vector<float> randomX(SplitMix64 &rng, int64_t tokens, int64_t hidden) {
+  std::vector<float> x(tokens * hidden);
+  for (float &v : x) {
+    v = kernels::roundToBf16(rng.normal());
+  }
+  return x;
+}
+
+std::vector<uint16_t> toBf16(const std::vector<float> &v) {
+  std::vector<uint16_t> out(v.size());
+  std::transform(v.begin(), v.end(), out.begin(), kernels::floatToBf16);
+  return out;
+}
+
+std::vector<float> reference(const Layer &l, const Shape &d, const std::vector<float> &x,
+                             const Routing &r, int64_t tokens, int32_t firstExpert, float limit,
+                             int64_t *clamped) {
+  std::vector<double> acc(tokens * d.hidden, 0.0);
+  for (int64_t e = 0; e < d.experts; ++e) {
+    std::vector<int64_t> slots;
+    for (int64_t s = 0; s < tokens * d.topK; ++s) {
+      if (r.ids[s] - firstExpert == e) {
+        slots.push_back(s);
+      }
+    }
+    if (slots.empty()) {
+      continue;
+    }
+    const int64_t n = static_cast<int64_t>(slots.size());
+    std::vector<float> xs(n * d.hidden), g(n * d.inter), u(n * d.inter), h(n * d.inter),
+        y(n * d.hidden);
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t t = slots[i] / d.topK;
+      std::copy(x.begin() + t * d.hidden, x.begin() + (t + 1) * d.hidden,
+                xs.begin() + i * d.hidden);
+    }
+    auto linear = [&](const float *in, const kernels::Exl3MatrixView &w, float *out) {
+      const Status s = kernels::exl3LinearRef({.x = in, .weight = w, .y = out, .rows = n});
+      EXPECT_TRUE(s.ok()) << s.toString();
+    };
+    linear(xs.data(), l.gate.view(e), g.data());
+    linear(xs.data(), l.up.view(e), u.data());
+    for (int64_t i = 0; i < n * d.inter; ++i) {
+      const double a = std::min<double>(g[i], limit);
+      const double b = std::clamp<double>(u[i], -limit, limit);
+      if (clamped != nullptr) {
+        *clamped += (g[i] > limit) + (std::fabs(u[i]) > limit);
+      }
+      h[i] = static_cast<float>(a / (1.0 + std::exp(-a)) * b);
+    }
+    linear(h.data(), l.down.view(e), y.data());
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t t = slots[i] / d.topK;
+      for (int64_t c = 0; c < d.hidden; ++c) {
+        acc[t * d.hidden + c] += static_cast<double>(r.weights[slots[i]]) * y[i * d.hidden + c];
+      }
+    }
+  }
+  return std::vector<float>(acc.begin(), acc.end());
+}
+
+Expected<DeviceStep> uploadStep(const Layer &l, const Shape &d, const std::vector<float> &x,
+                                const Routing &r, int64_t tokens, int32_t firstExpert,
+                                float limit) {
+  DeviceStep s;
+  GLM_ASSIGN_OR_RETURN(s.x, toDevice(toBf16(x)));
+  GLM_ASSIGN_OR_RETURN(s.ids, toDevice(r.ids));
+  GLM_ASSIGN_OR_RETURN(s.weights, toDevice(toBf16(r.weights)));
+  GLM_ASSIGN_OR_RETURN(s.gate, toDevice(l.gate.bytes));
+  GLM_ASSIGN_OR_RETURN(s.up, toDevice(l.up.bytes));
+  GLM_ASSIGN_OR_RETURN(s.down, toDevice(l.down.bytes));
+  GLM_ASSIGN_OR_RETURN(s.out, poisoned(tokens * d.hidden * 2));
+  s.args = kernels::Exl3MoeGpuArgs{
+      s.x.as<const kernels::Bf16>(),
+      s.ids.as<const int32_t>(),
+      s.weights.as<const kernels::Bf16>(),
+      kernels::exl3GpuWeights(reinterpret_cast<const void *>(s.gate.ptr()), l.gate.layout),
+      kernels::exl3GpuWeights(reinterpret_cast<const void *>(s.up.ptr()), l.up.layout),
+      kernels::exl3GpuWeights(reinterpret_cast<const void *>(s.down.ptr()), l.down.layout),
+      s.out.as<kernels::Bf16>(),
+      nullptr,
+      tokens,
+      d.hidden,
+      d.inter,
+      d.experts,
+      d.topK,
+      firstExpert,
+      limit};
+  return s;
+}
+
+} // namespace glm::testing::exl3_moe_test
