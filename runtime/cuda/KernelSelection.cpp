@@ -9,6 +9,7 @@
 #include "kernels/embedding/embedding_gpu.h"
 #include "kernels/exl3/exl3_gpu.h"
 #include "kernels/exl3_moe/exl3_moe_gpu.h"
+#include "kernels/exl3_moe/exl3_moe_prefill_gpu.h"
 #include "kernels/expand_streams/expand_streams_gpu.h"
 #include "kernels/gated_rms_norm/gated_rms_norm_gpu.h"
 #include "kernels/kda/kda_gpu.h"
@@ -176,10 +177,18 @@ Expected<std::vector<SelectedLaunch>> selectOpKernels(const plan::Plan &plan,
   case plan::OpKind::MoeExperts: {
     const MoeShape m = moeShapeOf(v);
     std::vector<SelectedLaunch> out;
-    if (m.exl3Fused) {
+    if (m.exl3 == Exl3MoePath::FusedDecode) {
       for (const kernels::NamedLaunch &l : kernels::exl3MoeLaunches(
                m.exl3Bits, m.exl3Codebook, rows, m.hidden, m.inter, m.experts, m.topK)) {
         out.push_back({"kernels/exl3_moe/exl3_moe.cuh", l.name, l.dims});
+      }
+      return out;
+    }
+    if (m.exl3 == Exl3MoePath::FusedPrefill) {
+      // The route and combine launches are moe_experts' kernels; the header includes both.
+      for (const kernels::NamedLaunch &l : kernels::exl3MoePrefillLaunches(
+               m.exl3Bits, m.exl3Codebook, rows, m.hidden, m.inter, m.experts, m.topK)) {
+        out.push_back({"kernels/exl3_moe/exl3_moe_prefill.cuh", l.name, l.dims});
       }
       return out;
     }

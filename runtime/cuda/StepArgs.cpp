@@ -9,6 +9,7 @@
 #include "kernels/embedding/embedding_gpu.h"
 #include "kernels/exl3/exl3_gpu.h"
 #include "kernels/exl3_moe/exl3_moe_gpu.h"
+#include "kernels/exl3_moe/exl3_moe_prefill_gpu.h"
 #include "kernels/expand_streams/expand_streams_gpu.h"
 #include "kernels/gated_rms_norm/gated_rms_norm_gpu.h"
 #include "kernels/kda/kda_gpu.h"
@@ -107,11 +108,17 @@ MoeShape moeShapeOf(const runtime::StepView &v) {
   }
   Expected<Exl3ArenaLayout> layout = exl3 ? exl3BindingLayout(gate) : invalidArgument("dense");
   m.exl3Bits = layout.ok() ? layout->slotBits : 0;
-  // Many tokens or a large K need more shared memory than GB10's 99 KB per block: staging then.
-  m.exl3Fused = layout.ok() && v.rows() <= kernels::kExl3MoeMaxTokens &&
-                m.topK <= kernels::kExl3MoeMaxTopK && m.experts <= kernels::kExl3MoeMaxExperts &&
-                kernels::exl3MoeSharedBytes(kernels::exl3MoeGroups(v.rows()), m.exl3Bits) <=
-                    v.plan().target()->shared_memory_per_block();
+  // The kernels' shared memory grows with the tokens (decode) and K: beyond the target's (GB10's
+  // 99 KB per block) the next path takes over.
+  const uint32_t sharedMemory = v.plan().target()->shared_memory_per_block();
+  if (layout.ok() && m.topK <= kernels::kExl3MoeMaxTopK && m.topK <= kernels::kMoeMaxTopK) {
+    if (v.rows() <= kernels::kExl3MoeMaxTokens && m.experts <= kernels::kExl3MoeMaxExperts &&
+        kernels::exl3MoeSharedBytes(kernels::exl3MoeGroups(v.rows()), m.exl3Bits) <= sharedMemory) {
+      m.exl3 = Exl3MoePath::FusedDecode;
+    } else if (kernels::exl3MoePrefillSharedBytes(m.exl3Bits) <= sharedMemory) {
+      m.exl3 = Exl3MoePath::FusedPrefill;
+    }
+  }
   m.exl3Codebook = static_cast<int>(Exl3Codebook::Mcg);
   return m;
 }
@@ -130,8 +137,12 @@ uint64_t opScratchBytes(const runtime::StepView &v) {
     return static_cast<uint64_t>(rows * v.weight(0).rank_shape()->Get(0)) * sizeof(float);
   case plan::OpKind::MoeExperts: {
     const MoeShape m = moeShapeOf(v);
-    if (m.exl3Fused) {
+    if (m.exl3 == Exl3MoePath::FusedDecode) {
       return static_cast<uint64_t>(kernels::exl3MoeScratchBytes(rows, m.topK, m.hidden, m.inter));
+    }
+    if (m.exl3 == Exl3MoePath::FusedPrefill) {
+      return static_cast<uint64_t>(
+          kernels::exl3MoePrefillScratchBytes(rows, m.topK, m.experts, m.hidden, m.inter));
     }
     return static_cast<uint64_t>(kernels::moeExpertsScratch(m.path, rows, m.topK, m.experts,
                                                             m.hidden, m.inter, activationBytes(v))
@@ -163,7 +174,7 @@ const Exl3Staging::Weight *Exl3Staging::find(size_t index) const {
 Expected<Exl3Staging> exl3StagingOf(const runtime::StepView &v) {
   Exl3Staging s;
   s.end = opScratchBytes(v);
-  if (v.step().op() == plan::OpKind::MoeExperts && moeShapeOf(v).exl3Fused) {
+  if (v.step().op() == plan::OpKind::MoeExperts && moeShapeOf(v).exl3 != Exl3MoePath::Staged) {
     return s; // the fused kernels read the trellises themselves
   }
   for (size_t i = 0; i < v.weightCount(); ++i) {
@@ -331,7 +342,7 @@ buildOpArgs(const runtime::StepView &v, const DeviceLayout &d, const Exl3Staging
   }
   case plan::OpKind::MoeExperts: {
     const MoeShape m = moeShapeOf(v);
-    if (m.exl3Fused) {
+    if (m.exl3 != Exl3MoePath::Staged) {
       kernels::Exl3MoeGpuArgs a{};
       a.x = static_cast<const kernels::Bf16 *>(d.ptr(*in0));
       a.expertIds = reinterpret_cast<const int32_t *>(d.ptr(v.operand(1)));
@@ -349,6 +360,14 @@ buildOpArgs(const runtime::StepView &v, const DeviceLayout &d, const Exl3Staging
       a.topK = m.topK;
       a.firstExpert = firstExpertOf(v, d.rank, m.experts);
       a.limit = v.floatAttr("limit", INFINITY);
+      if (m.exl3 == Exl3MoePath::FusedPrefill) {
+        // One struct serves all six launches (the route and combine kernels read its leading
+        // MoeExpertsGpuArgs).
+        return Args(kernels::exl3MoePrefillLaunches(m.exl3Bits, m.exl3Codebook, rows, m.hidden,
+                                                    m.inter, m.experts, m.topK)
+                        .size(),
+                    bytesOf(kernels::exl3MoePrefillBindScratch(a, d.workspace)));
+      }
       kernels::exl3MoeBindScratch(a, d.workspace);
       return Args(kernels::exl3MoeLaunches(m.exl3Bits, m.exl3Codebook, rows, m.hidden, m.inter,
                                            m.experts, m.topK)

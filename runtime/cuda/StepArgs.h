@@ -46,14 +46,18 @@ struct MlaShape {
 };
 MlaShape mlaShapeOf(const runtime::StepView &mlaStep);
 
-/// The same for a MoE experts step: this rank's experts, their sizes and the kernel path. A bf16
-/// step with all three projections in EXL3 and few enough tokens runs the fused kernels of
-/// kernels/exl3_moe (decoding in registers, no staging), whose fast path is compiled for
-/// `exl3Bits` and `exl3Codebook`; matrices of another K or codebook take their generic decoder.
+/// How a MoE step with EXL3 experts runs: a bf16 step with all three projections in EXL3 takes the
+/// fused kernels of kernels/exl3_moe (decoding in registers, no staging), those for decode when
+/// few tokens fit the target's shared memory, else those for prefill; anything else stages.
+enum class Exl3MoePath { Staged, FusedDecode, FusedPrefill };
+
+/// The same for a MoE experts step: this rank's experts, their sizes and the kernel path. The
+/// fused kernels' fast path is compiled for `exl3Bits` and `exl3Codebook`; matrices of another K or
+/// codebook take their generic decoder.
 struct MoeShape {
   int64_t experts = 0, inter = 0, hidden = 0, topK = 0;
   kernels::MoeExpertsPath path = kernels::MoeExpertsPath::Decode;
-  bool exl3Fused = false;
+  Exl3MoePath exl3 = Exl3MoePath::Staged;
   int exl3Bits = 0;     // the plan's K (the checkpoint's largest)
   int exl3Codebook = 0; // MCG, the deployed checkpoints': the plan does not know the codebook
 };
