@@ -25,6 +25,13 @@ DeviceMemory::~DeviceMemory() {
 
 Module::~Module() { driver_->cuModuleUnload(module_); }
 
+Expected<int> CudaContext::deviceCount() {
+  GLM_ASSIGN_OR_RETURN(const CudaDriver *d, ::glm::cuda::driver());
+  int count = 0;
+  GLM_CU(d, cuDeviceGetCount(&count));
+  return count;
+}
+
 Expected<std::unique_ptr<CudaContext>> CudaContext::create(int ordinal) {
   GLM_ASSIGN_OR_RETURN(const CudaDriver *d, ::glm::cuda::driver());
   int count = 0;

@@ -64,6 +64,8 @@ class CudaContext {
 public:
   /// Makes device `ordinal`'s primary context current on the calling thread and creates a stream.
   static Expected<std::unique_ptr<CudaContext>> create(int ordinal = 0);
+  /// How many CUDA devices the driver shows this process.
+  static Expected<int> deviceCount();
   ~CudaContext();
 
   const CudaDriver &driver() const { return *driver_; }

@@ -29,6 +29,9 @@ struct CudaEngineOptions {
   /// decides which weight slices the engine loads). Every rank must make the same engine calls in
   /// the same order (LockstepEngine keeps them so).
   runtime::DeviceComm *comm = nullptr;
+  /// Held as long as the engine and released after everything else it holds: the owner of
+  /// `comm`, when the engine is to own it.
+  std::shared_ptr<void> keepAlive;
 };
 
 class CudaEngine : public runtime::Engine {
@@ -104,8 +107,8 @@ private:
                                    const std::vector<RowGroup> &groups, LogitsBack back) override;
   Program *find(const plan::Program *p);
 
+  CudaEngineOptions options_; // first: its keepAlive outlives every other member
   std::unique_ptr<runtime::PlanFile> plan_;
-  CudaEngineOptions options_;
   std::unique_ptr<CudaContext> ctx_;
   std::vector<DeviceMemory> arenas_;
   DeviceMemory workspace_;

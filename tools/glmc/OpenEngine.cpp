@@ -1,28 +1,95 @@
 // Choosing the engine by the plan's target, and running a tensor-parallel plan's ranks.
 #include "tools/glmc/OpenEngine.h"
 
+#include "runtime/comm/NcclComm.h"
 #include "runtime/comm/TcpComm.h"
 #include "runtime/cuda/CudaEngine.h"
 #include "runtime/engine/LockstepEngine.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <thread>
 
 namespace glm::tools {
 
 namespace {
 
-/// One rank's engine of `plan` (of a TP 1 plan when `comm` is null).
-Expected<std::unique_ptr<runtime::Engine>> rankEngine(std::unique_ptr<runtime::PlanFile> plan,
-                                                      const Checkpoint &checkpoint,
-                                                      runtime::CpuEngineOptions cpuOptions,
-                                                      runtime::LoopbackComm *comm) {
+/// One rank's engine of `plan` (of a TP 1 plan when `comm` is null). A GPU rank with an NCCL
+/// communicator runs on that communicator's device and owns it; otherwise it runs on device 0
+/// and exchanges through `comm`.
+Expected<std::unique_ptr<runtime::Engine>>
+rankEngine(std::unique_ptr<runtime::PlanFile> plan, const Checkpoint &checkpoint,
+           runtime::CpuEngineOptions cpuOptions, runtime::LoopbackComm *comm,
+           std::shared_ptr<runtime::NcclComm> nccl = nullptr) {
   if (plan->root().target()->arch() == plan::Arch::Cpu) {
     cpuOptions.comm = comm;
     GLM_ASSIGN_OR_RETURN(std::unique_ptr<runtime::CpuEngine> engine,
                          runtime::CpuEngine::create(std::move(plan), checkpoint, cpuOptions));
     return std::unique_ptr<runtime::Engine>(std::move(engine));
   }
+  cuda::CudaEngineOptions options;
+  options.comm = comm;
+  if (nccl != nullptr) {
+    options.device = nccl->rank();
+    options.comm = nccl.get();
+    options.keepAlive = nccl;
+  }
   GLM_ASSIGN_OR_RETURN(std::unique_ptr<cuda::CudaEngine> engine,
-                       cuda::CudaEngine::create(std::move(plan), checkpoint, {.comm = comm}));
+                       cuda::CudaEngine::create(std::move(plan), checkpoint, options));
   return std::unique_ptr<runtime::Engine>(std::move(engine));
+}
+
+/// Whether a GPU plan of `world` ranks runs one rank per device, over NCCL: when this process
+/// sees at least `world` devices and NCCL loads, unless GLM_TP_DEVICES=one asks for every rank on
+/// device 0 (the loopback; GLM_TP_DEVICES=each insists on a device per rank).
+Expected<bool> rankPerDevice(int world) {
+  const char *env = std::getenv("GLM_TP_DEVICES");
+  const std::string mode = env != nullptr ? env : "";
+  if (!mode.empty() && mode != "one" && mode != "each") {
+    return invalidArgument("GLM_TP_DEVICES is one or each, got '", mode, "'");
+  }
+  if (mode == "one") {
+    return false;
+  }
+  Expected<int> devices = cuda::CudaContext::deviceCount();
+  Expected<int> nccl = runtime::ncclVersion();
+  const bool possible = devices.ok() && *devices >= world && nccl.ok();
+  if (mode == "each" && !possible) {
+    return Status(StatusCode::Unavailable,
+                  strCat("GLM_TP_DEVICES=each needs ", world, " CUDA devices and NCCL: ",
+                         devices.ok() ? strCat(*devices, " devices") : devices.status().message(),
+                         ", ", nccl.ok() ? "NCCL loads" : nccl.status().message()));
+  }
+  return possible;
+}
+
+/// The NCCL communicators of a group of `world` ranks in this process, rank r on device r: NCCL
+/// sets up only with every rank present, so the ranks join from threads of their own, exchanging
+/// NCCL's id through a loopback group.
+Expected<std::vector<std::shared_ptr<runtime::NcclComm>>> ncclGroup(int world) {
+  runtime::LoopbackGroup control(world);
+  std::vector<std::shared_ptr<runtime::NcclComm>> comms(world);
+  std::vector<Status> errors(world, Status::success());
+  std::vector<std::thread> threads;
+  for (int r = 0; r < world; ++r) {
+    threads.emplace_back([&, r] {
+      std::unique_ptr<runtime::LoopbackComm> comm = control.comm(r);
+      Expected<std::unique_ptr<runtime::NcclComm>> made = runtime::NcclComm::create(*comm, r);
+      if (made.ok()) {
+        comms[r] = std::move(made).value();
+      } else {
+        errors[r] = made.status();
+        control.end(strCat("rank ", r, ": ", made.status().message()));
+      }
+    });
+  }
+  for (std::thread &t : threads) {
+    t.join();
+  }
+  for (int r = 0; r < world; ++r) {
+    GLM_RETURN_IF_ERROR(errors[r].withContext(strCat("NCCL rank ", r, " of ", world)));
+  }
+  return comms;
 }
 
 } // namespace
@@ -45,9 +112,16 @@ Expected<std::unique_ptr<runtime::Engine>> openEngine(std::unique_ptr<runtime::P
     return rankEngine(std::move(plan), checkpoint, cpuOptions, nullptr);
   }
   // A TP N plan on this machine alone: its ranks as threads of this process, meeting in a
-  // loopback group (a GPU plan's ranks all on device 0, exchanging through its memory), rank 0
-  // driving the others in lockstep. Ranks in processes of their own are `glmc serve --tp-listen`
-  // with `glmc worker`.
+  // loopback group, rank 0 driving the others in lockstep. A GPU plan's ranks run one per device
+  // over NCCL where there are enough devices, else all on device 0, exchanging through its memory.
+  // Ranks in processes of their own are `glmc serve --tp-listen` with `glmc worker`.
+  std::vector<std::shared_ptr<runtime::NcclComm>> nccl;
+  if (plan->root().target()->arch() != plan::Arch::Cpu) {
+    GLM_ASSIGN_OR_RETURN(bool perDevice, rankPerDevice(world));
+    if (perDevice) {
+      GLM_ASSIGN_OR_RETURN(nccl, ncclGroup(world));
+    }
+  }
   const std::vector<uint8_t> bytes(plan->bytes().begin(), plan->bytes().end());
   const std::string source = plan->source();
   auto make = [&](runtime::LoopbackComm &comm) -> Expected<std::unique_ptr<runtime::Engine>> {
@@ -59,7 +133,8 @@ Expected<std::unique_ptr<runtime::Engine>> openEngine(std::unique_ptr<runtime::P
       GLM_ASSIGN_OR_RETURN(rankPlan, runtime::PlanFile::fromBytes(bytes, source));
       options.dumpPattern.clear(); // rank 0's dumps only: the ranks' files would share names
     }
-    return rankEngine(std::move(rankPlan), checkpoint, options, &comm);
+    return rankEngine(std::move(rankPlan), checkpoint, options, &comm,
+                      nccl.empty() ? nullptr : nccl[comm.rank()]);
   };
   GLM_ASSIGN_OR_RETURN(std::unique_ptr<runtime::LockstepEngine> engine,
                        runtime::LockstepEngine::createInProcess(world, make));
