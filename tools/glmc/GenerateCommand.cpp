@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -214,6 +215,9 @@ int runGenerate(const std::vector<std::string> &args) {
     return cl.fail(slot.status());
   }
 
+  // Wall-clock time of the engine calls alone (not sampling or printing), reported at the end.
+  using Clock = std::chrono::steady_clock;
+  const Clock::time_point prefillStart = Clock::now();
   std::vector<float> prefillLogits;
   size_t start = 0;
   for (size_t end : chunkEnds) {
@@ -227,6 +231,10 @@ int runGenerate(const std::vector<std::string> &args) {
     prefillLogits.insert(prefillLogits.end(), logits->begin(), logits->end());
     start = end;
   }
+  const double prefillMs =
+      std::chrono::duration<double, std::milli>(Clock::now() - prefillStart).count();
+  double decodeMs = 0;
+  int64_t decodeSteps = 0;
 
   const int64_t limit = maxTokens->value_or(64);
   std::vector<int32_t> generated;
@@ -262,10 +270,13 @@ int runGenerate(const std::vector<std::string> &args) {
       break;
     }
     const int slots[] = {*slot};
+    const Clock::time_point stepStart = Clock::now();
     Expected<std::vector<float>> logits = e.decode(slots, std::span(&generated.back(), 1));
     if (!logits.ok()) {
       return cl.fail(logits.status());
     }
+    decodeMs += std::chrono::duration<double, std::milli>(Clock::now() - stepStart).count();
+    ++decodeSteps;
     decodeLogits.insert(decodeLogits.end(), logits->begin(), logits->end());
     last = *logits;
   }
@@ -274,6 +285,11 @@ int runGenerate(const std::vector<std::string> &args) {
     std::fwrite(rest.data(), 1, rest.size(), stdout);
   }
   std::printf("\n");
+  std::fprintf(stderr,
+               "glmc generate: prefill of %zu tokens %.1f ms; %lld decode steps %.1f ms (%.3f ms a "
+               "step, logits copied back)\n",
+               prompt.size(), prefillMs, static_cast<long long>(decodeSteps), decodeMs,
+               decodeSteps > 0 ? decodeMs / static_cast<double>(decodeSteps) : 0.0);
 
   if (std::optional<std::string> dump = cl.get("dump-logits")) {
     auto floats = [](const std::vector<float> &v) {
