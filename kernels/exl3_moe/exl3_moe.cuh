@@ -220,6 +220,23 @@ __device__ __forceinline__ void loadFragments(const uint4 *region, int kt, int l
   }
 }
 
+/// Clears a warp's accumulators of two tiles (two 8-column halves each, G token groups).
+template <int G> __device__ __forceinline__ void zeroAccumulators(float (&acc)[2][2][G][4]) {
+#pragma unroll
+  for (int t = 0; t < 2; ++t) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+#pragma unroll
+      for (int g = 0; g < G; ++g) {
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          acc[t][h][g][i] = 0.0f;
+        }
+      }
+    }
+  }
+}
+
 /// One chunk of kChunkTiles k-tiles against two adjacent tile columns, accumulated into acc: the A
 /// fragments from `a` (a region laid out by fragmentIndex), the weights decoded from the ring's
 /// `words` (Fast) or by the generic decoder from tiles (kTile0 + kk, nt0 + t) of `matrix`.
@@ -511,19 +528,7 @@ template <int K, int CB, int G> struct Down {
         cpAsyncCommit();
       }
       float acc[2][2][G][4];
-#pragma unroll
-      for (int t = 0; t < 2; ++t) {
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-#pragma unroll
-          for (int g = 0; g < G; ++g) {
-#pragma unroll
-            for (int i = 0; i < 4; ++i) {
-              acc[t][h][g][i] = 0.0f;
-            }
-          }
-        }
-      }
+      zeroAccumulators<G>(acc);
       mmaChunk<K, CB, G, Fast>(tiles, ring + slot * kSlotWords, downA, down,
                                8 * static_cast<int64_t>(j), 2 * pr, lane, groups, acc);
 #pragma unroll
@@ -606,19 +611,7 @@ __global__ void __cluster_dims__(kExl3MoeCluster, 1, 1)
                                 a.hidden % 8 == 0 && (reinterpret_cast<uint64_t>(a.x) & 15u) == 0};
   const Matrix mine = warp < 4 ? gateMatrix : upMatrix;
   float acc[2][2][G][4]; // [tile][8-column half][group]
-#pragma unroll
-  for (int t = 0; t < 2; ++t) {
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-#pragma unroll
-      for (int g = 0; g < G; ++g) {
-#pragma unroll
-        for (int i = 0; i < 4; ++i) {
-          acc[t][h][g][i] = 0.0f;
-        }
-      }
-    }
-  }
+  zeroAccumulators<G>(acc);
   if (mine.bits == K && mine.codebook == CB) {
     gateUp.template run<true>(acc);
   } else {

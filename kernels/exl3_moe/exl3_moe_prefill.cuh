@@ -283,19 +283,7 @@ __global__ void __launch_bounds__(kExl3PrefillThreads, 2)
   const bool active = nt0 < w.tilesN;
 
   float acc[2][2][kGroups][4];
-#pragma unroll
-  for (int t = 0; t < 2; ++t) {
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-#pragma unroll
-      for (int g = 0; g < kGroups; ++g) {
-#pragma unroll
-        for (int i = 0; i < 4; ++i) {
-          acc[t][h][g][i] = 0.0f;
-        }
-      }
-    }
-  }
+  zeroAccumulators<kGroups>(acc);
   uint32_t *ring = reinterpret_cast<uint32_t *>(smem + kExl3PrefillStages * kStageBytes) +
                    warp * kRingSlots * kRingSlotWords<K>;
   if (w.bits == K && w.codebook == CB) {

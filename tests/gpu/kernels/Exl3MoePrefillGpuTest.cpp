@@ -27,25 +27,6 @@ protected:
     ASSERT_NE(gpu(&why), nullptr) << why;
   }
 
-  /// The module of a step's launches, compiled once per test process for each fast path.
-  static cuda::Module *moduleFor(const std::vector<kernels::NamedLaunch> &launches) {
-    static std::map<std::string, std::unique_ptr<cuda::Module>> modules;
-    auto &m = modules[launches[2].name];
-    if (m == nullptr) {
-      std::vector<std::string> names;
-      for (const auto &l : launches) {
-        names.push_back(l.name);
-      }
-      Expected<std::unique_ptr<cuda::Module>> compiled = compileForGpu(kSource, names);
-      EXPECT_TRUE(compiled.ok()) << compiled.status().toString();
-      if (!compiled.ok()) {
-        return nullptr;
-      }
-      m = std::move(compiled).value();
-    }
-    return m.get();
-  }
-
   /// Runs a step on the device (fast path for `bits`, `codebook`) into `out` (bf16 bits), with
   /// poisoned output and scratch.
   void run(const Layer &l, const Shape &d, int bits, Exl3Codebook codebook,
@@ -53,7 +34,7 @@ protected:
            std::vector<uint16_t> &out) {
     const std::vector<kernels::NamedLaunch> launches = kernels::exl3MoePrefillLaunches(
         bits, static_cast<int>(codebook), tokens, d.hidden, d.inter, d.experts, d.topK);
-    cuda::Module *module = moduleFor(launches);
+    cuda::Module *module = cachedModule(kSource, launches);
     ASSERT_NE(module, nullptr);
     GLM_ASSERT_OK_AND_ASSIGN(DeviceStep step,
                              uploadStep(l, d, x, r, tokens, firstExpert, swigluLimit()));

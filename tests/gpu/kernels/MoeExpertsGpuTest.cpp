@@ -114,25 +114,11 @@ protected:
   static cuda::Module *moduleFor(MoeExpertsPath path, Types types,
                                  std::vector<kernels::NamedLaunch> &launches, const Dims &d,
                                  int64_t tokens) {
-    static std::map<std::pair<int, int>, std::unique_ptr<cuda::Module>> modules;
     const std::string t = types == Types::Bf16Bf16 ? "glm::kernels::Bf16" : "float";
     const std::string w = types == Types::F32F32 ? "float" : "glm::kernels::Bf16";
     launches =
         kernels::moeExpertsLaunches(path, t, w, tokens, d.hidden, d.inter, d.experts, d.topK);
-    auto &m = modules[{static_cast<int>(path), static_cast<int>(types)}];
-    if (m == nullptr) {
-      std::vector<std::string> names;
-      for (const auto &l : launches) {
-        names.push_back(l.name);
-      }
-      Expected<std::unique_ptr<cuda::Module>> compiled = compileForGpu(kSource, names);
-      EXPECT_TRUE(compiled.ok()) << compiled.status().toString();
-      if (!compiled.ok()) {
-        return nullptr;
-      }
-      m = std::move(compiled).value();
-    }
-    return m.get();
+    return cachedModule(kSource, launches);
   }
 
   /// Runs one path on the device and returns `out` widened to f32.

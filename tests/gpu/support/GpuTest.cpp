@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <limits>
+#include <map>
 #include <memory>
 #include <numeric>
 
@@ -30,6 +31,27 @@ Expected<std::unique_ptr<cuda::Module>> compileForGpu(const std::string &source,
   GLM_ASSIGN_OR_RETURN(kernels::CompiledModule module,
                        kernels::compileKernels(source, names, gpu()->info().arch));
   return gpu()->load(module.cubin, module.entries);
+}
+
+cuda::Module *cachedModule(const std::string &source,
+                           const std::vector<kernels::NamedLaunch> &launches) {
+  static std::map<std::string, std::unique_ptr<cuda::Module>> modules;
+  std::vector<std::string> names;
+  std::string key = source;
+  for (const kernels::NamedLaunch &l : launches) {
+    names.push_back(l.name);
+    key += "\n" + l.name;
+  }
+  std::unique_ptr<cuda::Module> &m = modules[key];
+  if (m == nullptr) {
+    Expected<std::unique_ptr<cuda::Module>> compiled = compileForGpu(source, names);
+    EXPECT_TRUE(compiled.ok()) << compiled.status().toString();
+    if (!compiled.ok()) {
+      return nullptr;
+    }
+    m = std::move(compiled).value();
+  }
+  return m.get();
 }
 
 Expected<cuda::DeviceMemory> poisoned(size_t bytes) {

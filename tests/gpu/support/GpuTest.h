@@ -43,6 +43,11 @@ cuda::CudaContext *gpu(std::string *why = nullptr);
 Expected<std::unique_ptr<cuda::Module>> compileForGpu(const std::string &source,
                                                       const std::vector<std::string> &names);
 
+/// The module of every kernel `launches` names, compiled from `source` once per test process (the
+/// same source and names give the same module); null, with a test failure, if it does not compile.
+cuda::Module *cachedModule(const std::string &source,
+                           const std::vector<kernels::NamedLaunch> &launches);
+
 /// A device copy of `values`.
 template <typename T> Expected<cuda::DeviceMemory> toDevice(const std::vector<T> &values) {
   GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory m, gpu()->allocate(values.size() * sizeof(T)));
