@@ -67,6 +67,8 @@ public:
     EXPECT_EQ(::posix_spawn(&pid_, argv[0], nullptr, nullptr, argv.data(), environ), 0);
   }
   ~Worker() { kill(); }
+  /// Sends `sig` (SIGSTOP: a worker that is alive but answers nothing).
+  void signal(int sig) { ::kill(pid_, sig); }
   /// SIGKILL, and wait until it is gone.
   void kill() {
     if (pid_ > 0) {
@@ -81,10 +83,12 @@ private:
 };
 
 /// Rank 0: a LockstepEngine over a CPU engine of `plan`, listening on a free port.
-std::unique_ptr<LockstepEngine> rankZero(const CompiledPlan &plan, const Checkpoint &checkpoint) {
+std::unique_ptr<LockstepEngine> rankZero(const CompiledPlan &plan, const Checkpoint &checkpoint,
+                                         TcpCommOptions commOptions = {}) {
   std::unique_ptr<PlanFile> file = plan.open();
   const std::string identity = lockstepIdentity(*file, checkpoint);
-  std::unique_ptr<TcpComm> comm = std::move(TcpComm::listen("127.0.0.1", 0, 2)).value();
+  std::unique_ptr<TcpComm> comm =
+      std::move(TcpComm::listen("127.0.0.1", 0, 2, commOptions)).value();
   CpuEngineOptions options;
   options.comm = comm.get();
   std::unique_ptr<CpuEngine> local =
@@ -235,6 +239,28 @@ private:
   Status clearSlots(int) override { return Status::success(); }
   std::unique_ptr<Engine> inner_;
 };
+
+TEST(Lockstep, AStoppedWorkerFailsTheCallOnceItHasBeenSilentForTheTimeout) {
+  // SIGSTOP leaves the worker's connection open but answering nothing: rank 0's call must fail,
+  // naming it, once the worker has been silent for rank 0's timeout (`--tp-timeout`), not wait.
+  std::unique_ptr<Checkpoint> checkpoint = std::move(Checkpoint::open(kTiny)).value();
+  const CompiledPlan two(2);
+  std::unique_ptr<LockstepEngine> engine = rankZero(two, *checkpoint, TcpCommOptions{2000});
+  Worker worker(two, engine->port());
+  ASSERT_TRUE(engine->waitForWorkers(60000).ok()) << engine->health().toString();
+  Expected<int> slot = engine->newSequence();
+  ASSERT_TRUE(slot.ok()) << slot.status().toString();
+  ASSERT_TRUE(engine->prefill(*slot, std::vector<int32_t>{5, 17, 300}).ok());
+  worker.signal(SIGSTOP);
+  const int32_t next = 42;
+  Expected<std::vector<float>> stalled = engine->decode(std::span(&*slot, 1), std::span(&next, 1));
+  worker.signal(SIGCONT);
+  ASSERT_FALSE(stalled.ok());
+  EXPECT_EQ(stalled.status().code(), StatusCode::Unavailable) << stalled.status().toString();
+  EXPECT_NE(stalled.status().message().find("rank 1"), std::string::npos)
+      << stalled.status().toString();
+  EXPECT_FALSE(engine->health().ok());
+}
 
 TEST(Lockstep, AKilledWorkerFailsTheRequestInFlightAndARestartedOneIsTakenBack) {
   std::unique_ptr<Checkpoint> checkpoint = std::move(Checkpoint::open(kTiny)).value();

@@ -39,16 +39,19 @@ const Subcommand kSubcommands[] = {
      glm::tools::runGenerate},
     {"serve",
      "serve PLAN.glmp --model DIR [--host H] [--port 8888] [--api-key K] [--served-name NAME]\n"
-     "        [--max-waiting N] [--tp-listen HOST:PORT]   the OpenAI-compatible server (CPU and "
+     "        [--max-waiting N] [--tp-listen HOST:PORT [--tp-timeout S]]   the OpenAI-compatible "
+     "server (CPU and "
      "GPU plans);\n"
      "        a plan compiled with --tp N > 1 runs its ranks as threads of this process (a GPU "
      "plan's on\n"
      "        one GPU); with --tp-listen, a CPU plan runs rank 0 here and takes `glmc worker` "
      "ranks 1..N-1\n"
-     "        (requests get 503 and /health names the missing ranks until all join)",
+     "        (requests get 503 and /health names the missing ranks until all join; a worker "
+     "silent for\n"
+     "        --tp-timeout seconds, default 30, fails the call in flight)",
      glm::tools::runServe},
     {"worker",
-     "worker PLAN.glmp --model DIR --rank R --head HOST:PORT [--wait SECONDS]\n"
+     "worker PLAN.glmp --model DIR --rank R --head HOST:PORT [--wait SECONDS] [--tp-timeout S]\n"
      "        tensor-parallel rank R of a --tp N CPU plan: joins `glmc serve --tp-listen` at "
      "HOST:PORT\n"
      "        (same plan and checkpoint required), runs its calls in lockstep, rejoins when "

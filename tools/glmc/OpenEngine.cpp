@@ -6,6 +6,7 @@
 #include "runtime/cuda/CudaEngine.h"
 #include "runtime/engine/LockstepEngine.h"
 
+#include <charconv>
 #include <cstdlib>
 #include <cstring>
 #include <thread>
@@ -141,9 +142,26 @@ Expected<std::unique_ptr<runtime::Engine>> openEngine(std::unique_ptr<runtime::P
   return std::unique_ptr<runtime::Engine>(std::move(engine));
 }
 
+Expected<runtime::TcpCommOptions> tpTimeoutOption(const std::optional<std::string> &seconds) {
+  runtime::TcpCommOptions options;
+  if (!seconds) {
+    return options;
+  }
+  int value = 0;
+  const char *end = seconds->data() + seconds->size();
+  const auto [ptr, ec] = std::from_chars(seconds->data(), end, value);
+  if (ec != std::errc() || ptr != end || value < 2 || value > 86400) {
+    return invalidArgument("--tp-timeout takes whole seconds from 2 (rank 0 pings idle workers "
+                           "every second) to 86400, got '",
+                           *seconds, "'");
+  }
+  options.timeoutMs = value * 1000;
+  return options;
+}
+
 Expected<std::unique_ptr<runtime::Engine>>
 openLockstepEngine(std::unique_ptr<runtime::PlanFile> plan, const Checkpoint &checkpoint,
-                   const std::string &listenAddress) {
+                   const std::string &listenAddress, runtime::TcpCommOptions commOptions) {
   // The workers' side (`glmc worker`) runs the CPU engine, so ranks in separate processes do too;
   // a GPU plan's ranks run as threads of one process (openEngine) until the workers run
   // CudaEngine over NcclComm.
@@ -161,7 +179,7 @@ openLockstepEngine(std::unique_ptr<runtime::PlanFile> plan, const Checkpoint &ch
   GLM_ASSIGN_OR_RETURN(auto address, runtime::parseHostPort(listenAddress));
   const std::string identity = runtime::lockstepIdentity(*plan, checkpoint);
   GLM_ASSIGN_OR_RETURN(std::unique_ptr<runtime::TcpComm> comm,
-                       runtime::TcpComm::listen(address.first, address.second, world));
+                       runtime::TcpComm::listen(address.first, address.second, world, commOptions));
   runtime::CpuEngineOptions options;
   options.comm = comm.get();
   GLM_ASSIGN_OR_RETURN(std::unique_ptr<runtime::CpuEngine> local,

@@ -3,12 +3,14 @@
 // plan, one engine per rank behind a LockstepEngine.
 #pragma once
 
+#include "runtime/comm/TcpComm.h"
 #include "runtime/engine/CpuEngine.h"
 #include "runtime/engine/Engine.h"
 #include "runtime/plan/PlanFile.h"
 #include "runtime/weights/SafeTensors.h"
 
 #include <memory>
+#include <optional>
 #include <string>
 
 namespace glm::tools {
@@ -21,11 +23,17 @@ Expected<std::unique_ptr<runtime::Engine>>
 openEngine(std::unique_ptr<runtime::PlanFile> plan, const Checkpoint &checkpoint,
            const runtime::CpuEngineOptions &cpuOptions = {});
 
+/// --tp-timeout SECONDS of `glmc serve --tp-listen` and `glmc worker`: how long a silent peer may
+/// keep a collective waiting before it fails (default 30). Rank 0 pings idle workers every second,
+/// so it must be at least 2.
+Expected<runtime::TcpCommOptions> tpTimeoutOption(const std::optional<std::string> &seconds);
+
 /// Rank 0 of a tensor-parallel group across processes (`glmc serve --tp-listen`): listens on
 /// `listenAddress` (HOST:PORT) for the `glmc worker` ranks and returns a LockstepEngine over rank
 /// 0's CPU engine. It serves once every worker has joined (Engine::health says who is missing).
+/// `comm` bounds how long a silent worker may keep a call waiting (TcpCommOptions::timeoutMs).
 Expected<std::unique_ptr<runtime::Engine>>
 openLockstepEngine(std::unique_ptr<runtime::PlanFile> plan, const Checkpoint &checkpoint,
-                   const std::string &listenAddress);
+                   const std::string &listenAddress, runtime::TcpCommOptions comm = {});
 
 } // namespace glm::tools

@@ -20,7 +20,7 @@ namespace glm::tools {
 int runServe(const std::vector<std::string> &args) {
   CommandLine cl("serve");
   cl.option("model").option("host").option("port").option("api-key").option("served-name");
-  cl.option("max-waiting").option("tp-listen").positional(1, 1);
+  cl.option("max-waiting").option("tp-listen").option("tp-timeout").positional(1, 1);
   if (!cl.parseOrReport(args)) {
     return 2;
   }
@@ -72,8 +72,16 @@ int runServe(const std::vector<std::string> &args) {
   // ranks 1..N-1 in `glmc worker` processes that join there.
   const int tp = static_cast<int>((*plan)->root().tp());
   const std::optional<std::string> tpListen = cl.get("tp-listen");
+  if (cl.get("tp-timeout") && !tpListen) {
+    return cl.fail(invalidArgument("--tp-timeout bounds the waits of --tp-listen's workers: it "
+                                   "needs --tp-listen"));
+  }
+  Expected<runtime::TcpCommOptions> tpOptions = tpTimeoutOption(cl.get("tp-timeout"));
+  if (!tpOptions.ok()) {
+    return cl.fail(tpOptions.status());
+  }
   Expected<std::unique_ptr<runtime::Engine>> engine =
-      tpListen ? openLockstepEngine(std::move(plan).value(), **checkpoint, *tpListen)
+      tpListen ? openLockstepEngine(std::move(plan).value(), **checkpoint, *tpListen, *tpOptions)
                : openEngine(std::move(plan).value(), **checkpoint);
   if (!engine.ok()) {
     return cl.fail(engine.status());

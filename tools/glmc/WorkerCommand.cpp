@@ -6,6 +6,7 @@
 #include "runtime/engine/LockstepEngine.h"
 #include "tools/glmc/CommandLine.h"
 #include "tools/glmc/Commands.h"
+#include "tools/glmc/OpenEngine.h"
 
 #include <cstdio>
 
@@ -13,7 +14,8 @@ namespace glm::tools {
 
 int runWorker(const std::vector<std::string> &args) {
   CommandLine cl("worker");
-  cl.option("model").option("rank").option("head").option("wait").positional(1, 1);
+  cl.option("model").option("rank").option("head").option("wait").option("tp-timeout");
+  cl.positional(1, 1);
   if (!cl.parseOrReport(args)) {
     return 2;
   }
@@ -27,6 +29,10 @@ int runWorker(const std::vector<std::string> &args) {
   }
   // How long to keep trying to reach rank 0, at start and after losing it.
   const int waitMs = static_cast<int>(wait->value_or(300) * 1000);
+  Expected<runtime::TcpCommOptions> tpOptions = tpTimeoutOption(cl.get("tp-timeout"));
+  if (!tpOptions.ok()) {
+    return cl.fail(tpOptions.status());
+  }
   Expected<std::pair<std::string, int>> head = runtime::parseHostPort(*cl.get("head"));
   if (!head.ok()) {
     return cl.fail(head.status().withContext("--head"));
@@ -46,7 +52,7 @@ int runWorker(const std::vector<std::string> &args) {
   }
   Expected<std::unique_ptr<runtime::TcpComm>> comm =
       runtime::TcpComm::worker(head->first, head->second, static_cast<int>(**rank), world,
-                               runtime::lockstepIdentity(**plan, **checkpoint));
+                               runtime::lockstepIdentity(**plan, **checkpoint), *tpOptions);
   if (!comm.ok()) {
     return cl.fail(comm.status().withContext((*plan)->source()));
   }
