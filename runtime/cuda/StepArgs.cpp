@@ -468,7 +468,7 @@ Expected<std::vector<std::vector<uint8_t>>> buildStepArgs(const runtime::StepVie
   if (staging.weights.empty()) {
     return op;
   }
-  // The staging launches come first (exl3StagingLaunches' order): the mask, then one
+  // The staging launches come first, in selectStepKernels' order: the mask, then one
   // reconstruction per EXL3 weight.
   std::vector<std::vector<uint8_t>> args;
   auto *workspace = static_cast<uint8_t *>(d.workspace);

@@ -8,7 +8,6 @@
 
 #include <charconv>
 #include <cstdlib>
-#include <cstring>
 #include <thread>
 
 namespace glm::tools {
