@@ -65,29 +65,6 @@ __device__ __forceinline__ void load4(const Fp8E4m3 *p, float (&v)[4]) {
   }
 }
 
-/// 8 consecutive weights widened to f32.
-__device__ __forceinline__ void load8(const float *p, float (&v)[8]) {
-  const float4 x = *reinterpret_cast<const float4 *>(p);
-  const float4 y = *reinterpret_cast<const float4 *>(p + 4);
-  v[0] = x.x;
-  v[1] = x.y;
-  v[2] = x.z;
-  v[3] = x.w;
-  v[4] = y.x;
-  v[5] = y.y;
-  v[6] = y.z;
-  v[7] = y.w;
-}
-__device__ __forceinline__ void load8(const Bf16 *p, float (&v)[8]) {
-  const uint4 x = *reinterpret_cast<const uint4 *>(p);
-  const uint32_t w[4] = {x.x, x.y, x.z, x.w};
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    v[2 * i] = __uint_as_float(w[i] << 16);
-    v[2 * i + 1] = __uint_as_float(w[i] & 0xFFFF0000u);
-  }
-}
-
 __device__ __forceinline__ float *absorbed(const MlaSparseAttentionGpuArgs &a, int64_t r, int h) {
   return static_cast<float *>(a.workspace) + (r * a.heads + h) * a.rank;
 }
@@ -209,7 +186,7 @@ __global__ void __launch_bounds__(256, 2) mlaAbsorbKernel(MlaSparseAttentionGpuA
       for (int u = 0; u < 4; ++u) {
         const int e = e0 + 32 * u;
         if (e < dqk) {
-          mla_detail::load8(wk + static_cast<int64_t>(e) * rank + col, w[u]);
+          load8(wk + static_cast<int64_t>(e) * rank + col, w[u]);
         }
       }
 #pragma unroll
@@ -697,7 +674,7 @@ template <typename T, typename W> __global__ void mlaOutputKernel(MlaSparseAtten
     for (int half = 0; half < 2; ++half) {
       const int k = lane * 8 + 256 * half;
       if (e < dv && k < rank) {
-        mla_detail::load8(wv + static_cast<int64_t>(e) * rank + k, w[i][half]);
+        load8(wv + static_cast<int64_t>(e) * rank + k, w[i][half]);
       }
     }
   }

@@ -12,22 +12,6 @@ namespace moe_router_detail {
 __device__ __forceinline__ float negInf() { return -__int_as_float(0x7F800000); }
 __device__ __forceinline__ float quietNan() { return __int_as_float(0x7FC00000); }
 
-/// Eight consecutive elements from a 16-byte aligned address, widened to f32.
-__device__ __forceinline__ void load8(const float *p, float (&v)[8]) {
-  const float4 a = *reinterpret_cast<const float4 *>(p);
-  const float4 b = *reinterpret_cast<const float4 *>(p + 4);
-  v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
-}
-__device__ __forceinline__ void load8(const Bf16 *p, float (&v)[8]) {
-  const uint4 q = *reinterpret_cast<const uint4 *>(p);
-  const uint32_t w[4] = {q.x, q.y, q.z, q.w};
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    v[2 * i] = __uint_as_float(w[i] << 16);
-    v[2 * i + 1] = __uint_as_float(w[i] & 0xFFFF0000u);
-  }
-}
-
 /// (value desc, index asc) argmax over one warp's candidates; index < 0 means none. NaN values
 /// (taken experts) never win.
 __device__ __forceinline__ void warpArgmax(float &value, int &index) {
