@@ -4,6 +4,7 @@
 #pragma once
 
 #include "kernels/common/Device.cuh"
+#include "kernels/common/Ptx.cuh"
 #include "kernels/moe_experts/moe_experts_gpu.h"
 
 namespace glm::kernels {
@@ -151,35 +152,10 @@ __device__ __forceinline__ int localExpert(const MoeExpertsGpuArgs &a, int64_t s
   return e >= 0 && e < a.experts ? static_cast<int>(e) : -1;
 }
 
-// --- tensor-core helpers (sm_80+ PTX) ---------------------------------------------------------
-
+/// The shared-memory address of a generic pointer, by the compiler's builtin (which it can fold
+/// into the address arithmetic, unlike ptx::sharedAddress's inline PTX).
 __device__ __forceinline__ uint32_t sharedAddress(const void *p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-
-/// 16 bytes global -> shared, asynchronously; `bytes` < 16 fills the rest with zeros.
-__device__ __forceinline__ void cpAsync16(void *dst, const void *src, int bytes) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(sharedAddress(dst)),
-               "l"(src), "r"(bytes));
-}
-__device__ __forceinline__ void cpAsyncCommit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int N> __device__ __forceinline__ void cpAsyncWait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
-}
-
-__device__ __forceinline__ void ldmatrixX4(uint32_t (&r)[4], const void *p) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(sharedAddress(p)));
-}
-
-/// d += a · b for one m16n8k16 bf16 tile, f32 accumulators.
-__device__ __forceinline__ void mma16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0,
-                                         uint32_t b1) {
-  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, "
-               "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
-               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
 /// Two bf16 values packed as one 32-bit store.
@@ -666,7 +642,7 @@ __global__ void moeExpertsMmaGateUpKernel(MoeExpertsGpuArgs a) {
       const int r = threadIdx.x >> 2, c = threadIdx.x & 3;
       const int64_t t = tokenOf[r];
       const Bf16 *src = t >= 0 ? x + t * hidden + k0 + c * 8 : x;
-      cpAsync16(base + r * kRow + c * 16, src, t >= 0 ? 16 : 0);
+      ptx::cpAsync16(sharedAddress(base + r * kRow + c * 16), src, t >= 0 ? 16 : 0);
     }
     // gate and up: 256 rows x 4 chunks, four per thread.
 #pragma unroll
@@ -677,7 +653,7 @@ __global__ void moeExpertsMmaGateUpKernel(MoeExpertsGpuArgs a) {
       const Bf16 *matrix = r < kN ? gate : up;
       const bool valid = row < inter;
       const Bf16 *src = valid ? matrix + row * hidden + k0 + c * 8 : matrix;
-      cpAsync16(base + (kM + r) * kRow + c * 16, src, valid ? 16 : 0);
+      ptx::cpAsync16(sharedAddress(base + (kM + r) * kRow + c * 16), src, valid ? 16 : 0);
     }
   };
   const int wm = warp >> 2, wn = warp & 3; // 2 x 4 warps: 32 slots x 32 rows each
@@ -687,10 +663,10 @@ __global__ void moeExpertsMmaGateUpKernel(MoeExpertsGpuArgs a) {
     if (s < kTiles) {
       load(s, s);
     }
-    cpAsyncCommit();
+    ptx::cpAsyncCommit();
   }
   for (int kt = 0; kt < kTiles; ++kt) {
-    cpAsyncWait<kStages - 2>();
+    ptx::cpAsyncWait<kStages - 2>();
     __syncthreads();
     const uint8_t *base = smem + (kt % kStages) * kStageBytes;
 #pragma unroll
@@ -699,7 +675,7 @@ __global__ void moeExpertsMmaGateUpKernel(MoeExpertsGpuArgs a) {
 #pragma unroll
       for (int mt = 0; mt < 2; ++mt) {
         const int r = wm * 32 + mt * 16 + (lane & 7) + ((lane >> 3) & 1) * 8;
-        ldmatrixX4(af[mt], base + r * kRow + (kk + (lane >> 4) * 8) * 2);
+        ptx::ldmatrixX4(af[mt], sharedAddress(base + r * kRow + (kk + (lane >> 4) * 8) * 2));
       }
 #pragma unroll
       for (int half = 0; half < 2; ++half) { // gate rows, then up rows
@@ -707,14 +683,16 @@ __global__ void moeExpertsMmaGateUpKernel(MoeExpertsGpuArgs a) {
 #pragma unroll
         for (int nb = 0; nb < 2; ++nb) {
           const int r = kM + half * kN + wn * 32 + nb * 16 + (lane & 7) + (lane >> 4) * 8;
-          ldmatrixX4(bf[nb], base + r * kRow + (kk + ((lane >> 3) & 1) * 8) * 2);
+          ptx::ldmatrixX4(bf[nb],
+                          sharedAddress(base + r * kRow + (kk + ((lane >> 3) & 1) * 8) * 2));
         }
 #pragma unroll
         for (int mt = 0; mt < 2; ++mt) {
 #pragma unroll
           for (int nt = 0; nt < 4; ++nt) {
             const uint32_t b0 = bf[nt >> 1][(nt & 1) * 2], b1 = bf[nt >> 1][(nt & 1) * 2 + 1];
-            mma16816(half == 0 ? accG[mt][nt] : accU[mt][nt], af[mt], b0, b1);
+            ptx::mmaBf16(half == 0 ? accG[mt][nt] : accU[mt][nt], af[mt][0], af[mt][1], af[mt][2],
+                         af[mt][3], b0, b1);
           }
         }
       }
@@ -723,9 +701,9 @@ __global__ void moeExpertsMmaGateUpKernel(MoeExpertsGpuArgs a) {
     if (next < kTiles) {
       load(next % kStages, next);
     }
-    cpAsyncCommit();
+    ptx::cpAsyncCommit();
   }
-  cpAsyncWait<0>();
+  ptx::cpAsyncWait<0>();
   Bf16 *act = static_cast<Bf16 *>(a.act);
   const int g = lane >> 2, tq = lane & 3;
 #pragma unroll
@@ -785,7 +763,7 @@ __global__ void moeExpertsMmaDownKernel(MoeExpertsGpuArgs a) {
       const int r = i >> 2, c = i & 3;
       const int64_t s = slotOf[r];
       const Bf16 *src = s >= 0 ? act + s * inter + k0 + c * 8 : act;
-      cpAsync16(base + r * kRow + c * 16, src, s >= 0 ? 16 : 0);
+      ptx::cpAsync16(sharedAddress(base + r * kRow + c * 16), src, s >= 0 ? 16 : 0);
     }
 #pragma unroll
     for (int q = 0; q < 4; ++q) { // down: 128 rows x 4 chunks
@@ -794,7 +772,7 @@ __global__ void moeExpertsMmaDownKernel(MoeExpertsGpuArgs a) {
       const int64_t row = n0 + r;
       const bool valid = row < hidden;
       const Bf16 *src = valid ? down + row * inter + k0 + c * 8 : down;
-      cpAsync16(base + (kM + r) * kRow + c * 16, src, valid ? 16 : 0);
+      ptx::cpAsync16(sharedAddress(base + (kM + r) * kRow + c * 16), src, valid ? 16 : 0);
     }
   };
   const int wm = warp >> 1, wn = warp & 1; // 2 x 2 warps: 32 slots x 64 rows each
@@ -804,10 +782,10 @@ __global__ void moeExpertsMmaDownKernel(MoeExpertsGpuArgs a) {
     if (s < kTiles) {
       load(s, s);
     }
-    cpAsyncCommit();
+    ptx::cpAsyncCommit();
   }
   for (int kt = 0; kt < kTiles; ++kt) {
-    cpAsyncWait<kStages - 2>();
+    ptx::cpAsyncWait<kStages - 2>();
     __syncthreads();
     const uint8_t *base = smem + (kt % kStages) * kStageBytes;
 #pragma unroll
@@ -816,17 +794,18 @@ __global__ void moeExpertsMmaDownKernel(MoeExpertsGpuArgs a) {
 #pragma unroll
       for (int mt = 0; mt < 2; ++mt) {
         const int r = wm * 32 + mt * 16 + (lane & 7) + ((lane >> 3) & 1) * 8;
-        ldmatrixX4(af[mt], base + r * kRow + (kk + (lane >> 4) * 8) * 2);
+        ptx::ldmatrixX4(af[mt], sharedAddress(base + r * kRow + (kk + (lane >> 4) * 8) * 2));
       }
 #pragma unroll
       for (int nb = 0; nb < 4; ++nb) {
         uint32_t bf[4];
         const int r = kM + wn * 64 + nb * 16 + (lane & 7) + (lane >> 4) * 8;
-        ldmatrixX4(bf, base + r * kRow + (kk + ((lane >> 3) & 1) * 8) * 2);
+        ptx::ldmatrixX4(bf, sharedAddress(base + r * kRow + (kk + ((lane >> 3) & 1) * 8) * 2));
 #pragma unroll
         for (int mt = 0; mt < 2; ++mt) {
-          mma16816(acc[mt][nb * 2], af[mt], bf[0], bf[1]);
-          mma16816(acc[mt][nb * 2 + 1], af[mt], bf[2], bf[3]);
+          ptx::mmaBf16(acc[mt][nb * 2], af[mt][0], af[mt][1], af[mt][2], af[mt][3], bf[0], bf[1]);
+          ptx::mmaBf16(acc[mt][nb * 2 + 1], af[mt][0], af[mt][1], af[mt][2], af[mt][3], bf[2],
+                       bf[3]);
         }
       }
     }
@@ -834,9 +813,9 @@ __global__ void moeExpertsMmaDownKernel(MoeExpertsGpuArgs a) {
     if (next < kTiles) {
       load(next % kStages, next);
     }
-    cpAsyncCommit();
+    ptx::cpAsyncCommit();
   }
-  cpAsyncWait<0>();
+  ptx::cpAsyncWait<0>();
   Bf16 *contrib = static_cast<Bf16 *>(a.contrib);
   const Bf16 *routeWeights = static_cast<const Bf16 *>(a.expertWeights);
   const int g = lane >> 2, tq = lane & 3;
