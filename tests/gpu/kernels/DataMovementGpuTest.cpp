@@ -51,12 +51,6 @@ const Shape kShapes[] = {{1, 4096}, {3, 4096}, {37, 4096},  {2048, 4096},
 
 std::string name(const Shape &s) { return std::to_string(s.rows) + "x" + std::to_string(s.width); }
 
-std::vector<uint16_t> toBf16(const std::vector<float> &v) {
-  std::vector<uint16_t> out(v.size());
-  std::transform(v.begin(), v.end(), out.begin(), kernels::floatToBf16);
-  return out;
-}
-
 std::vector<float> randomValues(SplitMix64 &rng, size_t n, bool bf16, float scale = 2.0f) {
   std::vector<float> v(n);
   for (float &x : v) {
@@ -94,11 +88,6 @@ protected:
                                    "glm::kernels::Bf16>",
                                    "glm::kernels::embeddingKernel<glm::kernels::Bf16, float>",
                                }));
-  }
-
-  /// Uploads `values` as f32 or bf16.
-  Expected<cuda::DeviceMemory> upload(const std::vector<float> &values, bool bf16) {
-    return bf16 ? toDevice(toBf16(values)) : toDevice(values);
   }
 
   /// `count` elements of `m` (f32 or bf16) widened to f32, starting `offset` elements in.

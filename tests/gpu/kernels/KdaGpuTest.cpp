@@ -169,23 +169,6 @@ void reference(const Problem &p, const Tokens &t, const Weights &w, int64_t firs
   ASSERT_TRUE(s.ok()) << s.toString();
 }
 
-Expected<cuda::DeviceMemory> upload(const std::vector<float> &v, bool bf16) {
-  if (!bf16) {
-    return toDevice(v);
-  }
-  std::vector<uint16_t> b(v.size());
-  std::transform(v.begin(), v.end(), b.begin(), kernels::floatToBf16);
-  return toDevice(b);
-}
-
-Expected<std::vector<float>> download(const cuda::DeviceMemory &m, size_t n, bool bf16) {
-  if (!bf16) {
-    return fromDevice<float>(m, n);
-  }
-  GLM_ASSIGN_OR_RETURN(std::vector<uint16_t> b, fromDevice<uint16_t>(m, n));
-  return widen(b);
-}
-
 /// One launch: `slots.size()` sequences of `rowsPerSequence` rows (t.rows in all).
 struct Launch {
   bool decode = false;

@@ -15,12 +15,6 @@ struct Shape {
 const Shape kShapes[] = {{1, 128}, {3, 128},   {37, 128}, {2048, 128}, {1, 32},
                          {37, 32}, {2048, 32}, {5, 4096}, {9, 100}};
 
-std::vector<uint16_t> toBf16(const std::vector<float> &v) {
-  std::vector<uint16_t> out(v.size());
-  std::transform(v.begin(), v.end(), out.begin(), kernels::floatToBf16);
-  return out;
-}
-
 class LayerNormGpu : public ::testing::Test {
 protected:
   void SetUp() override {

@@ -18,12 +18,6 @@ struct Shape {
 const Shape kShapes[] = {{1, 4096}, {3, 4096}, {37, 4096},  {2048, 4096}, {1, 128},
                          {3, 128},  {37, 128}, {2048, 128}, {5, 100}};
 
-std::vector<uint16_t> toBf16(const std::vector<float> &v) {
-  std::vector<uint16_t> out(v.size());
-  std::transform(v.begin(), v.end(), out.begin(), kernels::floatToBf16);
-  return out;
-}
-
 /// post in (0, 2) and a positive, roughly doubly stochastic comb, as mhc_pre produces them.
 struct Inputs {
   std::vector<float> y, residual, post, comb;

@@ -36,12 +36,6 @@ size_t kernelIndex(bool prefill, bool bf16Act, bool bf16Weight) {
   return (prefill ? 4 : 0) + types;
 }
 
-std::vector<uint16_t> toBf16(const std::vector<float> &v) {
-  std::vector<uint16_t> out(v.size());
-  std::transform(v.begin(), v.end(), out.begin(), kernels::floatToBf16);
-  return out;
-}
-
 /// One step's inputs. fn, base and scale hold bf16-representable values, so that the same numbers
 /// feed the f32 and bf16 weight instances; fn's spread (2/sqrt(width)) puts the mixing logits near
 /// unit size, where the sigmoids and the softmax are far from saturated. Each token's streams get

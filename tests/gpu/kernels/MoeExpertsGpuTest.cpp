@@ -26,12 +26,6 @@ const Dims kFlash{4096, 2048, 12, 8};
 const Dims kTiny{128, 64, 16, 4};
 const Dims kRagged{100, 72, 6, 3};
 
-std::vector<uint16_t> toBf16(const std::vector<float> &v) {
-  std::vector<uint16_t> out(v.size());
-  std::transform(v.begin(), v.end(), out.begin(), kernels::floatToBf16);
-  return out;
-}
-
 /// An expert layer's weights (bf16-representable, so the same values serve both weight types),
 /// kept across tests: Flash's are 300M values.
 struct Layer {

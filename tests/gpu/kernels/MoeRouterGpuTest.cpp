@@ -20,12 +20,6 @@ const Shape kShapes[] = {{1, 4096, 288, 8, 1, 1},   {4, 4096, 288, 8, 1, 1},
                          {3, 128, 16, 4, 1, 1},     {64, 128, 16, 4, 1, 1},
                          {37, 256, 64, 6, 8, 4},    {5, 100, 24, 3, 4, 2}};
 
-std::vector<uint16_t> toBf16(const std::vector<float> &v) {
-  std::vector<uint16_t> out(v.size());
-  std::transform(v.begin(), v.end(), out.begin(), kernels::floatToBf16);
-  return out;
-}
-
 struct Problem {
   std::vector<float> x, weight, bias;
   // The reference's outputs.

@@ -64,23 +64,6 @@ void reference(const std::vector<float> &x, const std::vector<float> &w, int64_t
   ASSERT_TRUE(s.ok()) << s.toString();
 }
 
-Expected<cuda::DeviceMemory> upload(const std::vector<float> &v, bool bf16) {
-  if (!bf16) {
-    return toDevice(v);
-  }
-  std::vector<uint16_t> b(v.size());
-  std::transform(v.begin(), v.end(), b.begin(), kernels::floatToBf16);
-  return toDevice(b);
-}
-
-Expected<std::vector<float>> download(const cuda::DeviceMemory &m, size_t n, bool bf16) {
-  if (!bf16) {
-    return fromDevice<float>(m, n);
-  }
-  GLM_ASSIGN_OR_RETURN(std::vector<uint16_t> b, fromDevice<uint16_t>(m, n));
-  return widen(b);
-}
-
 std::vector<int32_t> positions(int32_t first, int32_t real, int32_t count) {
   std::vector<int32_t> p(count, -1);
   for (int32_t r = 0; r < real; ++r) {

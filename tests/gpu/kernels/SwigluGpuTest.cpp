@@ -16,12 +16,6 @@ struct Shape {
 const Shape kShapes[] = {{1, 12288}, {3, 12288},   {37, 12288}, {2048, 12288}, {1, 2048},
                          {37, 2048}, {2048, 2048}, {3, 256},    {37, 64},      {5, 100}};
 
-std::vector<uint16_t> toBf16(const std::vector<float> &v) {
-  std::vector<uint16_t> out(v.size());
-  std::transform(v.begin(), v.end(), out.begin(), kernels::floatToBf16);
-  return out;
-}
-
 /// Gate and up values spread wide enough (σ = 6) that limit 10 clamps a tenth of them.
 std::vector<float> randomValues(SplitMix64 &rng, size_t n, bool bf16) {
   std::vector<float> v(n);

@@ -64,12 +64,6 @@ std::vector<float> randomX(SplitMix64 &rng, int64_t tokens, int64_t hidden) {
   return x;
 }
 
-std::vector<uint16_t> toBf16(const std::vector<float> &v) {
-  std::vector<uint16_t> out(v.size());
-  std::transform(v.begin(), v.end(), out.begin(), kernels::floatToBf16);
-  return out;
-}
-
 std::vector<float> reference(const Layer &l, const Shape &d, const std::vector<float> &x,
                              const Routing &r, int64_t tokens, int32_t firstExpert, float limit,
                              int64_t *clamped) {

@@ -80,8 +80,6 @@ Layer uniformLayer(const Shape &d, int bits, Exl3Codebook codebook, uint64_t see
 /// tokens × hidden bf16-representable normal values.
 std::vector<float> randomX(SplitMix64 &rng, int64_t tokens, int64_t hidden);
 
-std::vector<uint16_t> toBf16(const std::vector<float> &v);
-
 /// The reference: per local expert, its tokens through exl3LinearRef (gate, up), the clamped
 /// SwiGLU in double, exl3LinearRef (down), weighted and summed in double. `clamped` counts the
 /// gate and up values the clamp changed.

@@ -122,6 +122,24 @@ const glm53::Glm53Config &tinyConfig() {
   return config;
 }
 
+std::vector<uint16_t> toBf16(const std::vector<float> &values) {
+  std::vector<uint16_t> out(values.size());
+  std::transform(values.begin(), values.end(), out.begin(), kernels::floatToBf16);
+  return out;
+}
+
+Expected<cuda::DeviceMemory> upload(const std::vector<float> &values, bool bf16) {
+  return bf16 ? toDevice(toBf16(values)) : toDevice(values);
+}
+
+Expected<std::vector<float>> download(const cuda::DeviceMemory &m, size_t count, bool bf16) {
+  if (!bf16) {
+    return fromDevice<float>(m, count);
+  }
+  GLM_ASSIGN_OR_RETURN(std::vector<uint16_t> b, fromDevice<uint16_t>(m, count));
+  return widen(b);
+}
+
 std::vector<float> widen(const std::vector<uint16_t> &bf16) {
   std::vector<float> out(bf16.size());
   for (size_t i = 0; i < bf16.size(); ++i) {

@@ -93,5 +93,12 @@ Routing randomRouting(SplitMix64 &rng, int64_t tokens, int64_t topK, int64_t glo
 
 /// Widens bf16 encodings to f32.
 std::vector<float> widen(const std::vector<uint16_t> &bf16);
+/// Rounds f32 values to bf16 encodings (nearest even).
+std::vector<uint16_t> toBf16(const std::vector<float> &values);
+
+/// A device copy of `values`, as bf16 when `bf16`, else f32.
+Expected<cuda::DeviceMemory> upload(const std::vector<float> &values, bool bf16);
+/// `count` elements of `m`, stored as bf16 when `bf16` (else f32), widened to f32.
+Expected<std::vector<float>> download(const cuda::DeviceMemory &m, size_t count, bool bf16);
 
 } // namespace glm::testing
