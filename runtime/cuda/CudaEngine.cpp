@@ -406,9 +406,6 @@ Expected<std::vector<float>> CudaEngine::runOnDevice(Program &program,
   return logits;
 }
 
-} // namespace glm::cuda
-
-namespace glm::cuda {
 
 Expected<CudaEngine::ProgramTiming> CudaEngine::timeProgram(const plan::Program &p, int64_t context,
                                                             int reps) {
