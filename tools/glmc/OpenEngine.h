@@ -25,8 +25,9 @@ openEngine(std::unique_ptr<runtime::PlanFile> plan, const Checkpoint &checkpoint
 
 /// --tp-timeout SECONDS of `glmc serve --tp-listen` and `glmc worker`: how long a silent peer may
 /// keep a collective waiting before it fails (default 30). Rank 0 pings idle workers every second,
-/// so it must be at least 2.
-Expected<runtime::TcpCommOptions> tpTimeoutOption(const std::optional<std::string> &seconds);
+/// so it must be at least kMinTpTimeoutS.
+constexpr int64_t kMinTpTimeoutS = 2, kMaxTpTimeoutS = 86400;
+runtime::TcpCommOptions tpTimeoutOption(std::optional<int64_t> seconds);
 
 /// Rank 0 of a tensor-parallel group across processes (`glmc serve --tp-listen`): listens on
 /// `listenAddress` (HOST:PORT) for the `glmc worker` ranks and returns a LockstepEngine over rank

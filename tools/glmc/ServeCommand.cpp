@@ -76,12 +76,14 @@ int runServe(const std::vector<std::string> &args) {
     return cl.fail(invalidArgument("--tp-timeout bounds the waits of --tp-listen's workers: it "
                                    "needs --tp-listen"));
   }
-  Expected<runtime::TcpCommOptions> tpOptions = tpTimeoutOption(cl.get("tp-timeout"));
-  if (!tpOptions.ok()) {
-    return cl.fail(tpOptions.status());
+  Expected<std::optional<int64_t>> tpTimeout =
+      cl.getInt("tp-timeout", kMinTpTimeoutS, kMaxTpTimeoutS);
+  if (!tpTimeout.ok()) {
+    return cl.fail(tpTimeout.status());
   }
   Expected<std::unique_ptr<runtime::Engine>> engine =
-      tpListen ? openLockstepEngine(std::move(plan).value(), **checkpoint, *tpListen, *tpOptions)
+      tpListen ? openLockstepEngine(std::move(plan).value(), **checkpoint, *tpListen,
+                                    tpTimeoutOption(*tpTimeout))
                : openEngine(std::move(plan).value(), **checkpoint);
   if (!engine.ok()) {
     return cl.fail(engine.status());

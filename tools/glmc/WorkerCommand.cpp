@@ -29,9 +29,10 @@ int runWorker(const std::vector<std::string> &args) {
   }
   // How long to keep trying to reach rank 0, at start and after losing it.
   const int waitMs = static_cast<int>(wait->value_or(300) * 1000);
-  Expected<runtime::TcpCommOptions> tpOptions = tpTimeoutOption(cl.get("tp-timeout"));
-  if (!tpOptions.ok()) {
-    return cl.fail(tpOptions.status());
+  Expected<std::optional<int64_t>> tpTimeout =
+      cl.getInt("tp-timeout", kMinTpTimeoutS, kMaxTpTimeoutS);
+  if (!tpTimeout.ok()) {
+    return cl.fail(tpTimeout.status());
   }
   Expected<std::pair<std::string, int>> head = runtime::parseHostPort(*cl.get("head"));
   if (!head.ok()) {
@@ -50,9 +51,9 @@ int runWorker(const std::vector<std::string> &args) {
   if (!checkpoint.ok()) {
     return cl.fail(checkpoint.status());
   }
-  Expected<std::unique_ptr<runtime::TcpComm>> comm =
-      runtime::TcpComm::worker(head->first, head->second, static_cast<int>(**rank), world,
-                               runtime::lockstepIdentity(**plan, **checkpoint), *tpOptions);
+  Expected<std::unique_ptr<runtime::TcpComm>> comm = runtime::TcpComm::worker(
+      head->first, head->second, static_cast<int>(**rank), world,
+      runtime::lockstepIdentity(**plan, **checkpoint), tpTimeoutOption(*tpTimeout));
   if (!comm.ok()) {
     return cl.fail(comm.status().withContext((*plan)->source()));
   }
