@@ -11,7 +11,8 @@
 //
 // K and the codebook are read per matrix on the device: a checkpoint may mix them.
 //
-// Reconstruction (exl3ReconstructKernel): W[o][i] = bf16((diag(suh) · Hk · Ŵ · Hn · diag(svh))[i][o])
+// Reconstruction (exl3ReconstructKernel):
+//   W[o][i] = bf16((diag(suh) · Hk · Ŵ · Hn · diag(svh))[i][o])
 // with the Hadamards in double precision in the CPU reference's order (each row of a 128 × 128
 // block of Ŵ, then each column, each scaled by 1/√128; then × suh[i], then × svh[o]) and one
 // rounding from double to bf16: bit for bit what exl3ReconstructBf16Ref (and `glmc dequantize`)
