@@ -406,7 +406,6 @@ Expected<std::vector<float>> CudaEngine::runOnDevice(Program &program,
   return logits;
 }
 
-
 Expected<CudaEngine::ProgramTiming> CudaEngine::timeProgram(const plan::Program &p, int64_t context,
                                                             int reps) {
   GLM_RETURN_IF_ERROR(ctx_->makeCurrent());
