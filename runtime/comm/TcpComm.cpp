@@ -515,6 +515,31 @@ Status TcpComm::peerFailure(int peer, const Status &status, const char *what) {
                             status.message(), " during ", what)));
 }
 
+Status TcpComm::checkPeers(const char *what) {
+  GLM_RETURN_IF_ERROR(checkAllConnected(what));
+  for (int peer = rank_ == 0 ? 1 : 0; peer < (rank_ == 0 ? world_ : 1); ++peer) {
+    GLM_ASSIGN_OR_RETURN(int fd, socketTo(peer, what));
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, 0) <= 0) {
+      continue; // nothing to read and no hang-up (or an interrupted poll: look again next time)
+    }
+    // Readable: either the peer's next frame, or the end of its connection (a dead process's
+    // sockets are closed by its kernel), which only a read tells apart; MSG_PEEK leaves the frame.
+    uint8_t byte = 0;
+    const ssize_t got = ::recv(fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+    if (got > 0 || (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))) {
+      continue;
+    }
+    return peerFailure(peer,
+                       Status(StatusCode::Unavailable,
+                              got == 0 ? std::string("closed the connection")
+                                       : strCat("closed the connection (recv: ",
+                                                std::strerror(errno), ")")),
+                       what);
+  }
+  return Status::success();
+}
+
 Expected<int> TcpComm::socketTo(int peer, const char *what) const {
   std::lock_guard<std::mutex> lock(stateMutex_);
   const int fd = fds_[static_cast<size_t>(rank_ == 0 ? peer : 0)];

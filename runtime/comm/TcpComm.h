@@ -53,6 +53,7 @@ public:
 
   /// Rank 0's bound port.
   int port() const { return port_; }
+  const TcpCommOptions &options() const { return options_; }
 
   /// Rank 0 decides whether a connecting rank may join from the identity it presents: an error
   /// refuses it, and its message is sent to the worker.
@@ -71,6 +72,12 @@ public:
   /// refuses the identity (not retried) or does not answer in time.
   Status connect(int waitMs);
 
+  /// Whether every peer's connection is still open, without waiting and without consuming what
+  /// they sent: for a rank that waits on something other than this communicator (an NCCL
+  /// collective on the GPU) and would otherwise learn that a peer process died only from a
+  /// timeout. A closed connection fails like a collective would (the group ends, the error names
+  /// the rank and `what`); data waiting to be read is a peer that got further, not a failure.
+  Status checkPeers(const char *what);
   /// Closes every connection (the group ends; see the class comment). `why` becomes lastError().
   void disconnect(const std::string &why) override;
 

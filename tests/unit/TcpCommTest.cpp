@@ -183,6 +183,55 @@ TEST(TcpComm, AQuietPeerTimesOutNamingIt) {
       << s.message();
 }
 
+TEST(TcpComm, CheckPeersTellsAClosedConnectionFromAFrameWaitingToBeRead) {
+  // What an NCCL wait watches (NcclCommOptions::watch): it must not take a peer that got ahead
+  // (its next frame already sent) for a dead one, nor consume that frame.
+  std::vector<std::unique_ptr<TcpComm>> comms = tcpGroup(3);
+  EXPECT_TRUE(comms[0]->checkPeers("a wait").ok());
+  EXPECT_TRUE(comms[1]->checkPeers("a wait").ok());
+  std::vector<float> sum(4, 0.0f);
+  Status status1;
+  std::thread rank1([&] {
+    std::vector<float> x(4, 1.0f);
+    status1 = comms[1]->allReduce(x.data(), x.size()); // sends its part, waits for the sum
+  });
+  // Rank 1's frame may or may not have arrived yet: either way rank 1 is alive.
+  EXPECT_TRUE(comms[0]->checkPeers("a wait").ok());
+  comms[2]->disconnect("rank 2 leaves");
+  // The close reaches rank 0's socket promptly, but not synchronously; the deadline only keeps
+  // a broken checkPeers from hanging the test.
+  Status seen = Status::success();
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (seen.ok() && std::chrono::steady_clock::now() < deadline) {
+    seen = comms[0]->checkPeers("a wait");
+    std::this_thread::yield();
+  }
+  rank1.join();
+  EXPECT_EQ(seen.code(), StatusCode::Unavailable);
+  EXPECT_NE(seen.message().find("tensor-parallel rank 2 closed the connection during a wait"),
+            std::string::npos)
+      << seen.message();
+  // Like a failed collective, it ends the group, so rank 1 learns at once.
+  EXPECT_EQ(comms[0]->missingRanks(), (std::vector<int>{1, 2}));
+  ASSERT_FALSE(status1.ok());
+  EXPECT_NE(status1.message().find("rank 0"), std::string::npos) << status1.message();
+}
+
+TEST(TcpComm, CheckPeersLeavesAFrameForTheCollectiveThatReadsIt) {
+  std::vector<std::unique_ptr<TcpComm>> comms = tcpGroup(2);
+  std::vector<float> piece0 = {1.0f, 2.0f}, piece1 = {3.0f, 4.0f}, out0(4), out1(4);
+  Status status1;
+  std::thread rank1([&] { status1 = comms[1]->allGather(piece1.data(), out1.data(), 1, 2, 1); });
+  for (int i = 0; i < 1000; ++i) {
+    ASSERT_TRUE(comms[0]->checkPeers("a wait").ok());
+  }
+  ASSERT_TRUE(comms[0]->allGather(piece0.data(), out0.data(), 1, 2, 1).ok());
+  rank1.join();
+  ASSERT_TRUE(status1.ok()) << status1.toString();
+  EXPECT_EQ(out0, (std::vector<float>{1.0f, 2.0f, 3.0f, 4.0f}));
+  EXPECT_EQ(out1, out0);
+}
+
 TEST(TcpComm, RefusedIdentitiesAndRejoins) {
   auto head = std::move(TcpComm::listen("127.0.0.1", 0, 2)).value();
   auto admit = [](int rank, const std::string &identity) {
