@@ -7,6 +7,8 @@
 #include "runtime/cuda/CudaDriver.h"
 
 #include <cstddef>
+#include <cstdint>
+#include <vector>
 
 namespace glm::runtime {
 
@@ -55,5 +57,23 @@ public:
 Status placeGatheredPiece(const cuda::CudaDriver &driver, const void *piece, void *out, int r,
                           int world, size_t rows, size_t width, int axis, CommElement element,
                           cuda::CUstream stream);
+
+/// Device buffers through host memory, for device collectives over transports that move only host
+/// memory (the loopback group's sums, TCP): f32 on the host whatever the element, so a bf16
+/// buffer is widened on the way down and rounded once on the way up (round to nearest even).
+/// Each call waits for `stream`: the host values are there, or the device copy done, on return.
+class HostStaging {
+public:
+  /// `count` elements at device `buffer`, once the work enqueued before on `stream` has written
+  /// them, into host[0, count) (resized to fit).
+  Status download(const cuda::CudaDriver &driver, const void *buffer, size_t count,
+                  CommElement element, cuda::CUstream stream, std::vector<float> &host);
+  /// host[0, count) into `count` elements at device `buffer`.
+  Status upload(const cuda::CudaDriver &driver, const std::vector<float> &host, size_t count,
+                void *buffer, CommElement element, cuda::CUstream stream);
+
+private:
+  std::vector<uint16_t> bf16_; // a bf16 buffer's bits on the way
+};
 
 } // namespace glm::runtime

@@ -2,8 +2,6 @@
 // reads theirs. The meeting is a barrier that a failure can break.
 #include "runtime/comm/LoopbackComm.h"
 
-#include "kernels/common/FloatFormats.h"
-
 #include <cstring>
 
 namespace glm::runtime {
@@ -171,44 +169,14 @@ Status LoopbackComm::allReduceDevice(void *buffer, size_t count, CommElement ele
   if (!loaded.ok()) {
     return fail(loaded.status());
   }
-  const cuda::CudaDriver &d = **loaded;
-  const auto device = reinterpret_cast<cuda::CUdeviceptr>(buffer);
-  const bool f32 = element == CommElement::F32;
-  const size_t bytes = count * commElementBytes(element);
-  sum_.resize(count);
-  bf16_.resize(f32 ? 0 : count);
-  void *host = f32 ? static_cast<void *>(sum_.data()) : bf16_.data();
   // The buffer once the work enqueued before the collective has written it.
-  Status copied = bytes == 0 ? Status::success()
-                             : cuda::check(d.cuMemcpyDtoHAsync(host, device, bytes, stream),
-                                           "cuMemcpyDtoHAsync");
-  if (copied.ok()) {
-    copied = cuda::check(d.cuStreamSynchronize(stream), "cuStreamSynchronize");
-  }
-  if (!copied.ok()) {
-    return fail(copied.withContext("reading a device all-reduce's buffer"));
-  }
-  if (!f32) {
-    for (size_t i = 0; i < count; ++i) {
-      sum_[i] = kernels::bf16ToFloat(bf16_[i]);
-    }
+  if (Status s = staging_.download(**loaded, buffer, count, element, stream, sum_); !s.ok()) {
+    return fail(s.withContext("reading a device all-reduce's buffer"));
   }
   GLM_RETURN_IF_ERROR(
       reduce(sum_.data(), count, {"a device all-reduce", count, 1, commElementBytes(element), 0}));
-  if (!f32) {
-    for (size_t i = 0; i < count; ++i) {
-      bf16_[i] = kernels::floatToBf16(sum_[i]);
-    }
-  }
-  // Waits for the copy too: the host buffers are this rank's next collective's.
-  copied = bytes == 0
-               ? Status::success()
-               : cuda::check(d.cuMemcpyHtoDAsync(device, host, bytes, stream), "cuMemcpyHtoDAsync");
-  if (copied.ok()) {
-    copied = cuda::check(d.cuStreamSynchronize(stream), "cuStreamSynchronize");
-  }
-  if (!copied.ok()) {
-    return fail(copied.withContext("writing a device all-reduce's sum"));
+  if (Status s = staging_.upload(**loaded, sum_, count, buffer, element, stream); !s.ok()) {
+    return fail(s.withContext("writing a device all-reduce's sum"));
   }
   return Status::success();
 }

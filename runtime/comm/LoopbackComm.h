@@ -102,8 +102,8 @@ private:
 
   LoopbackGroup &group_;
   int rank_;
-  std::vector<float> sum_;     // allReduceDevice's host copy of the buffer, widened to f32
-  std::vector<uint16_t> bf16_; // and its bf16 bits on the way
+  std::vector<float> sum_; // allReduceDevice's host copy of the buffer, widened to f32
+  HostStaging staging_;
 };
 
 } // namespace glm::runtime
