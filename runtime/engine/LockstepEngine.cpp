@@ -13,7 +13,18 @@ namespace glm::runtime {
 
 namespace {
 
-enum class Op : uint32_t { Ping = 1, NewSequence = 2, EndSequence = 3, Prefill = 4, Decode = 5 };
+enum class Op : uint32_t {
+  Ping = 1,
+  NewSequence = 2,
+  EndSequence = 3,
+  Prefill = 4,
+  Decode = 5,
+  Form = 6, // the group has formed: every rank runs its formGroup
+};
+
+/// What lockstepIdentity presents, so that ranks that would not understand each other's commands
+/// (a glmc of another protocol version) are refused at the door. 2: the Form command.
+constexpr int kLockstepProtocol = 2;
 
 constexpr uint32_t kMaxCommandCount = 1u << 24;
 
@@ -29,6 +40,8 @@ const char *opName(uint32_t op) {
     return "prefill";
   case Op::Decode:
     return "decode";
+  case Op::Form:
+    return "forming the group";
   }
   return "an unknown call";
 }
@@ -89,10 +102,20 @@ std::string lockstepIdentity(const PlanFile &plan, const Checkpoint &checkpoint)
     }
     weightsHash.addValue(t->byteSize);
   }
-  return "plan=" + hex(planHash.hash) + " weights=" + hex(weightsHash.hash);
+  return strCat("lockstep=", kLockstepProtocol, " plan=", hex(planHash.hash),
+                " weights=", hex(weightsHash.hash));
 }
 
 Status compareLockstepIdentity(int rank, const std::string &theirs, const std::string &ours) {
+  // Identities without the field are protocol 1's.
+  auto protocol = [](const std::string &identity) {
+    const std::string version = field(identity, "lockstep");
+    return version.empty() ? std::string("1") : version;
+  };
+  if (protocol(theirs) != protocol(ours)) {
+    return invalidArgument("rank ", rank, " speaks lockstep protocol ", protocol(theirs),
+                           ", rank 0 speaks ", protocol(ours), ": every rank needs the same glmc");
+  }
   if (field(theirs, "plan") != field(ours, "plan")) {
     return invalidArgument("rank ", rank, " runs a different plan (hash ", field(theirs, "plan"),
                            ", rank 0's is ", field(ours, "plan"),
@@ -205,8 +228,12 @@ void LockstepEngine::monitor() {
         if (comm_->complete()) {
           // A new group: the workers hold no sequences, so those opened before are stale.
           ++generation_;
-          lastCall_ = std::chrono::steady_clock::now();
-          joined_.notify_all();
+          if (Status formed = form(); formed.ok()) {
+            lastCall_ = std::chrono::steady_clock::now();
+            joined_.notify_all();
+          } else {
+            log(strCat("the tensor-parallel group could not form: ", formed.message()));
+          }
         }
       }
       continue;
@@ -220,6 +247,14 @@ void LockstepEngine::monitor() {
       }
     }
   }
+}
+
+Status LockstepEngine::form() {
+  LockstepCommand command;
+  command.op = static_cast<uint32_t>(Op::Form);
+  GLM_RETURN_IF_ERROR(begin(command, {}));
+  const Status local = options_.formGroup ? options_.formGroup(*comm_) : Status::success();
+  return finish(local, opName(command.op));
 }
 
 Status LockstepEngine::health() const {
@@ -403,7 +438,8 @@ Expected<std::vector<float>> LockstepEngine::decode(std::span<const int> slots,
 }
 
 Status runLockstepWorker(Comm &comm, Engine &engine,
-                         const std::function<void(const std::string &)> &log) {
+                         const std::function<void(const std::string &)> &log,
+                         const std::function<Status(Comm &control)> &formGroup) {
   // Rank 0's slot numbers -> this engine's: after a rejoin, rank 0 may still hold stale slots
   // that this rank never saw, so the numbers need not agree.
   std::map<int, int> slots;
@@ -440,6 +476,9 @@ Status runLockstepWorker(Comm &comm, Engine &engine,
     Status result;
     switch (op) {
     case Op::Ping:
+      break;
+    case Op::Form:
+      result = formGroup ? formGroup(comm) : Status::success();
       break;
     case Op::NewSequence: {
       if (int old = local(command.slot); old >= 0) {
@@ -486,6 +525,9 @@ Status runLockstepWorker(Comm &comm, Engine &engine,
     const float mine = result.ok() ? 0.0f : 1.0f;
     if (Status s = comm.allGather(&mine, outcomes.data(), 1, 1, 1); !s.ok()) {
       return endAll(s);
+    }
+    if (op == Op::Form && !result.ok()) {
+      return endAll(result); // the connection is still up: see the header
     }
   }
 }

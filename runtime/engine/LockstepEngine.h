@@ -41,6 +41,12 @@ struct LockstepOptions {
   /// Where joins, refusals and lost ranks are reported (default: stderr). With ranks in this
   /// process, their threads report their failed calls through it too.
   std::function<void(const std::string &)> log;
+  /// Run on rank 0 each time the group of processes forms, before any engine call, while every
+  /// worker runs its own (runLockstepWorker's `formGroup`) at the same point: what a group needs
+  /// set up by all its ranks together, such as the NCCL communicator of GroupDeviceComm::form.
+  /// It may use `control`'s collectives. A failure on any rank ends the group. Not used by ranks
+  /// in this process (their communicators exist from the start).
+  std::function<Status(Comm &control)> formGroup;
 };
 
 class LockstepEngine : public Engine {
@@ -88,6 +94,8 @@ private:
                  std::string identity, LockstepOptions options);
   Status clearSlots(int) override { return Status::success(); } // newSequence is forwarded
   void monitor();
+  /// A group of processes has just formed: every rank runs its formGroup. The caller holds mutex_.
+  Status form();
   /// Sends a call to the workers. The caller holds mutex_.
   Status begin(const LockstepCommand &command, std::span<const int32_t> payload);
   /// After the local call: every rank reports whether its call succeeded; a disagreement ends
@@ -124,7 +132,11 @@ private:
 /// A worker rank's side: runs the calls rank 0 sends on `engine` (this rank's engine, created with
 /// `comm`) until the connection to rank 0 ends, and returns why it ended. Sequences it opened
 /// are ended, so a rejoin starts from no sequences. Failed calls are reported through `log`.
+/// When the group forms, runs `formGroup` (see LockstepOptions::formGroup); if that fails here
+/// it returns at once with that error and the connection still up: this rank cannot take part,
+/// and rejoining would fail again.
 Status runLockstepWorker(Comm &comm, Engine &engine,
-                         const std::function<void(const std::string &)> &log = {});
+                         const std::function<void(const std::string &)> &log = {},
+                         const std::function<Status(Comm &control)> &formGroup = {});
 
 } // namespace glm::runtime

@@ -14,6 +14,7 @@
 #include <httplib.h>
 #include <nlohmann/json.hpp>
 
+#include <atomic>
 #include <cmath>
 #include <csignal>
 #include <filesystem>
@@ -194,6 +195,11 @@ TEST(Lockstep, AWorkerOfAnotherPlanIsRefused) {
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.message().find("rank 1 runs a different plan"), std::string::npos) << s.message();
   theirs = ours;
+  theirs[theirs.find("lockstep=") + 9] ^= 1;
+  s = compareLockstepIdentity(1, theirs, ours);
+  EXPECT_NE(s.message().find("rank 1 speaks lockstep protocol"), std::string::npos)
+      << s.message();
+  theirs = ours;
   theirs[theirs.find("weights=") + 8] ^= 1;
   s = compareLockstepIdentity(1, theirs, ours);
   EXPECT_NE(s.message().find("rank 1 has a different checkpoint"), std::string::npos)
@@ -239,6 +245,132 @@ private:
   Status clearSlots(int) override { return Status::success(); }
   std::unique_ptr<Engine> inner_;
 };
+
+/// Rank 1 as a thread of this test over TCP (what `glmc worker` runs), with its own formGroup.
+class WorkerThread {
+public:
+  WorkerThread(const CompiledPlan &plan, const Checkpoint &checkpoint, int port,
+               std::function<Status(Comm &)> formGroup) {
+    std::unique_ptr<PlanFile> file = plan.open();
+    comm_ = std::move(TcpComm::worker("127.0.0.1", port, 1, 2,
+                                      lockstepIdentity(*file, checkpoint)))
+                .value();
+    CpuEngineOptions options;
+    options.comm = comm_.get();
+    engine_ = std::move(CpuEngine::create(std::move(file), checkpoint, options)).value();
+    thread_ = std::thread([this, formGroup = std::move(formGroup)] {
+      // Joins, serves until the connection ends, and rejoins, like `glmc worker`.
+      while (!stop_ && comm_->connect(20000).ok()) {
+        ended_.push_back(runLockstepWorker(*comm_, *engine_, {}, formGroup));
+        if (comm_->complete()) {
+          return; // its formGroup failed: it stops, as `glmc worker` exits
+        }
+      }
+    });
+  }
+  ~WorkerThread() { stop(); }
+  /// Ends the connection (the worker rejoins unless stopping).
+  void drop() { comm_->disconnect("the test dropped it"); }
+  void stop() {
+    stop_ = true;
+    drop();
+    if (thread_.joinable()) {
+      thread_.join();
+    }
+  }
+  /// Waits for the worker to stop on its own (its formGroup failed).
+  void join() { thread_.join(); }
+  /// Why each of its runs ended (read once it has stopped).
+  const std::vector<Status> &ended() const { return ended_; }
+
+private:
+  std::unique_ptr<TcpComm> comm_;
+  std::unique_ptr<CpuEngine> engine_;
+  std::atomic<bool> stop_{false};
+  std::vector<Status> ended_;
+  std::thread thread_;
+};
+
+/// Rank 0 as rankZero makes it, with `formGroup`.
+std::unique_ptr<LockstepEngine> formingRankZero(const CompiledPlan &plan,
+                                                const Checkpoint &checkpoint,
+                                                std::function<Status(Comm &)> formGroup) {
+  std::unique_ptr<PlanFile> file = plan.open();
+  const std::string identity = lockstepIdentity(*file, checkpoint);
+  std::unique_ptr<TcpComm> comm = std::move(TcpComm::listen("127.0.0.1", 0, 2)).value();
+  CpuEngineOptions options;
+  options.comm = comm.get();
+  std::unique_ptr<CpuEngine> local =
+      std::move(CpuEngine::create(std::move(file), checkpoint, options)).value();
+  LockstepOptions lockstep;
+  lockstep.formGroup = std::move(formGroup);
+  lockstep.log = [](const std::string &) {};
+  return std::move(LockstepEngine::create(std::move(comm), std::move(local), identity, lockstep))
+      .value();
+}
+
+TEST(Lockstep, EveryRankFormsEachNewGroupBeforeItsFirstCall) {
+  // What sets up a GPU group's NCCL communicator: every rank runs its formGroup at the same point,
+  // may use the control channel there, and does so again when the group forms anew.
+  std::unique_ptr<Checkpoint> checkpoint = std::move(Checkpoint::open(kTiny)).value();
+  const CompiledPlan two(2);
+  std::atomic<int> formed0{0}, formed1{0};
+  std::atomic<uint32_t> received{0};
+  std::unique_ptr<LockstepEngine> engine = formingRankZero(two, *checkpoint, [&](Comm &control) {
+    uint32_t value = 1000 + static_cast<uint32_t>(++formed0);
+    return control.broadcast(&value, sizeof value);
+  });
+  WorkerThread worker(two, *checkpoint, engine->port(), [&](Comm &control) {
+    ++formed1;
+    uint32_t value = 0;
+    Status s = control.broadcast(&value, sizeof value);
+    received = value;
+    return s;
+  });
+  ASSERT_TRUE(engine->waitForWorkers(60000).ok()) << engine->health().toString();
+  EXPECT_EQ(formed0.load(), 1);
+  EXPECT_EQ(formed1.load(), 1);
+  EXPECT_EQ(received.load(), 1001u);
+  Expected<int> slot = engine->newSequence();
+  ASSERT_TRUE(slot.ok()) << slot.status().toString();
+  EXPECT_TRUE(engine->prefill(*slot, std::vector<int32_t>{5, 17, 300}).ok());
+
+  // The worker drops out and rejoins: a new group, formed again before it serves.
+  worker.drop();
+  Expected<std::vector<float>> lost = engine->prefill(*slot, std::vector<int32_t>{7});
+  EXPECT_FALSE(lost.ok());
+  ASSERT_TRUE(engine->waitForWorkers(60000).ok()) << engine->health().toString();
+  EXPECT_EQ(formed0.load(), 2);
+  EXPECT_EQ(formed1.load(), 2);
+  EXPECT_EQ(received.load(), 1002u);
+  Expected<int> fresh = engine->newSequence();
+  ASSERT_TRUE(fresh.ok()) << fresh.status().toString();
+  EXPECT_TRUE(engine->prefill(*fresh, std::vector<int32_t>{5, 17, 300}).ok());
+}
+
+TEST(Lockstep, AWorkerThatCannotFormTheGroupStopsAndRankZeroWaitsForAnother) {
+  std::unique_ptr<Checkpoint> checkpoint = std::move(Checkpoint::open(kTiny)).value();
+  const CompiledPlan two(2);
+  std::unique_ptr<LockstepEngine> engine =
+      formingRankZero(two, *checkpoint, [](Comm &) { return Status::success(); });
+  WorkerThread worker(two, *checkpoint, engine->port(), [](Comm &) {
+    return Status(StatusCode::Unavailable, "NCCL is not installed here");
+  });
+  worker.join(); // it gives up: its run ends with the connection up
+  ASSERT_EQ(worker.ended().size(), 1u);
+  EXPECT_NE(worker.ended()[0].message().find("NCCL is not installed here"), std::string::npos)
+      << worker.ended()[0].toString();
+  // Rank 0 ended that group: it is not healthy, and says which rank failed.
+  Status health = engine->health();
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (health.ok() && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::yield();
+    health = engine->health();
+  }
+  ASSERT_FALSE(health.ok());
+  EXPECT_NE(health.message().find("rank 1 failed forming the group"), std::string::npos)
+      << health.message();
+}
 
 TEST(Lockstep, AStoppedWorkerFailsTheCallOnceItHasBeenSilentForTheTimeout) {
   // SIGSTOP leaves the worker's connection open but answering nothing: rank 0's call must fail,
