@@ -1,6 +1,8 @@
 // NCCL loaded with dlopen, the unique-id exchange over a control Comm, and the collectives.
 #include "runtime/comm/NcclComm.h"
 
+#include "runtime/comm/NcclApi.h"
+
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
@@ -15,46 +17,6 @@ namespace glm::runtime {
 
 using cuda::CUdeviceptr;
 using cuda::CUstream;
-
-namespace {
-
-// The ABI values below are nccl.h's (NCCL 2.28.9 as shipped in CUDA 13's
-// /usr/local/cuda/include/nccl.h; the same in github.com/NVIDIA/nccl src/nccl.h.in). They have
-// been stable since NCCL 2.0: ncclResult_t, ncclRedOp_t and ncclDataType_t are C enums (int).
-constexpr int kNcclSuccess = 0;        // ncclResult_t ncclSuccess
-constexpr int kNcclSystemError = 2;    // ncclSystemError
-constexpr int kNcclRemoteError = 6;    // ncclRemoteError
-constexpr int kNcclInProgress = 7;     // ncclInProgress
-constexpr int kNcclUint8 = 1;          // ncclDataType_t ncclUint8
-constexpr int kNcclFloat32 = 7;        // ncclDataType_t ncclFloat32
-constexpr int kNcclBfloat16 = 9;       // ncclDataType_t ncclBfloat16 (NCCL 2.10 and later)
-constexpr int kNcclSum = 0;            // ncclRedOp_t ncclSum
-constexpr size_t kUniqueIdBytes = 128; // NCCL_UNIQUE_ID_BYTES
-
-/// ncclUniqueId: an opaque 128-byte struct, passed by value to ncclCommInitRank.
-struct UniqueId {
-  char internal[kUniqueIdBytes];
-};
-using NcclHandle = struct NcclCommOpaque *; // ncclComm_t
-
-} // namespace
-
-/// The NCCL entry points glmc uses.
-struct NcclApi {
-  std::string path; // what was loaded, for messages
-  int (*ncclGetVersion)(int *);
-  int (*ncclGetUniqueId)(UniqueId *);
-  int (*ncclCommInitRank)(NcclHandle *, int, UniqueId, int);
-  int (*ncclCommDestroy)(NcclHandle);
-  int (*ncclCommAbort)(NcclHandle);
-  int (*ncclCommGetAsyncError)(NcclHandle, int *);
-  int (*ncclAllReduce)(const void *, void *, size_t, int, int, NcclHandle, CUstream);
-  int (*ncclAllGather)(const void *, void *, size_t, int, NcclHandle, CUstream);
-  int (*ncclBroadcast)(const void *, void *, size_t, int, int, NcclHandle, CUstream);
-  const char *(*ncclGetErrorString)(int);
-  /// Optional (NCCL 2.13 and later): the detail behind the last error.
-  const char *(*ncclGetLastError)(NcclHandle);
-};
 
 namespace {
 
@@ -299,6 +261,7 @@ Status NcclComm::synchronize(CUstream stream) {
   GLM_RETURN_IF_ERROR(ready());
   const cuda::CudaDriver &driver = context_->driver();
   const auto start = std::chrono::steady_clock::now();
+  auto watched = start;
   for (long spins = 0;; ++spins) {
     const int query = driver.cuStreamQuery(stream);
     if (query == 0) {
@@ -313,7 +276,14 @@ Status NcclComm::synchronize(CUstream stream) {
     if (async != kNcclSuccess && async != kNcclInProgress) {
       return checkCall(async, "a collective (reported by ncclCommGetAsyncError)");
     }
-    const auto waited = std::chrono::steady_clock::now() - start;
+    const auto now = std::chrono::steady_clock::now();
+    if (options_.watch && now - watched >= std::chrono::milliseconds(1)) {
+      watched = now;
+      if (Status s = options_.watch(); !s.ok()) {
+        return fail(s);
+      }
+    }
+    const auto waited = now - start;
     if (options_.timeoutMs > 0 && waited > std::chrono::milliseconds(options_.timeoutMs)) {
       return fail(Status(StatusCode::Unavailable,
                          strCat("an NCCL collective did not finish within ", options_.timeoutMs,

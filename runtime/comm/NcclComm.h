@@ -5,13 +5,14 @@
 #include "runtime/comm/DeviceComm.h"
 #include "runtime/cuda/CudaContext.h"
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
 namespace glm::runtime {
 
-/// NCCL's entry points as loaded (NcclComm.cpp).
+/// NCCL's entry points as loaded (NcclApi.h, filled by NcclComm.cpp).
 struct NcclApi;
 
 /// The version code of the NCCL library NcclComm would load (ncclGetVersion: 22809 for 2.28.9),
@@ -28,6 +29,12 @@ struct NcclCommOptions {
   /// TcpCommOptions::timeoutMs, it must exceed the longest stretch of computation between two
   /// collectives.
   int timeoutMs = 30000;
+  /// Called while synchronize() waits, about once a millisecond: an error fails the wait (and
+  /// aborts the communicator) with that error. NCCL does not notice a peer process that dies
+  /// during a collective over NVLink or PCIe, whose kernel then waits for good; ranks that are
+  /// processes watch their control connections here (TcpComm::checkPeers) so that a dead peer
+  /// fails the wait at once rather than after timeoutMs.
+  std::function<Status()> watch;
 };
 
 /// One rank's NCCL communicator on one CUDA device: a drop-in Comm, and a DeviceComm whose
@@ -104,6 +111,12 @@ public:
   cuda::CudaContext &context() { return *context_; }
   /// Why the communicator was aborted, or "" while it works.
   const std::string &lastError() const { return lastError_; }
+  /// The loaded entry points and this rank's ncclComm_t (null once destroyed or aborted), for
+  /// glm-comm-bench to time bare NCCL calls on the same communicator (NcclApi.h). Named
+  /// ncclComm(), not handle(): NcclComm.cpp's calls of its free handle() would find a member
+  /// of that name first.
+  const NcclApi &api() const { return *api_; }
+  void *ncclComm() const { return comm_; }
 
 private:
   NcclComm(const NcclApi *api, std::unique_ptr<cuda::CudaContext> context, int rank, int world,
