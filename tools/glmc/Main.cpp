@@ -39,24 +39,30 @@ const Subcommand kSubcommands[] = {
      glm::tools::runGenerate},
     {"serve",
      "serve PLAN.glmp --model DIR [--host H] [--port 8888] [--api-key K] [--served-name NAME]\n"
-     "        [--max-waiting N] [--tp-listen HOST:PORT [--tp-timeout S]]   the OpenAI-compatible "
-     "server (CPU and "
-     "GPU plans);\n"
-     "        a plan compiled with --tp N > 1 runs its ranks as threads of this process (a GPU "
-     "plan's on\n"
-     "        one GPU); with --tp-listen, a CPU plan runs rank 0 here and takes `glmc worker` "
-     "ranks 1..N-1\n"
-     "        (requests get 503 and /health names the missing ranks until all join; a worker "
-     "silent for\n"
-     "        --tp-timeout seconds, default 30, fails the call in flight)",
+     "        [--max-waiting N] [--tp-listen HOST:PORT [--tp-timeout S] [--tp-transport "
+     "nccl|tcp]]\n"
+     "        the OpenAI-compatible server (CPU and GPU plans); a plan compiled with --tp N > 1 "
+     "runs its\n"
+     "        ranks as threads of this process (a GPU plan's one per GPU over NCCL, or all on one "
+     "GPU);\n"
+     "        with --tp-listen, rank 0 runs here (GPU 0) and takes `glmc worker` ranks 1..N-1 "
+     "(requests\n"
+     "        get 503 and /health names the missing ranks until all join; a worker silent for "
+     "--tp-timeout\n"
+     "        seconds, default 30, fails the call in flight); a GPU plan's ranks exchange over "
+     "NCCL, or\n"
+     "        with --tp-transport tcp through host memory over the workers' connections (no NCCL, "
+     "slow)",
      glm::tools::runServe},
     {"worker",
      "worker PLAN.glmp --model DIR --rank R --head HOST:PORT [--wait SECONDS] [--tp-timeout S]\n"
-     "        tensor-parallel rank R of a --tp N CPU plan: joins `glmc serve --tp-listen` at "
-     "HOST:PORT\n"
-     "        (same plan and checkpoint required), runs its calls in lockstep, rejoins when "
-     "dropped;\n"
-     "        exits when rank 0 cannot be reached for --wait seconds (default 300)",
+     "        [--device N]   tensor-parallel rank R of a --tp N plan: joins `glmc serve "
+     "--tp-listen` at\n"
+     "        HOST:PORT (same plan and checkpoint required), runs its calls in lockstep (a GPU "
+     "plan on\n"
+     "        CUDA device N, default 0), rejoins when dropped; exits when rank 0 cannot be "
+     "reached for\n"
+     "        --wait seconds (default 300) or this rank cannot set up the group's transport",
      glm::tools::runWorker},
     {"quantize",
      "quantize MODEL_DIR -o OUT_DIR --bits K [--codebook 3inst|mcg|mul1] [--experts-only]\n"

@@ -38,9 +38,8 @@ rankEngine(std::unique_ptr<runtime::PlanFile> plan, const Checkpoint &checkpoint
   return std::unique_ptr<runtime::Engine>(std::move(engine));
 }
 
-/// Whether a GPU plan of `world` ranks runs one rank per device, over NCCL: when this process
-/// sees at least `world` devices and NCCL loads, unless GLM_TP_DEVICES=one asks for every rank on
-/// device 0 (the loopback; GLM_TP_DEVICES=each insists on a device per rank).
+} // namespace
+
 Expected<bool> rankPerDevice(int world) {
   const char *env = std::getenv("GLM_TP_DEVICES");
   const std::string mode = env != nullptr ? env : "";
@@ -62,9 +61,6 @@ Expected<bool> rankPerDevice(int world) {
   return possible;
 }
 
-/// The NCCL communicators of a group of `world` ranks in this process, rank r on device r: NCCL
-/// sets up only with every rank present, so the ranks join from threads of their own, exchanging
-/// NCCL's id through a loopback group.
 Expected<std::vector<std::shared_ptr<runtime::NcclComm>>> ncclGroup(int world) {
   runtime::LoopbackGroup control(world);
   std::vector<std::shared_ptr<runtime::NcclComm>> comms(world);
@@ -90,8 +86,6 @@ Expected<std::vector<std::shared_ptr<runtime::NcclComm>>> ncclGroup(int world) {
   }
   return comms;
 }
-
-} // namespace
 
 Expected<std::unique_ptr<runtime::Engine>> openEngine(std::unique_ptr<runtime::PlanFile> plan,
                                                       const Checkpoint &checkpoint,
@@ -148,34 +142,58 @@ runtime::TcpCommOptions tpTimeoutOption(std::optional<int64_t> seconds) {
   return options;
 }
 
+Expected<ProcessRank> openProcessRank(std::unique_ptr<runtime::PlanFile> plan,
+                                      const Checkpoint &checkpoint, runtime::TcpComm &comm,
+                                      int device, runtime::DeviceTransport transport) {
+  ProcessRank rank;
+  if (plan->root().target()->arch() == plan::Arch::Cpu) {
+    runtime::CpuEngineOptions options;
+    options.comm = &comm;
+    GLM_ASSIGN_OR_RETURN(rank.engine,
+                         runtime::CpuEngine::create(std::move(plan), checkpoint, options));
+    return rank;
+  }
+  // The engine holds the device communicator (keepAlive); the communicator's NCCL waits use
+  // the TcpComm's timeout, which bounds every other wait of the rank too.
+  auto deviceComm =
+      std::make_shared<runtime::GroupDeviceComm>(comm, device, transport, comm.options().timeoutMs);
+  cuda::CudaEngineOptions options;
+  options.device = device;
+  options.comm = deviceComm.get();
+  options.keepAlive = deviceComm;
+  GLM_ASSIGN_OR_RETURN(rank.engine, cuda::CudaEngine::create(std::move(plan), checkpoint, options));
+  rank.formGroup = [group = deviceComm.get()](runtime::Comm &) { return group->form(); };
+  return rank;
+}
+
 Expected<std::unique_ptr<runtime::Engine>>
 openLockstepEngine(std::unique_ptr<runtime::PlanFile> plan, const Checkpoint &checkpoint,
-                   const std::string &listenAddress, runtime::TcpCommOptions commOptions) {
-  // The workers' side (`glmc worker`) runs the CPU engine, so ranks in separate processes do too;
-  // a GPU plan's ranks run as threads of one process (openEngine) until the workers run
-  // CudaEngine over NcclComm.
-  if (plan->root().target()->arch() != plan::Arch::Cpu) {
-    return invalidArgument(plan->source(),
-                           ": tensor parallelism across processes runs plans compiled with "
-                           "--target cpu for now (without --tp-listen, a GPU plan's ranks run "
-                           "as threads of this process on device 0)");
-  }
+                   const std::string &listenAddress, runtime::TcpCommOptions commOptions,
+                   runtime::DeviceTransport transport) {
   const int world = static_cast<int>(plan->root().tp());
   if (world < 2) {
     return invalidArgument(plan->source(), " is a TP ", world,
                            " plan: --tp-listen is for plans compiled with --tp 2 or more");
   }
+  if (plan->root().target()->arch() != plan::Arch::Cpu &&
+      transport == runtime::DeviceTransport::Nccl) {
+    // Found now, not when the first worker joins and the group cannot form.
+    if (Expected<int> nccl = runtime::ncclVersion(); !nccl.ok()) {
+      return nccl.status().withContext(
+          "--tp-listen with a GPU plan (--tp-transport tcp needs no NCCL, and is slow)");
+    }
+  }
   GLM_ASSIGN_OR_RETURN(auto address, runtime::parseHostPort(listenAddress));
   const std::string identity = runtime::lockstepIdentity(*plan, checkpoint);
   GLM_ASSIGN_OR_RETURN(std::unique_ptr<runtime::TcpComm> comm,
                        runtime::TcpComm::listen(address.first, address.second, world, commOptions));
-  runtime::CpuEngineOptions options;
-  options.comm = comm.get();
-  GLM_ASSIGN_OR_RETURN(std::unique_ptr<runtime::CpuEngine> local,
-                       runtime::CpuEngine::create(std::move(plan), checkpoint, options));
-  GLM_ASSIGN_OR_RETURN(
-      std::unique_ptr<runtime::LockstepEngine> engine,
-      runtime::LockstepEngine::create(std::move(comm), std::move(local), identity));
+  GLM_ASSIGN_OR_RETURN(ProcessRank rank,
+                       openProcessRank(std::move(plan), checkpoint, *comm, 0, transport));
+  runtime::LockstepOptions options;
+  options.formGroup = std::move(rank.formGroup);
+  GLM_ASSIGN_OR_RETURN(std::unique_ptr<runtime::LockstepEngine> engine,
+                       runtime::LockstepEngine::create(std::move(comm), std::move(rank.engine),
+                                                       identity, std::move(options)));
   return std::unique_ptr<runtime::Engine>(std::move(engine));
 }
 

@@ -3,15 +3,22 @@
 // plan, one engine per rank behind a LockstepEngine.
 #pragma once
 
+#include "runtime/comm/GroupDeviceComm.h"
 #include "runtime/comm/TcpComm.h"
 #include "runtime/engine/CpuEngine.h"
 #include "runtime/engine/Engine.h"
 #include "runtime/plan/PlanFile.h"
 #include "runtime/weights/SafeTensors.h"
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
+
+namespace glm::runtime {
+class NcclComm;
+} // namespace glm::runtime
 
 namespace glm::tools {
 
@@ -23,18 +30,46 @@ Expected<std::unique_ptr<runtime::Engine>>
 openEngine(std::unique_ptr<runtime::PlanFile> plan, const Checkpoint &checkpoint,
            const runtime::CpuEngineOptions &cpuOptions = {});
 
+/// Whether a GPU plan of `world` ranks runs one rank per device, over NCCL: when this process
+/// sees at least `world` devices and NCCL loads, unless GLM_TP_DEVICES=one asks for every rank on
+/// device 0 (the loopback; GLM_TP_DEVICES=each insists on a device per rank). openEngine's
+/// choice, exposed so that `glmc bench` places a TP plan's ranks the same way.
+Expected<bool> rankPerDevice(int world);
+
+/// The NCCL communicators of a group of `world` ranks in this process, rank r on device r: NCCL
+/// sets up only with every rank present, so the ranks join from threads of their own, exchanging
+/// NCCL's id through a loopback group.
+Expected<std::vector<std::shared_ptr<runtime::NcclComm>>> ncclGroup(int world);
+
 /// --tp-timeout SECONDS of `glmc serve --tp-listen` and `glmc worker`: how long a silent peer may
 /// keep a collective waiting before it fails (default 30). Rank 0 pings idle workers every second,
 /// so it must be at least kMinTpTimeoutS.
 constexpr int64_t kMinTpTimeoutS = 2, kMaxTpTimeoutS = 86400;
 runtime::TcpCommOptions tpTimeoutOption(std::optional<int64_t> seconds);
 
+/// One rank of a tensor-parallel group across processes: its engine over `comm` (this rank's
+/// TcpComm, which must outlive it), and what the rank runs each time the group forms
+/// (LockstepOptions::formGroup, runLockstepWorker's formGroup). A CPU plan's engine exchanges
+/// through `comm` itself and needs nothing formed; a GPU plan's runs on CUDA device `device` over
+/// a GroupDeviceComm, whose transport each formed group sets up (rank 0's `transport` is the
+/// group's).
+struct ProcessRank {
+  std::unique_ptr<runtime::Engine> engine;
+  std::function<Status(runtime::Comm &control)> formGroup;
+};
+Expected<ProcessRank> openProcessRank(std::unique_ptr<runtime::PlanFile> plan,
+                                      const Checkpoint &checkpoint, runtime::TcpComm &comm,
+                                      int device, runtime::DeviceTransport transport);
+
 /// Rank 0 of a tensor-parallel group across processes (`glmc serve --tp-listen`): listens on
 /// `listenAddress` (HOST:PORT) for the `glmc worker` ranks and returns a LockstepEngine over rank
-/// 0's CPU engine. It serves once every worker has joined (Engine::health says who is missing).
-/// `comm` bounds how long a silent worker may keep a call waiting (TcpCommOptions::timeoutMs).
+/// 0's engine (openProcessRank, on device 0 for a GPU plan). It serves once every worker has
+/// joined and the group has formed (Engine::health says who is missing). `comm` bounds how long
+/// a silent worker may keep a call waiting (TcpCommOptions::timeoutMs); `transport` is how a GPU
+/// plan's device collectives travel (NCCL unless asked otherwise).
 Expected<std::unique_ptr<runtime::Engine>>
 openLockstepEngine(std::unique_ptr<runtime::PlanFile> plan, const Checkpoint &checkpoint,
-                   const std::string &listenAddress, runtime::TcpCommOptions comm = {});
+                   const std::string &listenAddress, runtime::TcpCommOptions comm = {},
+                   runtime::DeviceTransport transport = runtime::DeviceTransport::Nccl);
 
 } // namespace glm::tools

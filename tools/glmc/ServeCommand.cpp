@@ -20,7 +20,8 @@ namespace glm::tools {
 int runServe(const std::vector<std::string> &args) {
   CommandLine cl("serve");
   cl.option("model").option("host").option("port").option("api-key").option("served-name");
-  cl.option("max-waiting").option("tp-listen").option("tp-timeout").positional(1, 1);
+  cl.option("max-waiting").option("tp-listen").option("tp-timeout").option("tp-transport");
+  cl.positional(1, 1);
   if (!cl.parseOrReport(args)) {
     return 2;
   }
@@ -81,9 +82,18 @@ int runServe(const std::vector<std::string> &args) {
   if (!tpTimeout.ok()) {
     return cl.fail(tpTimeout.status());
   }
+  if (cl.get("tp-transport") && !tpListen) {
+    return cl.fail(invalidArgument("--tp-transport says how --tp-listen's GPU ranks exchange: it "
+                                   "needs --tp-listen"));
+  }
+  Expected<runtime::DeviceTransport> transport =
+      runtime::parseDeviceTransport(cl.get("tp-transport").value_or("nccl"));
+  if (!transport.ok()) {
+    return cl.fail(transport.status().withContext("--tp-transport"));
+  }
   Expected<std::unique_ptr<runtime::Engine>> engine =
       tpListen ? openLockstepEngine(std::move(plan).value(), **checkpoint, *tpListen,
-                                    tpTimeoutOption(*tpTimeout))
+                                    tpTimeoutOption(*tpTimeout), *transport)
                : openEngine(std::move(plan).value(), **checkpoint);
   if (!engine.ok()) {
     return cl.fail(engine.status());

@@ -2,7 +2,6 @@
 // rank 0 (`glmc serve --tp-listen`), proves it has the same plan and checkpoint, then makes the
 // engine calls rank 0 sends, in lockstep; when rank 0 drops it, it rejoins.
 #include "runtime/comm/TcpComm.h"
-#include "runtime/engine/CpuEngine.h"
 #include "runtime/engine/LockstepEngine.h"
 #include "tools/glmc/CommandLine.h"
 #include "tools/glmc/Commands.h"
@@ -14,7 +13,12 @@ namespace glm::tools {
 
 int runWorker(const std::vector<std::string> &args) {
   CommandLine cl("worker");
-  cl.option("model").option("rank").option("head").option("wait").option("tp-timeout");
+  cl.option("model")
+      .option("rank")
+      .option("head")
+      .option("wait")
+      .option("tp-timeout")
+      .option("device");
   cl.positional(1, 1);
   if (!cl.parseOrReport(args)) {
     return 2;
@@ -24,8 +28,11 @@ int runWorker(const std::vector<std::string> &args) {
   }
   Expected<std::optional<int64_t>> rank = cl.getInt("rank", 1, 1 << 16);
   Expected<std::optional<int64_t>> wait = cl.getInt("wait", 1, 1 << 24);
-  if (!rank.ok() || !wait.ok()) {
-    return cl.fail(!rank.ok() ? rank.status() : wait.status());
+  Expected<std::optional<int64_t>> device = cl.getInt("device", 0, 1 << 16);
+  for (const auto *value : {&rank, &wait, &device}) {
+    if (!value->ok()) {
+      return cl.fail(value->status());
+    }
   }
   // How long to keep trying to reach rank 0, at start and after losing it.
   const int waitMs = static_cast<int>(wait->value_or(300) * 1000);
@@ -42,9 +49,9 @@ int runWorker(const std::vector<std::string> &args) {
   if (!plan.ok()) {
     return cl.fail(plan.status());
   }
-  if ((*plan)->root().target()->arch() != plan::Arch::Cpu) {
-    return cl.fail(invalidArgument((*plan)->source(), ": workers run plans compiled with "
-                                                      "--target cpu for now"));
+  if (device->has_value() && (*plan)->root().target()->arch() == plan::Arch::Cpu) {
+    return cl.fail(invalidArgument("--device picks the GPU of a GPU plan's rank; ",
+                                   (*plan)->source(), " was compiled with --target cpu"));
   }
   const int world = static_cast<int>((*plan)->root().tp());
   Expected<std::unique_ptr<Checkpoint>> checkpoint = Checkpoint::open(*cl.get("model"));
@@ -57,10 +64,10 @@ int runWorker(const std::vector<std::string> &args) {
   if (!comm.ok()) {
     return cl.fail(comm.status().withContext((*plan)->source()));
   }
-  runtime::CpuEngineOptions options;
-  options.comm = comm->get();
-  Expected<std::unique_ptr<runtime::CpuEngine>> engine =
-      runtime::CpuEngine::create(std::move(plan).value(), **checkpoint, options);
+  // The device transport is rank 0's choice, sent when the group forms.
+  Expected<ProcessRank> engine =
+      openProcessRank(std::move(plan).value(), **checkpoint, **comm,
+                      static_cast<int>(device->value_or(0)), runtime::DeviceTransport::Nccl);
   if (!engine.ok()) {
     return cl.fail(engine.status());
   }
@@ -74,7 +81,12 @@ int runWorker(const std::vector<std::string> &args) {
     std::printf("glmc worker: rank %d of %d joined rank 0 at %s:%d\n", static_cast<int>(**rank),
                 world, head->first.c_str(), head->second);
     std::fflush(stdout);
-    const Status why = runtime::runLockstepWorker(**comm, **engine, log);
+    const Status why = runtime::runLockstepWorker(**comm, *engine->engine, log, engine->formGroup);
+    if ((*comm)->complete()) {
+      // Still connected: this rank could not set up its part of the group, and would not on a
+      // rejoin either (see runLockstepWorker).
+      return cl.fail(why.withContext(strCat("rank ", **rank)));
+    }
     log(strCat("lost rank 0 (", why.message(), "); rejoining"));
   }
 }
