@@ -8,7 +8,7 @@
 namespace glm::cuda {
 
 Expected<EventTiming> timeOnStream(CudaContext &ctx, const std::function<Status()> &work, int reps,
-                                   int warmup) {
+                                   int warmup, const std::function<Status(CUstream)> &wait) {
   const CudaDriver &d = ctx.driver();
   for (int i = 0; i < warmup; ++i) {
     GLM_RETURN_IF_ERROR(work());
@@ -27,7 +27,7 @@ Expected<EventTiming> timeOnStream(CudaContext &ctx, const std::function<Status(
       status = check(d.cuEventRecord(stop, ctx.stream()), "cuEventRecord");
     }
     if (status.ok()) {
-      status = check(d.cuEventSynchronize(stop), "cuEventSynchronize");
+      status = wait ? wait(ctx.stream()) : check(d.cuEventSynchronize(stop), "cuEventSynchronize");
     }
     float ms = 0;
     if (status.ok()) {

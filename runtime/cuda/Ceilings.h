@@ -16,9 +16,12 @@ struct EventTiming {
 };
 
 /// Times `work` (which enqueues on ctx.stream()) `reps` times, each between a pair of events,
-/// after `warmup` untimed runs.
+/// after `warmup` untimed runs. Each run is waited for with `wait` (given the stream) when set,
+/// else with an event wait: a tensor-parallel rank waits through its DeviceComm, whose NCCL form
+/// fails once another rank is gone where an event wait would wait for good.
 Expected<EventTiming> timeOnStream(CudaContext &ctx, const std::function<Status()> &work, int reps,
-                                   int warmup = 3);
+                                   int warmup = 3,
+                                   const std::function<Status(CUstream)> &wait = nullptr);
 
 /// cuBLAS's bf16 GEMM through the few entry points it needs, declared here (no CUDA headers at
 /// build time) and found with dlopen.

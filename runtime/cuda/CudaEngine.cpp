@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <functional>
 
 namespace glm::cuda {
 namespace {
@@ -408,17 +409,23 @@ Expected<std::vector<float>> CudaEngine::runOnDevice(Program &program,
 
 Expected<CudaEngine::ProgramTiming> CudaEngine::timeProgram(const plan::Program &p, int64_t context,
                                                             int reps) {
-  GLM_RETURN_IF_ERROR(ctx_->makeCurrent());
+  // A rank of a TP group that gave up on its own would leave the others waiting for it in their
+  // next collective: it ends the group instead.
+  auto fail = [this](Status status) {
+    if (options_.comm != nullptr) {
+      options_.comm->abort(status);
+    }
+    return status;
+  };
+  if (Status s = ctx_->makeCurrent(); !s.ok()) {
+    return fail(s);
+  }
   Program *program = find(&p);
   if (program == nullptr) {
-    return invalidArgument("program ", p.name()->str(), " is not in this engine's plan");
+    return fail(invalidArgument("program ", p.name()->str(), " is not in this engine's plan"));
   }
-  if (options_.comm != nullptr) {
-    return unimplemented("timing program ", p.name()->str(), " of a TP ", plan().tp(),
-                         " plan: its collectives need every rank (time TP 1 plans)");
-  }
-  const CudaDriver &d = ctx_->driver();
-  // Sequences of `context` tokens: pages for them and the step's rows, state left as it is.
+  // Sequences of `context` tokens: pages for them and the step's rows, state left as it is. Every
+  // rank keeps the same books, so a full pool fails all of them here alike, before any collective.
   std::vector<int> slots;
   auto release = [&] {
     for (int s : slots) {
@@ -442,63 +449,104 @@ Expected<CudaEngine::ProgramTiming> CudaEngine::timeProgram(const plan::Program 
   }
   std::vector<int32_t> tokens(static_cast<size_t>(p.batch()) * p.rows(), 1);
   // One run writes the io slots (and checks the program runs); its lengths are then rolled back.
+  // run() ends the group itself when it fails on the device.
   Expected<std::vector<float>> first = run(p, tokens, groups, LogitsBack::None);
   release();
   GLM_RETURN_IF_ERROR(first.status());
 
   ProgramTiming timing;
-  GLM_ASSIGN_OR_RETURN(EventTiming replays,
-                       timeOnStream(*ctx_, [&]() -> Status { return execute(*program); }, reps, 5));
-  timing.medianUs = replays.medianUs;
-  timing.p10Us = replays.p10Us;
-  timing.p90Us = replays.p90Us;
-
-  std::vector<CUevent> marks(program->plan->steps()->size() + 1, nullptr);
-  for (CUevent &e : marks) {
-    GLM_CU(&d, cuEventCreate(&e, kEventDefault));
+  std::function<Status(CUstream)> wait;
+  if (options_.comm != nullptr) {
+    wait = [this](CUstream stream) { return options_.comm->synchronize(stream); };
   }
-  auto destroy = [&] {
-    for (CUevent e : marks) {
-      d.cuEventDestroy(e);
+  Expected<EventTiming> replays =
+      timeOnStream(*ctx_, [&]() -> Status { return execute(*program); }, reps, 5, wait);
+  if (!replays.ok()) {
+    return fail(replays.status());
+  }
+  timing.medianUs = replays->medianUs;
+  timing.p10Us = replays->p10Us;
+  timing.p90Us = replays->p90Us;
+  Expected<std::vector<double>> steps = timeSteps(*program, std::max(3, std::min(reps, 20)));
+  if (!steps.ok()) {
+    return fail(steps.status());
+  }
+  timing.stepUs = std::move(steps).value();
+  return timing;
+}
+
+Expected<std::vector<double>> CudaEngine::timeSteps(const Program &program, int runs) {
+  const CudaDriver &d = ctx_->driver();
+  const auto &steps = *program.plan->steps();
+  const uint32_t stepCount = steps.size();
+  // prepare() made one segment of each run, in order: run i's steps launch from segment i's
+  // first launch on, and its collective is segment i's.
+  const std::vector<runtime::StepRun> stepRuns = runtime::splitAtCollectives(*program.plan);
+  if (stepRuns.size() != program.segments.size()) {
+    return internalError("program ", program.plan->name()->str(), " splits into ", stepRuns.size(),
+                         " runs at its collectives but has ", program.segments.size(), " segments");
+  }
+  std::vector<CUevent> marks(stepCount + 1, nullptr);
+  Status status = Status::success();
+  for (CUevent &e : marks) {
+    if (status.ok()) {
+      status = check(d.cuEventCreate(&e, kEventDefault), "cuEventCreate");
     }
+  }
+  auto mark = [&](size_t i) {
+    return check(d.cuEventRecord(marks[i], ctx_->stream()), "cuEventRecord");
   };
 
-  // Eager runs with an event after each step's launches.
-  const uint32_t stepCount = program->plan->steps()->size();
+  // Eager runs with an event after each step: after its launches, or after its collective. Every
+  // rank runs them all unless it fails (timeProgram then ends the group).
   std::vector<std::vector<double>> perStep(stepCount);
-  const int eagerRuns = std::max(3, std::min(reps, 20));
-  for (int run = 0; run < eagerRuns; ++run) {
-    Status status = check(d.cuEventRecord(marks[0], ctx_->stream()), "cuEventRecord");
-    size_t next = 0;
-    for (uint32_t s = 0; s < stepCount && status.ok(); ++s) {
-      const auto *launches = program->plan->steps()->Get(s)->launches();
-      const size_t count = launches ? launches->size() : 0;
-      for (size_t l = 0; l < count && status.ok(); ++l, ++next) {
-        status = enqueue(program->launches[next]);
+  for (int r = 0; r < runs && status.ok(); ++r) {
+    status = mark(0);
+    for (size_t i = 0; i < stepRuns.size() && status.ok(); ++i) {
+      const runtime::StepRun &stepRun = stepRuns[i];
+      const Segment &segment = program.segments[i];
+      size_t next = segment.firstLaunch;
+      for (uint32_t s = stepRun.first; s < stepRun.first + stepRun.count && status.ok(); ++s) {
+        const auto *launches = steps.Get(s)->launches();
+        const size_t count = launches != nullptr ? launches->size() : 0;
+        for (size_t l = 0; l < count && status.ok(); ++l, ++next) {
+          status = enqueue(program.launches[next]);
+        }
+        if (status.ok()) {
+          status = mark(s + 1);
+        }
       }
-      if (status.ok()) {
-        status = check(d.cuEventRecord(marks[s + 1], ctx_->stream()), "cuEventRecord");
+      if (status.ok() && segment.collective) {
+        status = collect(*segment.collective).withContext(segment.collective->step);
+        if (status.ok()) {
+          status = mark(static_cast<size_t>(stepRun.collective) + 1);
+        }
       }
     }
     if (status.ok()) {
-      status = check(d.cuEventSynchronize(marks[stepCount]), "cuEventSynchronize");
+      // NCCL's wait watches for a lost rank, where an event wait would hang.
+      status = options_.comm != nullptr
+                   ? options_.comm->synchronize(ctx_->stream())
+                   : check(d.cuEventSynchronize(marks[stepCount]), "cuEventSynchronize");
     }
     for (uint32_t s = 0; s < stepCount && status.ok(); ++s) {
       float ms = 0;
       status = check(d.cuEventElapsedTime(&ms, marks[s], marks[s + 1]), "cuEventElapsedTime");
       perStep[s].push_back(ms * 1000.0);
     }
-    if (!status.ok()) {
-      destroy();
-      return status;
+  }
+  for (CUevent e : marks) {
+    if (e != nullptr) {
+      d.cuEventDestroy(e);
     }
   }
-  destroy();
+  GLM_RETURN_IF_ERROR(status);
+  std::vector<double> medians;
   for (std::vector<double> &v : perStep) {
     std::sort(v.begin(), v.end());
-    timing.stepUs.push_back(v[v.size() / 2]);
+    medians.push_back(v[v.size() / 2]);
   }
-  return timing;
+  return medians;
 }
 
 } // namespace glm::cuda

@@ -54,8 +54,18 @@ public:
   /// Times `program` with every batch entry a sequence of `context` tokens: `reps` graph replays
   /// after warm-up, then eager runs with an event after each step for the per-step breakdown
   /// (launch gaps make the eager sum a little larger than a replay). The state the steps read is
-  /// whatever the pool holds: this measures time, not results. Needs max_seqs free slots. TP 1
-  /// plans only: a program with collectives needs every rank.
+  /// whatever the pool holds: this measures time, not results. Needs max_seqs free slots.
+  ///
+  /// A TP N plan's ranks call it at the same time, each on its own engine from a thread of its
+  /// own, with the same `context` and `reps` and their own plan's `program`. The replays run the
+  /// collectives between the graphs, as serving does; in the eager runs a collective step runs its
+  /// collective between its two events, so its time is this rank's, waiting for the other ranks
+  /// to arrive included (ranks that arrive late see less of it, so the ranks' figures differ).
+  /// Ranks sharing one GPU over the loopback also time each other's kernels. Every rank makes the
+  /// same collective calls whatever its own timings. A rank that fails ends the group
+  /// (DeviceComm::abort), so that the others fail rather than wait for it, and the group is
+  /// unusable after; only a full state pool, which every rank's books show alike before any
+  /// collective, fails without ending it.
   Expected<ProgramTiming> timeProgram(const plan::Program &program, int64_t context, int reps);
 
 private:
@@ -99,6 +109,9 @@ private:
   /// Every segment of `program` with the collectives between them, on this engine's stream.
   Status execute(const Program &program);
   Status collect(const Collective &collective);
+  /// timeProgram's per-step breakdown: the median over `runs` eager runs of each step's time
+  /// (a collective step's is its collective's).
+  Expected<std::vector<double>> timeSteps(const Program &program, int runs);
   /// The work of run() after the io slots' pages are reserved.
   Expected<std::vector<float>> runOnDevice(Program &program, std::span<const int32_t> tokens,
                                            const std::vector<RowGroup> &groups, LogitsBack back);

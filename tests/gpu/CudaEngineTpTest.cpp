@@ -2,16 +2,20 @@
 // on one GPU (LockstepEngine::createInProcess, collectives through LoopbackComm's device memory
 // copies): f32 TP 2 and TP 4 plans give the f32 TP 1 plan's logits (relative error <= 1e-5 per
 // row, as the CPU backend's TP plans do) and the same greedy tokens, graph replay of the segments
-// between collectives equals eager launches bit for bit, and a bf16 TP 2 plan stays within bf16
-// rounding of the bf16 TP 1 plan.
+// between collectives equals eager launches bit for bit, a bf16 TP 2 plan stays within bf16
+// rounding of the bf16 TP 1 plan, and `glmc bench`'s timing runs on every rank at once.
+#include "runtime/comm/LoopbackComm.h"
 #include "runtime/cuda/CudaEngine.h"
 #include "runtime/engine/LockstepEngine.h"
+#include "runtime/plan/Collectives.h"
 #include "tests/gpu/support/GpuTest.h"
 #include "tests/gpu/support/TinyModel.h"
 
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <optional>
+#include <thread>
 
 namespace glm::testing {
 namespace {
@@ -27,15 +31,9 @@ protected:
       setUpError_ = why;
       return;
     }
-    const std::string arch = gpu()->info().arch;
     checkpoint_ = std::move(Checkpoint::open(tinyFixture())).value().release();
     golden_ =
         std::move(SafeTensorsFile::open(tinyFixture() / "golden.safetensors")).value().release();
-    const std::string programs = " --decode 1x1,2x1 --prefill 1152";
-    auto options = [&](int tp, const char *precision) {
-      return "--target " + arch + " --tp " + std::to_string(tp) + " --precision " + precision +
-             programs;
-    };
     f32_ = open("gpu_f32", options(1, "f32"));
     f32Tp2_ = open("gpu_f32_tp2", options(2, "f32"));
     f32Tp4_ = open("gpu_f32_tp4", options(4, "f32"));
@@ -51,6 +49,12 @@ protected:
     delete checkpoint_;
   }
   void SetUp() override { ASSERT_TRUE(setUpError_.empty()) << setUpError_; }
+
+  /// glmc compile's options for the suite's plans of `tp` ranks at `precision`, for this GPU.
+  static std::string options(int tp, const char *precision) {
+    return "--target " + gpu()->info().arch + " --tp " + std::to_string(tp) + " --precision " +
+           precision + " --decode 1x1,2x1 --prefill 1152";
+  }
 
   /// The plan `name`, as a CudaEngine (TP 1) or as one CudaEngine per rank on this GPU behind an
   /// in-process LockstepEngine; null, with the reason in setUpError_, when it cannot be opened.
@@ -228,6 +232,62 @@ TEST_F(CudaEngineTp, Bf16TwoRanksStayWithinBf16RoundingOfOneRank) {
   std::printf("top-1 disagreements: bf16 TP 2 against TP 1 %zu, bf16 TP 1 against f32 %zu\n",
               splitDisagree, roundingDisagree);
   EXPECT_LE(splitDisagree, 2 * roundingDisagree) << "prefill positions whose top-1 token differs";
+}
+
+TEST_F(CudaEngineTp, TimingAProgramRunsItsCollectivesOnEveryRank) {
+  // What `glmc bench` does with a TP plan: each rank's engine times the program at the same time,
+  // from a thread of its own, so that the collectives of the replays and of the eager per-step
+  // runs pair up. A collective step's time is then its collective's, so it is positive.
+  Expected<std::unique_ptr<PlanFile>> plan = compileTiny("gpu_f32_tp2", options(2, "f32"));
+  ASSERT_TRUE(plan.ok()) << plan.status().toString();
+  const std::vector<uint8_t> bytes((*plan)->bytes().begin(), (*plan)->bytes().end());
+  runtime::LoopbackGroup group(2);
+  std::vector<std::unique_ptr<runtime::LoopbackComm>> comms;
+  std::vector<std::unique_ptr<cuda::CudaEngine>> engines; // after the comms: destroyed first
+  for (int r = 0; r < 2; ++r) {
+    comms.push_back(group.comm(r));
+    Expected<std::unique_ptr<PlanFile>> rankPlan = PlanFile::fromBytes(bytes, "gpu_f32_tp2");
+    ASSERT_TRUE(rankPlan.ok()) << rankPlan.status().toString();
+    Expected<std::unique_ptr<cuda::CudaEngine>> engine = cuda::CudaEngine::create(
+        std::move(rankPlan).value(), *checkpoint_, {.comm = comms.back().get()});
+    ASSERT_TRUE(engine.ok()) << "rank " << r << ": " << engine.status().toString();
+    engines.push_back(std::move(engine).value());
+  }
+  const plan::Plan &p = engines[0]->plan();
+  const int64_t maxContext = p.state_pool() ? p.state_pool()->max_context() : 0;
+  for (uint32_t i = 0; i < p.programs()->size(); ++i) {
+    const plan::Program &program = *p.programs()->Get(i);
+    const std::string name = program.name()->str();
+    const int64_t context = std::clamp<int64_t>(
+        maxContext / program.batch() - static_cast<int64_t>(program.rows()), 0, 64);
+    std::vector<std::optional<Expected<cuda::CudaEngine::ProgramTiming>>> timings(2);
+    std::vector<std::thread> threads;
+    for (int r = 0; r < 2; ++r) {
+      threads.emplace_back([&, r] {
+        cuda::CudaEngine &e = *engines[r];
+        timings[r].emplace(e.timeProgram(*e.plan().programs()->Get(i), context, 10));
+      });
+    }
+    for (std::thread &t : threads) {
+      t.join();
+    }
+    for (int r = 0; r < 2; ++r) {
+      ASSERT_TRUE(timings[r]->ok())
+          << name << ", rank " << r << ": " << timings[r]->status().toString();
+      const cuda::CudaEngine::ProgramTiming &t = **timings[r];
+      EXPECT_GT(t.medianUs, 0.0) << name << ", rank " << r;
+      ASSERT_EQ(t.stepUs.size(), program.steps()->size()) << name << ", rank " << r;
+      int collectives = 0;
+      for (uint32_t s = 0; s < program.steps()->size(); ++s) {
+        const plan::Step &step = *program.steps()->Get(s);
+        if (runtime::isCollective(step)) {
+          ++collectives;
+          EXPECT_GT(t.stepUs[s], 0.0) << name << ", rank " << r << ": " << step.name()->str();
+        }
+      }
+      EXPECT_GT(collectives, 0) << name << ": a TP 2 program has collectives";
+    }
+  }
 }
 
 } // namespace

@@ -1,13 +1,18 @@
 // `glmc bench`: each program of a GPU plan replayed as its CUDA graph, against the device's
 // measured ceilings: latency (median and spread), tokens/s, a per-step breakdown, the roofline
 // time of the bytes the plan moves, and a labelled GB10 projection; optionally JSON and an SVG
-// of where the time goes.
+// of where the time goes. A tensor-parallel plan's ranks run as threads of this process, placed
+// as `glmc generate` places them (openEngine), and every program is timed on all of them at once.
+#include "runtime/comm/LoopbackComm.h"
+#include "runtime/comm/NcclComm.h"
 #include "runtime/common/Progress.h"
 #include "runtime/cuda/Ceilings.h"
 #include "runtime/cuda/CudaEngine.h"
+#include "runtime/plan/Collectives.h"
 #include "runtime/plan/StepView.h"
 #include "tools/glmc/CommandLine.h"
 #include "tools/glmc/Commands.h"
+#include "tools/glmc/OpenEngine.h"
 
 #include <nlohmann/json.hpp>
 
@@ -15,6 +20,8 @@
 #include <cstdio>
 #include <fstream>
 #include <map>
+#include <optional>
+#include <thread>
 
 namespace glm::tools {
 namespace {
@@ -46,7 +53,13 @@ void writeSvg(const std::string &path, const OrderedJson &programs) {
   int y = 40;
   for (const OrderedJson &p : programs) {
     out << "<text x='10' y='" << y + bar * 0.7 << "'>" << p["name"].get<std::string>() << " ("
-        << static_cast<int>(p["graph_median_us"].get<double>()) << " µs)</text>\n";
+        << static_cast<int>(p["graph_median_us"].get<double>()) << " µs";
+    if (p.contains("slowest_rank_median_us")) {
+      // A TP plan's bars are rank 0's; the step takes as long as its slowest rank.
+      out << "; slowest rank " << static_cast<int>(p["slowest_rank_median_us"].get<double>())
+          << " µs";
+    }
+    out << ")</text>\n";
     double total = 0;
     for (const auto &[op, t] : p["by_op"].items()) {
       total += t["us"].get<double>();
@@ -74,6 +87,112 @@ void writeSvg(const std::string &path, const OrderedJson &programs) {
     }
   }
   out << "</svg>\n";
+}
+
+/// The engines `glmc bench` times: one for a TP 1 plan; for a TP N plan one per rank, rank r at
+/// [r], each with its own copy of the plan.
+struct BenchRanks {
+  std::unique_ptr<runtime::LoopbackGroup> group; // ranks on one device meet here
+  std::vector<std::unique_ptr<runtime::LoopbackComm>> loopback;
+  std::vector<std::unique_ptr<cuda::CudaEngine>> engines; // last: destroyed before the comms
+  std::string placement; // where a TP plan's ranks run, for the report
+};
+
+/// A TP N plan's ranks go where openEngine puts them (rankPerDevice): one per GPU over NCCL where
+/// this process sees N GPUs and NCCL loads, else all on device 0 over a loopback group.
+Expected<BenchRanks> openRanks(std::unique_ptr<runtime::PlanFile> plan,
+                               const Checkpoint &checkpoint) {
+  BenchRanks ranks;
+  const int world = static_cast<int>(plan->root().tp());
+  if (world == 1) {
+    GLM_ASSIGN_OR_RETURN(std::unique_ptr<cuda::CudaEngine> engine,
+                         cuda::CudaEngine::create(std::move(plan), checkpoint));
+    ranks.engines.push_back(std::move(engine));
+    return ranks;
+  }
+  GLM_ASSIGN_OR_RETURN(bool perDevice, rankPerDevice(world));
+  std::vector<std::shared_ptr<runtime::NcclComm>> nccl;
+  if (perDevice) {
+    GLM_ASSIGN_OR_RETURN(nccl, ncclGroup(world));
+    Expected<int> version = runtime::ncclVersion();
+    // ncclGetVersion's code is major * 10000 + minor * 100 + patch (NCCL 2.9 and later).
+    ranks.placement = strCat(
+        "one rank per GPU (devices 0-", world - 1, ") over NCCL",
+        version.ok() ? strCat(" ", *version / 10000, ".", *version / 100 % 100, ".", *version % 100)
+                     : "");
+  } else {
+    ranks.group = std::make_unique<runtime::LoopbackGroup>(world);
+    ranks.placement = "every rank on device 0 over the loopback (the ranks share the GPU, so "
+                      "each rank's times include the others' kernels; collectives are host "
+                      "copies)";
+  }
+  const std::vector<uint8_t> bytes(plan->bytes().begin(), plan->bytes().end());
+  const std::string source = plan->source();
+  for (int r = 0; r < world; ++r) {
+    std::unique_ptr<runtime::PlanFile> rankPlan;
+    if (r == 0) {
+      rankPlan = std::move(plan);
+    } else {
+      GLM_ASSIGN_OR_RETURN(rankPlan, runtime::PlanFile::fromBytes(bytes, source));
+    }
+    cuda::CudaEngineOptions options;
+    if (perDevice) {
+      options.device = nccl[r]->rank();
+      options.comm = nccl[r].get();
+      options.keepAlive = nccl[r];
+    } else {
+      ranks.loopback.push_back(ranks.group->comm(r));
+      options.comm = ranks.loopback.back().get();
+    }
+    Expected<std::unique_ptr<cuda::CudaEngine>> engine =
+        cuda::CudaEngine::create(std::move(rankPlan), checkpoint, options);
+    if (!engine.ok()) {
+      return engine.status().withContext(strCat("tensor-parallel rank ", r, " of ", world));
+    }
+    ranks.engines.push_back(std::move(engine).value());
+  }
+  return ranks;
+}
+
+/// Program `index` timed on every rank, rank r's timing at [r]. A TP plan's ranks time it at the
+/// same time from threads of their own, since each rank's collectives wait for the others; the
+/// error names every rank that failed.
+Expected<std::vector<cuda::CudaEngine::ProgramTiming>>
+timeOnRanks(BenchRanks &ranks, uint32_t index, int64_t context, int reps) {
+  auto time = [&](size_t r) {
+    cuda::CudaEngine &e = *ranks.engines[r];
+    return e.timeProgram(*e.plan().programs()->Get(index), context, reps);
+  };
+  const size_t world = ranks.engines.size();
+  if (world == 1) {
+    GLM_ASSIGN_OR_RETURN(cuda::CudaEngine::ProgramTiming t, time(0));
+    return std::vector<cuda::CudaEngine::ProgramTiming>{std::move(t)};
+  }
+  std::vector<std::optional<Expected<cuda::CudaEngine::ProgramTiming>>> results(world);
+  std::vector<std::thread> threads;
+  for (size_t r = 0; r < world; ++r) {
+    threads.emplace_back([&, r] { results[r].emplace(time(r)); });
+  }
+  for (std::thread &t : threads) {
+    t.join();
+  }
+  std::vector<cuda::CudaEngine::ProgramTiming> timings;
+  std::optional<Status> failed;
+  std::string why;
+  for (size_t r = 0; r < world; ++r) {
+    if (results[r]->ok()) {
+      timings.push_back(std::move(*results[r]).value());
+      continue;
+    }
+    const Status &s = results[r]->status();
+    failed = failed.value_or(s);
+    why += strCat(why.empty() ? "" : "; ", "tensor-parallel rank ", r, " of ", world, ": ",
+                  s.message());
+  }
+  if (failed) {
+    return Status(failed->code(), why);
+  }
+  return timings;
 }
 
 } // namespace
@@ -113,13 +232,17 @@ int runBench(const std::vector<std::string> &args) {
   if (!checkpoint.ok()) {
     return cl.fail(checkpoint.status());
   }
-  Expected<std::unique_ptr<cuda::CudaEngine>> engine =
-      cuda::CudaEngine::create(std::move(plan).value(), **checkpoint);
-  if (!engine.ok()) {
-    return cl.fail(engine.status());
+  Expected<BenchRanks> ranks = openRanks(std::move(plan).value(), **checkpoint);
+  if (!ranks.ok()) {
+    return cl.fail(ranks.status());
   }
-  cuda::CudaEngine &e = **engine;
+  cuda::CudaEngine &e = *ranks->engines[0];
   const plan::Plan &p = e.plan();
+  const bool tp = p.tp() > 1;
+  // Rank 0's device measures the ceilings: creating the other ranks' engines made theirs current.
+  if (Status s = e.context().makeCurrent(); !s.ok()) {
+    return cl.fail(s);
+  }
   Expected<double> copy = cuda::measureCopyBandwidth(e.context());
   if (!copy.ok()) {
     return cl.fail(copy.status());
@@ -133,6 +256,11 @@ int runBench(const std::vector<std::string> &args) {
   } else {
     std::printf(", matrix rate not measured: %s\n", matrix.status().message().c_str());
   }
+  if (tp) {
+    std::printf("TP %u: %s; each program is timed on every rank at once, and the figures below "
+                "are rank 0's\n",
+                p.tp(), ranks->placement.c_str());
+  }
   const int64_t maxContext =
       p.state_pool() ? static_cast<int64_t>(p.state_pool()->max_context()) : 0;
   OrderedJson report;
@@ -140,20 +268,28 @@ int runBench(const std::vector<std::string> &args) {
                       {"arch", dev.arch},
                       {"copy_bytes_per_s", *copy},
                       {"matrix_flops_per_s", matrix.ok() ? *matrix : 0.0}};
+  if (tp) {
+    report["tp"] = p.tp();
+    report["placement"] = ranks->placement;
+  }
   OrderedJson programs = OrderedJson::array();
-  for (const plan::Program *program : *p.programs()) {
+  for (uint32_t index = 0; index < p.programs()->size(); ++index) {
+    const plan::Program *program = p.programs()->Get(index);
     const int64_t rows = static_cast<int64_t>(program->batch()) * program->rows();
     // The pool holds max_context tokens for all sequences together: each of the batch's gets an
     // equal share.
     const int64_t ctx =
         std::min<int64_t>(context->value_or(4096), maxContext / program->batch() - program->rows());
-    Expected<cuda::CudaEngine::ProgramTiming> t =
-        e.timeProgram(*program, std::max<int64_t>(ctx, 0), static_cast<int>(reps->value_or(100)));
-    if (!t.ok()) {
-      return cl.fail(t.status().withContext(program->name()->str()));
+    Expected<std::vector<cuda::CudaEngine::ProgramTiming>> timings = timeOnRanks(
+        *ranks, index, std::max<int64_t>(ctx, 0), static_cast<int>(reps->value_or(100)));
+    if (!timings.ok()) {
+      return cl.fail(timings.status().withContext(program->name()->str()));
     }
+    const cuda::CudaEngine::ProgramTiming *t = &timings->front();
     double bytes = 0, flops = 0, eagerUs = 0;
     int collectives = 0;
+    // Per rank: the eager time of its collective steps, each waiting for the other ranks.
+    std::vector<double> collectiveUs(timings->size(), 0.0);
     std::map<std::string, OpTotals> byOp;
     OrderedJson steps = OrderedJson::array();
     for (uint32_t i = 0; i < program->steps()->size(); ++i) {
@@ -162,7 +298,11 @@ int runBench(const std::vector<std::string> &args) {
       bytes += stepBytes;
       flops += static_cast<double>(s->flops());
       eagerUs += t->stepUs[i];
-      collectives += s->collective() != nullptr;
+      const bool collective = runtime::isCollective(*s);
+      collectives += collective;
+      for (size_t r = 0; r < timings->size() && collective; ++r) {
+        collectiveUs[r] += (*timings)[r].stepUs[i];
+      }
       OpTotals &o = byOp[plan::EnumNameOpKind(s->op())];
       ++o.steps;
       o.us += t->stepUs[i];
@@ -192,6 +332,24 @@ int runBench(const std::vector<std::string> &args) {
                 "%.0f tokens/s\n",
                 program->name()->c_str(), program->batch(), program->rows(),
                 static_cast<long long>(ctx), t->medianUs, t->p10Us, t->p90Us, rows / seconds);
+    size_t slowest = 0;
+    for (size_t r = 1; r < timings->size(); ++r) {
+      slowest = (*timings)[r].medianUs > (*timings)[slowest].medianUs ? r : slowest;
+    }
+    if (tp) {
+      std::printf("  ranks' graph medians:");
+      for (size_t r = 0; r < timings->size(); ++r) {
+        std::printf("%s rank %zu %.1f us", r == 0 ? "" : ",", r, (*timings)[r].medianUs);
+      }
+      std::printf("; the slowest is rank %zu\n", slowest);
+      std::printf("  time in collectives per step: %.1f us in %d collective steps (%.1f%% of the "
+                  "eager sum; eager, each step's time includes waiting for the other ranks)",
+                  collectiveUs[0], collectives, 100.0 * collectiveUs[0] / eagerUs);
+      for (size_t r = 1; r < timings->size(); ++r) {
+        std::printf("%s rank %zu: %.1f us", r == 1 ? ";" : ",", r, collectiveUs[r]);
+      }
+      std::printf("\n");
+    }
     std::printf(
         "  moves %s per step: roofline %.1f us at the copy bandwidth; the step runs at "
         "%.1f%% of it",
@@ -222,22 +380,35 @@ int runBench(const std::vector<std::string> &args) {
                   gbs / 1e9, 100.0 * gbs / *copy);
       byOpJson[op] = {{"steps", o.steps}, {"us", o.us}, {"bytes", o.bytes}, {"flops", o.flops}};
     }
-    programs.push_back({{"name", program->name()->str()},
-                        {"batch", program->batch()},
-                        {"rows", program->rows()},
-                        {"context", ctx},
-                        {"graph_median_us", t->medianUs},
-                        {"graph_p10_us", t->p10Us},
-                        {"graph_p90_us", t->p90Us},
-                        {"tokens_per_s", rows / seconds},
-                        {"bytes", bytes},
-                        {"flops", flops},
-                        {"roofline_us", rooflineUs},
-                        {"fraction_of_roofline", efficiency},
-                        {"gb10_projection_us", gb10Us},
-                        {"collectives", collectives},
-                        {"by_op", byOpJson},
-                        {"steps", steps}});
+    OrderedJson programJson = {{"name", program->name()->str()},
+                               {"batch", program->batch()},
+                               {"rows", program->rows()},
+                               {"context", ctx},
+                               {"graph_median_us", t->medianUs},
+                               {"graph_p10_us", t->p10Us},
+                               {"graph_p90_us", t->p90Us},
+                               {"tokens_per_s", rows / seconds},
+                               {"bytes", bytes},
+                               {"flops", flops},
+                               {"roofline_us", rooflineUs},
+                               {"fraction_of_roofline", efficiency},
+                               {"gb10_projection_us", gb10Us},
+                               {"collectives", collectives}};
+    if (tp) {
+      // The keys above and the steps are rank 0's.
+      OrderedJson rankMedians = OrderedJson::array();
+      for (const cuda::CudaEngine::ProgramTiming &rank : *timings) {
+        rankMedians.push_back(rank.medianUs);
+      }
+      programJson["rank_graph_median_us"] = rankMedians;
+      programJson["slowest_rank"] = slowest;
+      programJson["slowest_rank_median_us"] = (*timings)[slowest].medianUs;
+      programJson["collective_us"] = collectiveUs[0];
+      programJson["rank_collective_us"] = collectiveUs;
+    }
+    programJson["by_op"] = byOpJson;
+    programJson["steps"] = steps;
+    programs.push_back(std::move(programJson));
   }
   report["programs"] = programs;
   if (std::optional<std::string> json = cl.get("json")) {
