@@ -9,18 +9,13 @@
 #include "runtime/engine/LockstepEngine.h"
 #include "tests/gpu/support/GpuTest.h"
 #include "tests/gpu/support/TinyModel.h"
+#include "tests/unit/support/ChildProcess.h"
 #include "tools/glmc/OpenEngine.h"
 
 #include <atomic>
-#include <csignal>
 #include <cstring>
 #include <fstream>
-#include <spawn.h>
-#include <sys/wait.h>
 #include <thread>
-#include <unistd.h>
-
-extern char **environ;
 
 namespace glm::testing {
 namespace {
@@ -28,34 +23,15 @@ namespace {
 using runtime::DeviceTransport;
 using runtime::Engine;
 
-/// `glmc worker` for rank 1 as a child process; killed with the object.
-class Worker {
+/// `glmc worker` for rank 1 as a child process on CUDA device `device`; killed with the object.
+class Worker : public ChildProcess {
 public:
-  Worker(const std::filesystem::path &plan, int port, int device) {
-    std::vector<std::string> args = {
-        glmcPath(), "worker", plan.string(), "--model", tinyFixture().string(), "--rank", "1",
-        "--head", "127.0.0.1:" + std::to_string(port), "--device", std::to_string(device),
-        // An orphan (a crashed test) gives up on its own.
-        "--wait", "20"};
-    std::vector<char *> argv;
-    for (std::string &a : args) {
-      argv.push_back(a.data());
-    }
-    argv.push_back(nullptr);
-    EXPECT_EQ(::posix_spawn(&pid_, argv[0], nullptr, nullptr, argv.data(), environ), 0);
-  }
-  ~Worker() { kill(); }
-  /// SIGKILL, and wait until it is gone.
-  void kill() {
-    if (pid_ > 0) {
-      ::kill(pid_, SIGKILL);
-      ::waitpid(pid_, nullptr, 0);
-      pid_ = -1;
-    }
-  }
-
-private:
-  pid_t pid_ = -1;
+  Worker(const std::filesystem::path &plan, int port, int device)
+      : ChildProcess({glmcPath(), "worker", plan.string(), "--model", tinyFixture().string(),
+                      "--rank", "1", "--head", "127.0.0.1:" + std::to_string(port), "--device",
+                      std::to_string(device),
+                      // An orphan (a crashed test) gives up on its own.
+                      "--wait", "20"}) {}
 };
 
 class LockstepGpu : public ::testing::TestWithParam<DeviceTransport> {

@@ -8,6 +8,7 @@
 #include "server/http/HttpServer.h"
 
 #include "models/glm53/Config.h"
+#include "tests/unit/support/ChildProcess.h"
 #include "tests/unit/support/Compare.h"
 
 #include <gtest/gtest.h>
@@ -16,14 +17,9 @@
 
 #include <atomic>
 #include <cmath>
-#include <csignal>
 #include <filesystem>
 #include <future>
-#include <spawn.h>
-#include <sys/wait.h>
 #include <unistd.h>
-
-extern char **environ;
 
 namespace glm::runtime {
 namespace {
@@ -52,35 +48,13 @@ private:
 };
 
 /// `glmc worker` for rank 1 as a child process; killed with the object.
-class Worker {
+class Worker : public glm::testing::ChildProcess {
 public:
-  Worker(const CompiledPlan &plan, int port) {
-    const std::string head = "127.0.0.1:" + std::to_string(port);
-    std::vector<std::string> args = {GLM_GLMC_PATH, "worker", plan.path().string(), "--model",
-                                     kTiny.string(), "--rank", "1", "--head", head,
-                                     // An orphan (a crashed test) gives up on its own.
-                                     "--wait", "20"};
-    std::vector<char *> argv;
-    for (std::string &a : args) {
-      argv.push_back(a.data());
-    }
-    argv.push_back(nullptr);
-    EXPECT_EQ(::posix_spawn(&pid_, argv[0], nullptr, nullptr, argv.data(), environ), 0);
-  }
-  ~Worker() { kill(); }
-  /// Sends `sig` (SIGSTOP: a worker that is alive but answers nothing).
-  void signal(int sig) { ::kill(pid_, sig); }
-  /// SIGKILL, and wait until it is gone.
-  void kill() {
-    if (pid_ > 0) {
-      ::kill(pid_, SIGKILL);
-      ::waitpid(pid_, nullptr, 0);
-      pid_ = -1;
-    }
-  }
-
-private:
-  pid_t pid_ = -1;
+  Worker(const CompiledPlan &plan, int port)
+      : ChildProcess({GLM_GLMC_PATH, "worker", plan.path().string(), "--model", kTiny.string(),
+                      "--rank", "1", "--head", "127.0.0.1:" + std::to_string(port),
+                      // An orphan (a crashed test) gives up on its own.
+                      "--wait", "20"}) {}
 };
 
 /// Rank 0: a LockstepEngine over a CPU engine of `plan`, listening on a free port.
@@ -197,8 +171,7 @@ TEST(Lockstep, AWorkerOfAnotherPlanIsRefused) {
   theirs = ours;
   theirs[theirs.find("lockstep=") + 9] ^= 1;
   s = compareLockstepIdentity(1, theirs, ours);
-  EXPECT_NE(s.message().find("rank 1 speaks lockstep protocol"), std::string::npos)
-      << s.message();
+  EXPECT_NE(s.message().find("rank 1 speaks lockstep protocol"), std::string::npos) << s.message();
   theirs = ours;
   theirs[theirs.find("weights=") + 8] ^= 1;
   s = compareLockstepIdentity(1, theirs, ours);
@@ -252,8 +225,7 @@ public:
   WorkerThread(const CompiledPlan &plan, const Checkpoint &checkpoint, int port,
                std::function<Status(Comm &)> formGroup) {
     std::unique_ptr<PlanFile> file = plan.open();
-    comm_ = std::move(TcpComm::worker("127.0.0.1", port, 1, 2,
-                                      lockstepIdentity(*file, checkpoint)))
+    comm_ = std::move(TcpComm::worker("127.0.0.1", port, 1, 2, lockstepIdentity(*file, checkpoint)))
                 .value();
     CpuEngineOptions options;
     options.comm = comm_.get();

@@ -24,8 +24,9 @@ namespace glm::tools {
 
 /// `cpuOptions` configures the CPU engine; a GPU plan refuses the CPU-only ones (tensor dumps,
 /// the torch tie rule) rather than ignoring them. A TP N plan runs its N ranks as threads of this
-/// process (LockstepEngine::createInProcess over a LoopbackGroup); a GPU plan's ranks all run on
-/// device 0, which must hold N ranks' arenas. Tensor dumps come from rank 0.
+/// process (LockstepEngine::createInProcess over a LoopbackGroup); a GPU plan's ranks run one per
+/// device over NCCL where there are enough (rankPerDevice), else all on device 0, which must then
+/// hold N ranks' arenas. Tensor dumps come from rank 0.
 Expected<std::unique_ptr<runtime::Engine>>
 openEngine(std::unique_ptr<runtime::PlanFile> plan, const Checkpoint &checkpoint,
            const runtime::CpuEngineOptions &cpuOptions = {});
