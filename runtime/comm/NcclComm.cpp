@@ -274,6 +274,12 @@ Status NcclComm::synchronize(CUstream stream) {
     GLM_RETURN_IF_ERROR(
         checkCall(api_->ncclCommGetAsyncError(handle(comm_), &async), "ncclCommGetAsyncError"));
     if (async != kNcclSuccess && async != kNcclInProgress) {
+      // A peer process that died shows both here and on the watch; the watch names the rank.
+      if (options_.watch) {
+        if (Status s = options_.watch(); !s.ok()) {
+          return fail(s);
+        }
+      }
       return checkCall(async, "a collective (reported by ncclCommGetAsyncError)");
     }
     const auto now = std::chrono::steady_clock::now();
