@@ -38,6 +38,7 @@ enum class Kind : uint32_t {
   Gather = 12,     // worker -> rank 0: an all-gather piece
   Gathered = 13,   // rank 0 -> worker: the whole tensor
   Broadcast = 14,  // rank 0 -> worker: a broadcast buffer
+  Heartbeat = 15,  // either way, no payload: "alive", skipped by every reader
 };
 
 const char *kindName(uint32_t kind) {
@@ -57,6 +58,8 @@ const char *kindName(uint32_t kind) {
     return "an all-gather";
   case Kind::Broadcast:
     return "a broadcast";
+  case Kind::Heartbeat:
+    return "a heartbeat";
   }
   return "an unknown message";
 }
@@ -67,25 +70,52 @@ struct FrameHeader {
   uint64_t bytes;
 };
 
-/// Waits for `events` on `fd`; the error says the peer went quiet.
-Status waitFor(int fd, short events, int timeoutMs) {
+using Clock = std::chrono::steady_clock;
+
+int64_t msLeft(Clock::time_point deadline) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+}
+
+/// How long one exchange may wait: until `deadline` in all (the progress bound, `timeoutMs` from
+/// its start), and at most `silenceMs` at a time without a byte from the peer (the liveness
+/// bound: a live peer's heartbeats arrive well within it).
+struct Wait {
+  Clock::time_point deadline;
+  int timeoutMs = 0;
+  int silenceMs = 0;
+  static Wait of(int timeoutMs, int silenceMs) {
+    return {Clock::now() + std::chrono::milliseconds(timeoutMs), timeoutMs,
+            std::min(silenceMs, timeoutMs)};
+  }
+};
+
+/// Waits for `events` on `fd`; the error says the peer went quiet, or took too long.
+Status waitFor(int fd, short events, const Wait &wait) {
   pollfd p{fd, events, 0};
   while (true) {
-    const int n = ::poll(&p, 1, timeoutMs);
+    const int64_t left = msLeft(wait.deadline);
+    if (left <= 0) {
+      return Status(StatusCode::Unavailable,
+                    strCat("did not answer within ", wait.timeoutMs, " ms"));
+    }
+    const int n = ::poll(&p, 1, static_cast<int>(std::min<int64_t>(left, wait.silenceMs)));
     if (n > 0) {
       return Status::success(); // readiness or an error condition: the next call reports it
     }
-    if (n == 0) {
-      return Status(StatusCode::Unavailable, strCat("did not answer within ", timeoutMs, " ms"));
+    if (n == 0 && msLeft(wait.deadline) > 0) {
+      return Status(StatusCode::Unavailable,
+                    strCat(events == POLLIN ? "sent nothing" : "read nothing", " for ",
+                           wait.silenceMs,
+                           " ms, not even a heartbeat (stopped, or the network is down)"));
     }
-    if (errno != EINTR) {
+    if (n < 0 && errno != EINTR) {
       return Status(StatusCode::Unavailable, strCat("poll failed: ", std::strerror(errno)));
     }
   }
 }
 
-/// Sends all of `data`; `timeoutMs` bounds each wait for the peer to make room.
-Status sendBytes(int fd, const void *data, size_t n, int timeoutMs) {
+/// Sends all of `data`, waiting for the peer to make room as `wait` allows.
+Status sendBytes(int fd, const void *data, size_t n, const Wait &wait) {
   const auto *p = static_cast<const uint8_t *>(data);
   while (n > 0) {
     const ssize_t sent = ::send(fd, p, n, MSG_NOSIGNAL);
@@ -95,7 +125,7 @@ Status sendBytes(int fd, const void *data, size_t n, int timeoutMs) {
       continue;
     }
     if (sent < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-      GLM_RETURN_IF_ERROR(waitFor(fd, POLLOUT, timeoutMs));
+      GLM_RETURN_IF_ERROR(waitFor(fd, POLLOUT, wait));
       continue;
     }
     if (sent < 0 && errno == EINTR) {
@@ -107,8 +137,8 @@ Status sendBytes(int fd, const void *data, size_t n, int timeoutMs) {
   return Status::success();
 }
 
-/// Receives exactly `n` bytes; `timeoutMs` bounds each wait for more.
-Status recvBytes(int fd, void *data, size_t n, int timeoutMs) {
+/// Receives exactly `n` bytes, waiting for more as `wait` allows.
+Status recvBytes(int fd, void *data, size_t n, const Wait &wait) {
   auto *p = static_cast<uint8_t *>(data);
   while (n > 0) {
     const ssize_t got = ::recv(fd, p, n, 0);
@@ -121,7 +151,7 @@ Status recvBytes(int fd, void *data, size_t n, int timeoutMs) {
       return Status(StatusCode::Unavailable, "closed the connection");
     }
     if (errno == EAGAIN || errno == EWOULDBLOCK) {
-      GLM_RETURN_IF_ERROR(waitFor(fd, POLLIN, timeoutMs));
+      GLM_RETURN_IF_ERROR(waitFor(fd, POLLIN, wait));
       continue;
     }
     if (errno == EINTR) {
@@ -133,42 +163,68 @@ Status recvBytes(int fd, void *data, size_t n, int timeoutMs) {
   return Status::success();
 }
 
-Status sendFrame(int fd, Kind kind, const void *payload, size_t bytes, int timeoutMs) {
+Status sendFrame(int fd, Kind kind, const void *payload, size_t bytes, const Wait &wait) {
   const FrameHeader header{kMagic, static_cast<uint32_t>(kind), bytes};
-  GLM_RETURN_IF_ERROR(sendBytes(fd, &header, sizeof header, timeoutMs));
-  return sendBytes(fd, payload, bytes, timeoutMs);
+  GLM_RETURN_IF_ERROR(sendBytes(fd, &header, sizeof header, wait));
+  return sendBytes(fd, payload, bytes, wait);
 }
 
-Expected<FrameHeader> recvHeader(int fd, int timeoutMs) {
-  FrameHeader header{};
-  GLM_RETURN_IF_ERROR(recvBytes(fd, &header, sizeof header, timeoutMs));
-  if (header.magic != kMagic) {
-    return Status(StatusCode::Unavailable, "sent bytes that are not a glmc TCP frame");
+/// sendFrame under `mutex`, the connection's: the heartbeat thread sends on it too, and frames
+/// must not interleave.
+Status sendLocked(std::mutex &mutex, int fd, Kind kind, const void *payload, size_t bytes,
+                  const Wait &wait) {
+  std::lock_guard<std::mutex> lock(mutex);
+  return sendFrame(fd, kind, payload, bytes, wait);
+}
+
+bool isHeartbeat(const FrameHeader &header) {
+  return header.magic == kMagic && header.kind == static_cast<uint32_t>(Kind::Heartbeat) &&
+         header.bytes == 0;
+}
+
+/// The next frame's header, past any heartbeats (which only say the peer lives).
+Expected<FrameHeader> recvHeader(int fd, const Wait &wait) {
+  while (true) {
+    FrameHeader header{};
+    GLM_RETURN_IF_ERROR(recvBytes(fd, &header, sizeof header, wait));
+    if (header.magic != kMagic) {
+      return Status(StatusCode::Unavailable, "sent bytes that are not a glmc TCP frame");
+    }
+    if (!isHeartbeat(header)) {
+      return header;
+    }
   }
-  return header;
 }
 
 /// Receives a frame that must be `kind` with exactly `bytes` of payload: anything else means the
 /// ranks are no longer making the same calls.
-Status recvFrame(int fd, Kind kind, void *payload, size_t bytes, int timeoutMs) {
-  GLM_ASSIGN_OR_RETURN(FrameHeader header, recvHeader(fd, timeoutMs));
+Status recvFrame(int fd, Kind kind, void *payload, size_t bytes, const Wait &wait) {
+  GLM_ASSIGN_OR_RETURN(FrameHeader header, recvHeader(fd, wait));
   if (header.kind != static_cast<uint32_t>(kind) || header.bytes != bytes) {
     return Status(StatusCode::Unavailable,
                   strCat("sent ", kindName(header.kind), " of ", header.bytes, " bytes where ",
                          kindName(static_cast<uint32_t>(kind)), " of ", bytes,
                          " bytes was due (the ranks are out of step)"));
   }
-  return recvBytes(fd, payload, bytes, timeoutMs);
+  return recvBytes(fd, payload, bytes, wait);
 }
 
-Expected<std::string> recvText(int fd, const FrameHeader &header, int timeoutMs) {
+/// recvFrame, noting when the peer was last heard from (for checkPeers).
+Status recvHeard(Clock::time_point &heard, int fd, Kind kind, void *payload, size_t bytes,
+                 const Wait &wait) {
+  GLM_RETURN_IF_ERROR(recvFrame(fd, kind, payload, bytes, wait));
+  heard = Clock::now();
+  return Status::success();
+}
+
+Expected<std::string> recvText(int fd, const FrameHeader &header, const Wait &wait) {
   if (header.bytes > kMaxHandshakeBytes) {
     return Status(StatusCode::Unavailable,
                   strCat("sent a ", header.bytes, "-byte handshake message (at most ",
                          kMaxHandshakeBytes, ")"));
   }
   std::string text(static_cast<size_t>(header.bytes), '\0');
-  GLM_RETURN_IF_ERROR(recvBytes(fd, text.data(), text.size(), timeoutMs));
+  GLM_RETURN_IF_ERROR(recvBytes(fd, text.data(), text.size(), wait));
   return text;
 }
 
@@ -190,11 +246,8 @@ void closeFd(int &fd) {
   }
 }
 
-using Clock = std::chrono::steady_clock;
-
-int64_t msLeft(Clock::time_point deadline) {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
-}
+/// The handshake's exchanges: a peer that is not yet a rank sends no heartbeats.
+Wait handshakeWait() { return Wait::of(kHandshakeTimeoutMs, kHandshakeTimeoutMs); }
 
 void pause(int ms) { ::poll(nullptr, 0, ms); }
 
@@ -224,11 +277,50 @@ Expected<std::pair<std::string, int>> parseHostPort(const std::string &address) 
 
 TcpComm::TcpComm(int rank, int world, TcpCommOptions options)
     : rank_(rank), world_(world), options_(options),
-      fds_(static_cast<size_t>(rank == 0 ? world : 1), -1) {}
+      fds_(static_cast<size_t>(rank == 0 ? world : 1), -1), sendMutex_(new std::mutex[fds_.size()]),
+      lastHeard_(fds_.size(), Clock::now()) {
+  if (options_.heartbeatMs > 0) {
+    heartbeat_ = std::thread([this] { sendHeartbeats(); });
+  }
+}
 
 TcpComm::~TcpComm() {
+  {
+    std::lock_guard<std::mutex> lock(heartbeatMutex_);
+    stopping_ = true;
+  }
+  heartbeatWake_.notify_all();
+  if (heartbeat_.joinable()) {
+    heartbeat_.join();
+  }
   disconnect("the communicator was destroyed");
   closeFd(listenFd_);
+}
+
+void TcpComm::sendHeartbeats() {
+  const FrameHeader beat{kMagic, static_cast<uint32_t>(Kind::Heartbeat), 0};
+  std::unique_lock<std::mutex> wake(heartbeatMutex_);
+  while (!heartbeatWake_.wait_for(wake, std::chrono::milliseconds(options_.heartbeatMs),
+                                  [&] { return stopping_; })) {
+    // Under stateMutex_, so that no connection closes (and its descriptor is reused) meanwhile.
+    std::lock_guard<std::mutex> state(stateMutex_);
+    for (size_t i = 0; i < fds_.size(); ++i) {
+      // A connection busy with a frame needs no heartbeat: the frame says as much.
+      if (fds_[i] < 0 || !sendMutex_[i].try_lock()) {
+        continue;
+      }
+      std::lock_guard<std::mutex> frame(sendMutex_[i], std::adopt_lock);
+      const ssize_t sent = ::send(fds_[i], &beat, sizeof beat, MSG_NOSIGNAL | MSG_DONTWAIT);
+      if (sent > 0 && static_cast<size_t>(sent) < sizeof beat) {
+        // A nearly full buffer took part of it: the rest must follow before any other frame. A
+        // failure here shows in the next collective on that connection.
+        const auto *rest = reinterpret_cast<const uint8_t *>(&beat) + sent;
+        (void)sendBytes(fds_[i], rest, sizeof beat - static_cast<size_t>(sent),
+                        Wait::of(options_.silenceMs, options_.silenceMs));
+      }
+      // Nothing sent (a full buffer, a closed connection): the collectives will find out.
+    }
+  }
 }
 
 Expected<std::unique_ptr<TcpComm>> TcpComm::listen(const std::string &host, int port, int world,
@@ -313,18 +405,18 @@ Expected<int> TcpComm::acceptPending(int timeoutMs, const Admit &admit) {
     return s;
   }
   auto refuse = [&](Kind kind, const std::string &why) -> Status {
-    (void)sendFrame(fd, kind, why.data(), why.size(), kHandshakeTimeoutMs);
+    (void)sendFrame(fd, kind, why.data(), why.size(), handshakeWait());
     ::close(fd);
     return Status(StatusCode::Unavailable, why);
   };
-  Expected<FrameHeader> header = recvHeader(fd, kHandshakeTimeoutMs);
+  Expected<FrameHeader> header = recvHeader(fd, handshakeWait());
   if (!header.ok() || header->kind != static_cast<uint32_t>(Kind::Hello) || header->bytes < 12) {
     ::close(fd);
     return Status(StatusCode::Unavailable,
                   strCat("a connection to the tensor-parallel port sent no valid hello",
                          header.ok() ? "" : ": " + header.status().message()));
   }
-  Expected<std::string> hello = recvText(fd, *header, kHandshakeTimeoutMs);
+  Expected<std::string> hello = recvText(fd, *header, handshakeWait());
   if (!hello.ok()) {
     ::close(fd);
     return hello.status().withContext("reading a worker's hello");
@@ -356,10 +448,11 @@ Expected<int> TcpComm::acceptPending(int timeoutMs, const Admit &admit) {
   if (Status s = admit(rank, identity); !s.ok()) {
     return refuse(Kind::Refuse, s.message());
   }
-  if (Status s = sendFrame(fd, Kind::Welcome, nullptr, 0, kHandshakeTimeoutMs); !s.ok()) {
+  if (Status s = sendFrame(fd, Kind::Welcome, nullptr, 0, handshakeWait()); !s.ok()) {
     ::close(fd);
     return s.withContext(strCat("welcoming rank ", rank));
   }
+  lastHeard_[static_cast<size_t>(rank)] = Clock::now();
   std::lock_guard<std::mutex> lock(stateMutex_);
   fds_[static_cast<size_t>(rank)] = fd;
   return static_cast<int>(rank);
@@ -422,7 +515,7 @@ Status TcpComm::connect(int waitMs) {
         if (error == EINPROGRESS) {
           const int wait = static_cast<int>(std::clamp<int64_t>(msLeft(deadline), 1, 5000));
           socklen_t length = sizeof error;
-          error = waitFor(fd, POLLOUT, wait).ok() &&
+          error = waitFor(fd, POLLOUT, Wait::of(wait, wait)).ok() &&
                           ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &length) == 0
                       ? error
                       : ETIMEDOUT;
@@ -439,25 +532,26 @@ Status TcpComm::connect(int waitMs) {
     }
     // Rank 0 answers once its monitor takes the connection; a busy or restarting rank 0 may not,
     // which is retried like a refused connection.
-    if (Status s = sendFrame(fd, Kind::Hello, hello.data(), hello.size(), kHandshakeTimeoutMs);
+    if (Status s = sendFrame(fd, Kind::Hello, hello.data(), hello.size(), handshakeWait());
         !s.ok()) {
       why = strCat("rank 0 ", s.message());
       closeFd(fd);
       continue;
     }
-    Expected<FrameHeader> header = recvHeader(fd, kHandshakeTimeoutMs);
+    Expected<FrameHeader> header = recvHeader(fd, handshakeWait());
     if (!header.ok()) {
       why = strCat("rank 0 ", header.status().message(), " during the handshake");
       closeFd(fd);
       continue;
     }
     if (header->kind == static_cast<uint32_t>(Kind::Welcome)) {
+      lastHeard_[0] = Clock::now();
       std::lock_guard<std::mutex> lock(stateMutex_);
       fds_[0] = fd;
       lastError_.clear();
       return Status::success();
     }
-    Expected<std::string> text = recvText(fd, *header, kHandshakeTimeoutMs);
+    Expected<std::string> text = recvText(fd, *header, handshakeWait());
     closeFd(fd);
     const std::string message = text.ok() ? *text : text.status().message();
     if (header->kind == static_cast<uint32_t>(Kind::RefuseRetry)) {
@@ -519,23 +613,41 @@ Status TcpComm::checkPeers(const char *what) {
   GLM_RETURN_IF_ERROR(checkAllConnected(what));
   for (int peer = rank_ == 0 ? 1 : 0; peer < (rank_ == 0 ? world_ : 1); ++peer) {
     GLM_ASSIGN_OR_RETURN(int fd, socketTo(peer, what));
-    pollfd p{fd, POLLIN, 0};
-    if (::poll(&p, 1, 0) <= 0) {
-      continue; // nothing to read and no hang-up (or an interrupted poll: look again next time)
+    // What waits to be read: heartbeats (dropped: they have said what they had to say), the
+    // start of the peer's next frame (left for its collective), or the end of the connection (a
+    // dead process's sockets are closed by its kernel), which only a read tells apart.
+    while (true) {
+      FrameHeader next{};
+      const ssize_t got = ::recv(fd, &next, sizeof next, MSG_PEEK | MSG_DONTWAIT);
+      if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
+        break; // nothing yet
+      }
+      if (got <= 0) {
+        return peerFailure(
+            peer,
+            Status(StatusCode::Unavailable,
+                   got == 0 ? std::string("closed the connection")
+                            : strCat("closed the connection (recv: ", std::strerror(errno), ")")),
+            what);
+      }
+      lastHeard(peer) = Clock::now();
+      if (static_cast<size_t>(got) < sizeof next || !isHeartbeat(next)) {
+        break; // a frame on its way
+      }
+      (void)::recv(fd, &next, sizeof next, MSG_DONTWAIT); // the heartbeat, whole: drop it
     }
-    // Readable: either the peer's next frame, or the end of its connection (a dead process's
-    // sockets are closed by its kernel), which only a read tells apart; MSG_PEEK leaves the frame.
-    uint8_t byte = 0;
-    const ssize_t got = ::recv(fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
-    if (got > 0 || (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))) {
-      continue;
+    const int64_t silentMs =
+        std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - lastHeard(peer))
+            .count();
+    const int silenceMs = std::min(options_.silenceMs, options_.timeoutMs);
+    if (silentMs > silenceMs) {
+      return peerFailure(peer,
+                         Status(StatusCode::Unavailable,
+                                strCat("sent nothing for ", silentMs,
+                                       " ms, not even a heartbeat (stopped, or the network is "
+                                       "down)")),
+                         what);
     }
-    return peerFailure(peer,
-                       Status(StatusCode::Unavailable,
-                              got == 0 ? std::string("closed the connection")
-                                       : strCat("closed the connection (recv: ",
-                                                std::strerror(errno), ")")),
-                       what);
   }
   return Status::success();
 }
@@ -554,13 +666,13 @@ Status TcpComm::allReduce(float *buffer, size_t count) {
   const char *what = "an all-reduce";
   GLM_RETURN_IF_ERROR(checkAllConnected(what));
   const size_t bytes = count * sizeof(float);
-  const int timeout = options_.timeoutMs;
+  const Wait timeout = Wait::of(options_.timeoutMs, options_.silenceMs);
   if (rank_ != 0) {
     GLM_ASSIGN_OR_RETURN(int fd, socketTo(0, what));
-    if (Status s = sendFrame(fd, Kind::Reduce, buffer, bytes, timeout); !s.ok()) {
+    if (Status s = sendLocked(sendMutex(0), fd, Kind::Reduce, buffer, bytes, timeout); !s.ok()) {
       return peerFailure(0, s, what);
     }
-    if (Status s = recvFrame(fd, Kind::Reduced, buffer, bytes, timeout); !s.ok()) {
+    if (Status s = recvHeard(lastHeard(0), fd, Kind::Reduced, buffer, bytes, timeout); !s.ok()) {
       return peerFailure(0, s, what);
     }
     return Status::success();
@@ -570,7 +682,8 @@ Status TcpComm::allReduce(float *buffer, size_t count) {
   scratch_.resize(count);
   for (int r = 1; r < world_; ++r) {
     GLM_ASSIGN_OR_RETURN(int fd, socketTo(r, what));
-    if (Status s = recvFrame(fd, Kind::Reduce, scratch_.data(), bytes, timeout); !s.ok()) {
+    if (Status s = recvHeard(lastHeard(r), fd, Kind::Reduce, scratch_.data(), bytes, timeout);
+        !s.ok()) {
       return peerFailure(r, s, what);
     }
     for (size_t i = 0; i < count; ++i) {
@@ -579,7 +692,7 @@ Status TcpComm::allReduce(float *buffer, size_t count) {
   }
   for (int r = 1; r < world_; ++r) {
     GLM_ASSIGN_OR_RETURN(int fd, socketTo(r, what));
-    if (Status s = sendFrame(fd, Kind::Reduced, buffer, bytes, timeout); !s.ok()) {
+    if (Status s = sendLocked(sendMutex(r), fd, Kind::Reduced, buffer, bytes, timeout); !s.ok()) {
       return peerFailure(r, s, what);
     }
   }
@@ -594,13 +707,15 @@ Status TcpComm::allGather(const float *piece, float *out, size_t rows, size_t wi
   GLM_RETURN_IF_ERROR(checkAllConnected(what));
   const size_t pieceBytes = rows * width * sizeof(float);
   const size_t world = static_cast<size_t>(world_);
-  const int timeout = options_.timeoutMs;
+  const Wait timeout = Wait::of(options_.timeoutMs, options_.silenceMs);
   if (rank_ != 0) {
     GLM_ASSIGN_OR_RETURN(int fd, socketTo(0, what));
-    if (Status s = sendFrame(fd, Kind::Gather, piece, pieceBytes, timeout); !s.ok()) {
+    if (Status s = sendLocked(sendMutex(0), fd, Kind::Gather, piece, pieceBytes, timeout);
+        !s.ok()) {
       return peerFailure(0, s, what);
     }
-    if (Status s = recvFrame(fd, Kind::Gathered, out, pieceBytes * world, timeout); !s.ok()) {
+    if (Status s = recvHeard(lastHeard(0), fd, Kind::Gathered, out, pieceBytes * world, timeout);
+        !s.ok()) {
       return peerFailure(0, s, what);
     }
     return Status::success();
@@ -618,14 +733,16 @@ Status TcpComm::allGather(const float *piece, float *out, size_t rows, size_t wi
   scratch_.resize(rows * width);
   for (int r = 1; r < world_; ++r) {
     GLM_ASSIGN_OR_RETURN(int fd, socketTo(r, what));
-    if (Status s = recvFrame(fd, Kind::Gather, scratch_.data(), pieceBytes, timeout); !s.ok()) {
+    if (Status s = recvHeard(lastHeard(r), fd, Kind::Gather, scratch_.data(), pieceBytes, timeout);
+        !s.ok()) {
       return peerFailure(r, s, what);
     }
     place(static_cast<size_t>(r), scratch_.data());
   }
   for (int r = 1; r < world_; ++r) {
     GLM_ASSIGN_OR_RETURN(int fd, socketTo(r, what));
-    if (Status s = sendFrame(fd, Kind::Gathered, out, pieceBytes * world, timeout); !s.ok()) {
+    if (Status s = sendLocked(sendMutex(r), fd, Kind::Gathered, out, pieceBytes * world, timeout);
+        !s.ok()) {
       return peerFailure(r, s, what);
     }
   }
@@ -635,17 +752,17 @@ Status TcpComm::allGather(const float *piece, float *out, size_t rows, size_t wi
 Status TcpComm::broadcast(void *buffer, size_t bytes) {
   const char *what = "a broadcast";
   GLM_RETURN_IF_ERROR(checkAllConnected(what));
-  const int timeout = options_.timeoutMs;
+  const Wait timeout = Wait::of(options_.timeoutMs, options_.silenceMs);
   if (rank_ != 0) {
     GLM_ASSIGN_OR_RETURN(int fd, socketTo(0, what));
-    if (Status s = recvFrame(fd, Kind::Broadcast, buffer, bytes, timeout); !s.ok()) {
+    if (Status s = recvHeard(lastHeard(0), fd, Kind::Broadcast, buffer, bytes, timeout); !s.ok()) {
       return peerFailure(0, s, what);
     }
     return Status::success();
   }
   for (int r = 1; r < world_; ++r) {
     GLM_ASSIGN_OR_RETURN(int fd, socketTo(r, what));
-    if (Status s = sendFrame(fd, Kind::Broadcast, buffer, bytes, timeout); !s.ok()) {
+    if (Status s = sendLocked(sendMutex(r), fd, Kind::Broadcast, buffer, bytes, timeout); !s.ok()) {
       return peerFailure(r, s, what);
     }
   }

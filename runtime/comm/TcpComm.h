@@ -4,10 +4,13 @@
 
 #include "runtime/comm/Comm.h"
 
+#include <chrono>
+#include <condition_variable>
 #include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -17,10 +20,19 @@ namespace glm::runtime {
 Expected<std::pair<std::string, int>> parseHostPort(const std::string &address);
 
 struct TcpCommOptions {
-  /// A peer that sends nothing for this long while a collective waits on it fails the collective.
-  /// It bounds how far ranks may drift apart, so it must exceed the longest stretch of
-  /// computation between two collectives (rank 0 pings idle workers well inside it).
+  /// The longest one collective may wait on its peers in all (progress). It bounds how far ranks
+  /// may drift apart, so it must exceed the longest stretch of computation between two
+  /// collectives (rank 0 pings idle workers well inside it).
   int timeoutMs = 30000;
+  /// A peer that sends nothing at all for this long, not even a heartbeat, fails the collective
+  /// waiting on it at once, however long timeoutMs is (liveness): it is stopped, or the network
+  /// is down. Capped at timeoutMs. Live peers send heartbeats every heartbeatMs, so it must be
+  /// well above theirs.
+  int silenceMs = 5000;
+  /// How often this rank tells its peers that it lives, from a thread of its own, whatever the
+  /// rank is doing (computing, waiting on a GPU); 0 sends none, and peers then take a computation
+  /// longer than their silenceMs for a stopped rank.
+  int heartbeatMs = 1000;
 };
 
 /// One rank's end of a TCP group. The star through rank 0 costs two hops per collective; that is
@@ -29,6 +41,11 @@ struct TcpCommOptions {
 /// Any failure ends the group: the failing rank closes its sockets (rank 0 closes every worker's),
 /// so no rank waits on a collective that will never complete. Rank 0 keeps listening: workers
 /// rejoin through acceptPending(), and collectives work again once every rank is back.
+///
+/// Liveness and progress are bounded apart (TcpCommOptions): a thread of each rank sends a
+/// heartbeat frame on every connection each heartbeatMs, which readers skip, so a peer that goes
+/// silent is found within silenceMs while a peer that computes for long is waited on for up to
+/// timeoutMs.
 ///
 /// Not thread-safe, except missingRanks(), complete() and lastError(), which other threads may
 /// call to report health.
@@ -72,11 +89,12 @@ public:
   /// refuses the identity (not retried) or does not answer in time.
   Status connect(int waitMs);
 
-  /// Whether every peer's connection is still open, without waiting and without consuming what
-  /// they sent: for a rank that waits on something other than this communicator (an NCCL
-  /// collective on the GPU) and would otherwise learn that a peer process died only from a
-  /// timeout. A closed connection fails like a collective would (the group ends, the error names
-  /// the rank and `what`); data waiting to be read is a peer that got further, not a failure.
+  /// Whether every peer still lives, without waiting: for a rank that waits on something other
+  /// than this communicator (an NCCL collective on the GPU) and would otherwise learn that a peer
+  /// died or stopped only from a timeout. A closed connection, or a peer heard nothing from (no
+  /// frame, no heartbeat) for silenceMs, fails like a collective would (the group ends, the error
+  /// names the rank and `what`). It reads and drops the heartbeats waiting on each connection and
+  /// leaves any other frame, a peer that got further, for the collective that reads it.
   Status checkPeers(const char *what);
   /// Closes every connection (the group ends; see the class comment). `why` becomes lastError().
   void disconnect(const std::string &why) override;
@@ -95,6 +113,14 @@ private:
   /// fail() for a send or receive to `peer` that went wrong during collective `what`.
   Status peerFailure(int peer, const Status &status, const char *what);
   Status checkAllConnected(const char *what) const;
+  /// The connection to `peer`'s send lock: a frame at a time, the heartbeat thread's included.
+  std::mutex &sendMutex(int peer) { return sendMutex_[rank_ == 0 ? peer : 0]; }
+  /// When `peer` was last heard from (a frame or a heartbeat), for checkPeers.
+  std::chrono::steady_clock::time_point &lastHeard(int peer) {
+    return lastHeard_[static_cast<size_t>(rank_ == 0 ? peer : 0)];
+  }
+  /// The heartbeat thread: a heartbeat on every connection each options_.heartbeatMs.
+  void sendHeartbeats();
 
   int rank_;
   int world_;
@@ -107,6 +133,12 @@ private:
   std::vector<int> fds_;          // rank 0: per rank (-1 when missing); a worker: [0] is rank 0
   std::string lastError_;
   std::vector<float> scratch_;
+  std::unique_ptr<std::mutex[]> sendMutex_;                      // per connection, as fds_
+  std::vector<std::chrono::steady_clock::time_point> lastHeard_; // per connection, as fds_
+  std::mutex heartbeatMutex_;                                    // guards stopping_
+  std::condition_variable heartbeatWake_;
+  bool stopping_ = false;
+  std::thread heartbeat_; // last: started once every member above exists
 };
 
 } // namespace glm::runtime

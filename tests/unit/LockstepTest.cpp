@@ -17,6 +17,7 @@
 
 #include <atomic>
 #include <cmath>
+#include <csignal>
 #include <filesystem>
 #include <future>
 #include <unistd.h>
@@ -364,6 +365,29 @@ TEST(Lockstep, AStoppedWorkerFailsTheCallOnceItHasBeenSilentForTheTimeout) {
   EXPECT_NE(stalled.status().message().find("rank 1"), std::string::npos)
       << stalled.status().toString();
   EXPECT_FALSE(engine->health().ok());
+}
+
+TEST(Lockstep, AStoppedWorkerIsFoundBySilenceLongBeforeTheTimeout) {
+  // With a ten-minute timeout, a stopped worker still fails the call within rank 0's silence
+  // bound: its heartbeats (every second, `glmc worker`'s default) stop with it.
+  std::unique_ptr<Checkpoint> checkpoint = std::move(Checkpoint::open(kTiny)).value();
+  const CompiledPlan two(2);
+  TcpCommOptions options;
+  options.timeoutMs = 600000;
+  options.silenceMs = 3000;
+  std::unique_ptr<LockstepEngine> engine = rankZero(two, *checkpoint, options);
+  Worker worker(two, engine->port());
+  ASSERT_TRUE(engine->waitForWorkers(60000).ok()) << engine->health().toString();
+  Expected<int> slot = engine->newSequence();
+  ASSERT_TRUE(slot.ok()) << slot.status().toString();
+  ASSERT_TRUE(engine->prefill(*slot, std::vector<int32_t>{5, 17, 300}).ok());
+  worker.signal(SIGSTOP);
+  const int32_t next = 42;
+  Expected<std::vector<float>> stalled = engine->decode(std::span(&*slot, 1), std::span(&next, 1));
+  worker.signal(SIGCONT);
+  ASSERT_FALSE(stalled.ok());
+  EXPECT_NE(stalled.status().message().find("rank 1 sent nothing for 3000 ms"), std::string::npos)
+      << stalled.status().toString();
 }
 
 TEST(Lockstep, AKilledWorkerFailsTheRequestInFlightAndARestartedOneIsTakenBack) {

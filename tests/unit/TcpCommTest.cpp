@@ -21,13 +21,16 @@ TcpComm::Admit admitAll() {
 }
 
 /// A TCP group of `world` ranks over localhost: rank 0 listens on a free port, the workers join.
-std::vector<std::unique_ptr<TcpComm>> tcpGroup(int world, TcpCommOptions options = {}) {
+/// Rank r has options[r], or the last of `options` where there are fewer.
+std::vector<std::unique_ptr<TcpComm>> tcpGroup(int world,
+                                               std::vector<TcpCommOptions> options = {{}}) {
+  auto of = [&](int r) { return options[std::min<size_t>(r, options.size() - 1)]; };
   std::vector<std::unique_ptr<TcpComm>> comms(static_cast<size_t>(world));
-  comms[0] = std::move(TcpComm::listen("127.0.0.1", 0, world, options)).value();
+  comms[0] = std::move(TcpComm::listen("127.0.0.1", 0, world, of(0))).value();
   std::vector<std::thread> joiners;
   for (int r = 1; r < world; ++r) {
     comms[static_cast<size_t>(r)] =
-        std::move(TcpComm::worker("127.0.0.1", comms[0]->port(), r, world, "id", options)).value();
+        std::move(TcpComm::worker("127.0.0.1", comms[0]->port(), r, world, "id", of(r))).value();
     joiners.emplace_back(
         [&, r] { EXPECT_TRUE(comms[static_cast<size_t>(r)]->connect(20000).ok()); });
   }
@@ -171,7 +174,7 @@ TEST(TcpComm, APeerClosingMidCollectiveFailsEveryRankNamingIt) {
 TEST(TcpComm, AQuietPeerTimesOutNamingIt) {
   TcpCommOptions options;
   options.timeoutMs = 300;
-  std::vector<std::unique_ptr<TcpComm>> comms = tcpGroup(2, options);
+  std::vector<std::unique_ptr<TcpComm>> comms = tcpGroup(2, {options});
   // Rank 1 stays connected but never joins the collective.
   const auto start = std::chrono::steady_clock::now();
   std::vector<float> piece(2, 1.0f), out(4);
@@ -218,7 +221,11 @@ TEST(TcpComm, CheckPeersTellsAClosedConnectionFromAFrameWaitingToBeRead) {
 }
 
 TEST(TcpComm, CheckPeersLeavesAFrameForTheCollectiveThatReadsIt) {
-  std::vector<std::unique_ptr<TcpComm>> comms = tcpGroup(2);
+  // Rank 1 sends a heartbeat every millisecond, so its frame arrives among heartbeats, which
+  // checkPeers drops; the frame must come through whole.
+  TcpCommOptions busy;
+  busy.heartbeatMs = 1;
+  std::vector<std::unique_ptr<TcpComm>> comms = tcpGroup(2, {TcpCommOptions{}, busy});
   std::vector<float> piece0 = {1.0f, 2.0f}, piece1 = {3.0f, 4.0f}, out0(4), out1(4);
   Status status1;
   std::thread rank1([&] { status1 = comms[1]->allGather(piece1.data(), out1.data(), 1, 2, 1); });
@@ -230,6 +237,73 @@ TEST(TcpComm, CheckPeersLeavesAFrameForTheCollectiveThatReadsIt) {
   ASSERT_TRUE(status1.ok()) << status1.toString();
   EXPECT_EQ(out0, (std::vector<float>{1.0f, 2.0f, 3.0f, 4.0f}));
   EXPECT_EQ(out1, out0);
+}
+
+/// Options of a rank that never sends a heartbeat: to its peers, a stopped process.
+TcpCommOptions silent() {
+  TcpCommOptions options;
+  options.heartbeatMs = 0;
+  return options;
+}
+
+TEST(TcpComm, ASilentPeerIsFoundBySilenceNotByTheTimeout) {
+  TcpCommOptions patient;
+  patient.timeoutMs = 600000;
+  patient.silenceMs = 300;
+  std::vector<std::unique_ptr<TcpComm>> comms = tcpGroup(2, {patient, silent()});
+  std::vector<float> x(4, 1.0f);
+  Status s = comms[0]->allReduce(x.data(), x.size());
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("tensor-parallel rank 1 sent nothing for 300 ms, not even a "
+                             "heartbeat"),
+            std::string::npos)
+      << s.message();
+}
+
+TEST(TcpComm, ALivePeerMayComputeLongerThanTheSilenceBound) {
+  // Rank 1 computes for 1.5 s before it joins; its heartbeats (every 50 ms) keep it alive for
+  // rank 0, whose silence bound is 500 ms and whose timeout is ten minutes.
+  TcpCommOptions patient;
+  patient.timeoutMs = 600000;
+  patient.silenceMs = 500;
+  TcpCommOptions beating;
+  beating.heartbeatMs = 50;
+  std::vector<std::unique_ptr<TcpComm>> comms = tcpGroup(2, {patient, beating});
+  Status status1;
+  std::thread rank1([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+    std::vector<float> x(4, 2.0f);
+    status1 = comms[1]->allReduce(x.data(), x.size());
+  });
+  std::vector<float> x(4, 1.0f);
+  Status status0 = comms[0]->allReduce(x.data(), x.size());
+  rank1.join();
+  ASSERT_TRUE(status0.ok()) << status0.toString();
+  ASSERT_TRUE(status1.ok()) << status1.toString();
+  EXPECT_EQ(x, std::vector<float>(4, 3.0f));
+}
+
+TEST(TcpComm, CheckPeersDropsHeartbeatsAndFindsASilentPeer) {
+  // Rank 1 beats every 10 ms, rank 2 never: checkPeers keeps dropping rank 1's heartbeats and,
+  // once rank 2 has been silent for rank 0's 500 ms, names it.
+  TcpCommOptions watching;
+  watching.silenceMs = 500;
+  TcpCommOptions beating;
+  beating.heartbeatMs = 10;
+  std::vector<std::unique_ptr<TcpComm>> comms = tcpGroup(3, {watching, beating, silent()});
+  Status seen = Status::success();
+  int checks = 0;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (seen.ok() && std::chrono::steady_clock::now() < deadline) {
+    seen = comms[0]->checkPeers("a wait");
+    ++checks;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ASSERT_FALSE(seen.ok());
+  EXPECT_GT(checks, 1);
+  EXPECT_NE(seen.message().find("tensor-parallel rank 2 sent nothing for"), std::string::npos)
+      << seen.message();
+  EXPECT_NE(seen.message().find("during a wait"), std::string::npos) << seen.message();
 }
 
 TEST(TcpComm, RefusedIdentitiesAndRejoins) {

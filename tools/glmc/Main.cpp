@@ -47,12 +47,13 @@ const Subcommand kSubcommands[] = {
      "GPU);\n"
      "        with --tp-listen, rank 0 runs here (GPU 0) and takes `glmc worker` ranks 1..N-1 "
      "(requests\n"
-     "        get 503 and /health names the missing ranks until all join; a worker silent for "
-     "--tp-timeout\n"
-     "        seconds, default 30, fails the call in flight); a GPU plan's ranks exchange over "
-     "NCCL, or\n"
-     "        with --tp-transport tcp through host memory over the workers' connections (no NCCL, "
-     "slow)",
+     "        get 503 and /health names the missing ranks until all join; a worker silent for 5 "
+     "s, or busy\n"
+     "        for --tp-timeout seconds, default 30, fails the call in flight); a GPU plan's "
+     "ranks\n"
+     "        exchange over NCCL, or with --tp-transport tcp through host memory over the "
+     "workers'\n"
+     "        connections (no NCCL, slow)",
      glm::tools::runServe},
     {"worker",
      "worker PLAN.glmp --model DIR --rank R --head HOST:PORT [--wait SECONDS] [--tp-timeout S]\n"

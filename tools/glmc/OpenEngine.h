@@ -42,9 +42,10 @@ Expected<bool> rankPerDevice(int world);
 /// NCCL's id through a loopback group.
 Expected<std::vector<std::shared_ptr<runtime::NcclComm>>> ncclGroup(int world);
 
-/// --tp-timeout SECONDS of `glmc serve --tp-listen` and `glmc worker`: how long a silent peer may
-/// keep a collective waiting before it fails (default 30). Rank 0 pings idle workers every second,
-/// so it must be at least kMinTpTimeoutS.
+/// --tp-timeout SECONDS of `glmc serve --tp-listen` and `glmc worker`: how long a collective may
+/// wait on live peers before it fails (default 30; TcpCommOptions::timeoutMs). A peer that falls
+/// silent, heartbeats included, fails it sooner (TcpCommOptions::silenceMs, 5 s or the timeout if
+/// shorter). Rank 0 pings idle workers every second, so it must be at least kMinTpTimeoutS.
 constexpr int64_t kMinTpTimeoutS = 2, kMaxTpTimeoutS = 86400;
 runtime::TcpCommOptions tpTimeoutOption(std::optional<int64_t> seconds);
 
@@ -66,7 +67,7 @@ Expected<ProcessRank> openProcessRank(std::unique_ptr<runtime::PlanFile> plan,
 /// `listenAddress` (HOST:PORT) for the `glmc worker` ranks and returns a LockstepEngine over rank
 /// 0's engine (openProcessRank, on device 0 for a GPU plan). It serves once every worker has
 /// joined and the group has formed (Engine::health says who is missing). `comm` bounds how long
-/// a silent worker may keep a call waiting (TcpCommOptions::timeoutMs); `transport` is how a GPU
+/// a worker may keep a call waiting (TcpCommOptions); `transport` is how a GPU
 /// plan's device collectives travel (NCCL unless asked otherwise).
 Expected<std::unique_ptr<runtime::Engine>>
 openLockstepEngine(std::unique_ptr<runtime::PlanFile> plan, const Checkpoint &checkpoint,
