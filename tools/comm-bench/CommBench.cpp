@@ -3,11 +3,12 @@
 // allReduceDevice (what the CUDA engine calls) against bare ncclAllGather and ncclAllReduce on the
 // same communicator, so that what our path adds is told apart from NCCL's own latency.
 //
-//   glm-comm-bench [--calls N] [--reps N] [--single N] [--loopback]
+//   glm-comm-bench --config DIR [--calls N] [--reps N] [--single N] [--loopback]
 //
-// Sizes: 4096, 8192 and 16384 elements per rank in bf16 and f32 (the [1, hidden] all-reduces of a
-// decode step, 8-32 KiB per rank in bf16), both ops, and the logits all-gather (77440 f32 per
-// rank, GLM-5.3-Flash's vocabulary split in two).
+// Sizes, from the model's config.json (--config DIR): the [batch, hidden] row blocks a TP 2 decode
+// step all-reduces after each token mixer and MLP, at batch 1, 2 and 4, in bf16 and f32 (8-32 KiB
+// per rank in bf16 for GLM-5.3-Flash's hidden 4096), both ops, and the logits all-gather of one
+// row (vocab / 2 f32 per rank).
 //
 // Method: two ranks as threads of this process, rank r on device r, each on a stream of its own
 // (as a CUDA engine's), the NCCL communicators made as `glmc generate` makes them. For each size,
@@ -25,6 +26,7 @@
 // Exit status: 0 measured; 1 a failure while measuring (named on stderr); 2 bad arguments; 3 the
 // comparison cannot run here (fewer than two CUDA devices, or NCCL does not load): what is missing
 // goes to stderr, and the loopback table is still measured and printed when device 0 exists.
+#include "models/glm53/Config.h"
 #include "runtime/comm/LoopbackComm.h"
 #include "runtime/comm/NcclApi.h"
 #include "runtime/comm/NcclComm.h"
@@ -69,18 +71,22 @@ struct Case {
   size_t count = 0; // elements per rank
   CommElement element = CommElement::BF16;
   bool gather = false; // all-gather, else all-reduce
-  const char *note = "";
+  std::string note;    // what in a decode step moves this
 };
 
-std::vector<Case> decodeCases() {
+/// The collectives of a TP kWorld decode step of the model `config` describes.
+std::vector<Case> decodeCases(const glm53::Glm53Config &config) {
   std::vector<Case> cases;
-  for (size_t count : {size_t{4096}, size_t{8192}, size_t{16384}}) {
+  const auto hidden = static_cast<size_t>(config.hiddenSize);
+  for (size_t batch : {1, 2, 4}) {
     for (CommElement element : {CommElement::BF16, CommElement::F32}) {
-      cases.push_back({count, element, false});
-      cases.push_back({count, element, true});
+      const std::string rows = strCat(" [", batch, ", hidden]");
+      cases.push_back({batch * hidden, element, false, rows});
+      cases.push_back({batch * hidden, element, true, rows});
     }
   }
-  cases.push_back({77440, CommElement::F32, true, " (logits)"});
+  cases.push_back({static_cast<size_t>(config.vocabSize) / kWorld, CommElement::F32, true,
+                   " (a row of logits)"});
   return cases;
 }
 
@@ -328,7 +334,8 @@ double combine(const std::vector<std::vector<double>> &perRank) {
 void printCaseColumns(const Case &c) {
   std::printf("| %.4g KiB | %zu | %s | %s%s |",
               static_cast<double>(c.count * runtime::commElementBytes(c.element)) / 1024.0, c.count,
-              runtime::commElementName(c.element), c.gather ? "all-gather" : "all-reduce", c.note);
+              runtime::commElementName(c.element), c.gather ? "all-gather" : "all-reduce",
+              c.note.c_str());
 }
 
 /// The NCCL comparison on devices 0 and 1: two tables, back to back and one call at a time.
@@ -423,8 +430,18 @@ Status measureLoopback(const std::vector<Case> &cases, const Options &options) {
 
 int main(int argc, char **argv) {
   tools::CommandLine cl("comm-bench");
-  cl.option("calls").option("reps").option("single").flag("loopback");
+  cl.option("config").option("calls").option("reps").option("single").flag("loopback");
   if (!cl.parseOrReport(std::vector<std::string>(argv + 1, argv + argc))) {
+    return kExitUsage;
+  }
+  if (!cl.get("config")) {
+    std::fprintf(stderr, "comm-bench: --config DIR (a checkpoint directory or its config.json) "
+                         "gives the sizes\n");
+    return kExitUsage;
+  }
+  Expected<glm53::Glm53Config> config = glm53::loadGlm53Config(*cl.get("config"));
+  if (!config.ok()) {
+    std::fprintf(stderr, "comm-bench: %s\n", config.status().message().c_str());
     return kExitUsage;
   }
   Options options;
@@ -437,7 +454,7 @@ int main(int argc, char **argv) {
     }
     *value = static_cast<int>(given->value_or(*value));
   }
-  const std::vector<Case> cases = decodeCases();
+  const std::vector<Case> cases = decodeCases(*config);
 
   // The comparison needs two devices and NCCL; say everything that is missing at once.
   Expected<int> devices = cuda::CudaContext::deviceCount();
