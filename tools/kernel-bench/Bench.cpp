@@ -9,6 +9,27 @@
 
 namespace glm::bench {
 
+std::string sizesLine(const glm53::Glm53Config &m) {
+  return strCat("sizes: hidden ", m.hiddenSize, ", vocab ", m.vocabSize, ", hc ", m.hcMult,
+                ", hc mix ", m.hcMixDim(), ", dense inter ", m.intermediateSize, ", expert inter ",
+                m.moeIntermediateSize, ", experts ", m.nRoutedExperts, ", top-k ",
+                m.numExpertsPerTok, ", kda heads ", m.linearNumHeads, ", kda head dim ",
+                m.linearHeadDim, ", kda proj ", m.kdaProjDim(), ", conv ", m.linearConvKernelDim,
+                ", q lora rank ", m.qLoraRank, ", kv lora rank ", m.kvLoraRank, ", mla heads ",
+                m.numAttentionHeads, ", qk head dim ", m.qkHeadDim(), ", v head dim ", m.vHeadDim,
+                ", q_b out ", mlaQueryDim(m), ", index heads ", m.indexNHeads, ", index head dim ",
+                m.indexHeadDim, ", kpool ", m.indexKpool, ", index topk ", m.indexTopk,
+                ", selection width ", mlaSelectionWidth(m));
+}
+
+std::string constantsLine(const glm53::Glm53Config &m) {
+  return strCat("constants: rms_norm_eps ", m.rmsNormEps, ", hc_eps ", m.hcEps,
+                ", hc_sinkhorn_iters ", m.hcSinkhornIters, ", swiglu_limit ", m.swigluLimit,
+                ", linear_lower_bound ", m.linearLowerBound, ", n_group ", m.nGroup,
+                ", topk_group ", m.topkGroup, ", norm_topk_prob ", m.normTopkProb,
+                ", routed_scaling_factor ", m.routedScalingFactor);
+}
+
 Expected<std::unique_ptr<cuda::Module>> Suite::compile(const std::string &source,
                                                        const std::vector<std::string> &names) {
   GLM_ASSIGN_OR_RETURN(kernels::CompiledModule module,

@@ -1,9 +1,11 @@
-// glm-kernel-bench's framework: the device, its measured ceilings, event timing, and the table each
-// family of kernels (one *Bench.cpp per family) adds rows to.
+// glm-kernel-bench's framework: the device, its measured ceilings, event timing, the model whose
+// dimensions the kernels run at, and the table each family of kernels (one *Bench.cpp per family)
+// adds rows to.
 #pragma once
 
 #include "kernels/common/Launch.h"
 #include "kernels/common/Nvrtc.h"
+#include "models/glm53/Config.h"
 #include "runtime/cuda/CudaContext.h"
 
 #include <functional>
@@ -26,11 +28,30 @@ struct Row {
   std::string note;
 };
 
+/// The MLA query's width after q_b_proj: every attention head's q.
+inline int64_t mlaQueryDim(const glm53::Glm53Config &m) {
+  return m.numAttentionHeads * m.qkHeadDim();
+}
+/// Positions a sparse-attention row attends to: the index_topk tokens of the pools the indexer
+/// selects, plus the kpool - 1 tokens of the pool still open.
+inline int64_t mlaSelectionWidth(const glm53::Glm53Config &m) {
+  return m.indexTopk + m.indexKpool - 1;
+}
+
+/// "sizes: hidden 4096, vocab 154880, ...": every model dimension the families read from `m`
+/// (derived ones included), printed at start so that a run says what it measured.
+std::string sizesLine(const glm53::Glm53Config &m);
+/// "constants: rms_norm_eps 1e-05, ...": the config's scalars the kernels take as arguments.
+std::string constantsLine(const glm53::Glm53Config &m);
+
 class Suite {
 public:
-  explicit Suite(cuda::CudaContext &ctx) : ctx_(ctx) {}
+  /// `model` is the checkpoint config every family takes its dimensions from; it outlives the
+  /// suite.
+  Suite(cuda::CudaContext &ctx, const glm53::Glm53Config &model) : ctx_(ctx), model_(model) {}
 
   cuda::CudaContext &ctx() { return ctx_; }
+  const glm53::Glm53Config &model() const { return model_; }
   /// Compiles `source` for this device and loads `names`.
   Expected<std::unique_ptr<cuda::Module>> compile(const std::string &source,
                                                   const std::vector<std::string> &names);
@@ -55,10 +76,11 @@ public:
 
 private:
   cuda::CudaContext &ctx_;
+  const glm53::Glm53Config &model_;
   std::vector<Row> rows_;
 };
 
-// One per family; each adds its kernels' rows at GLM-5.3-Flash's dimensions.
+// One per family; each adds its kernels' rows at the dimensions of suite.model().
 Status addLinearBenches(Suite &suite);
 Status addKdaBenches(Suite &suite);
 Status addSparseAttentionBenches(Suite &suite);

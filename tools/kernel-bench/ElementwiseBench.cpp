@@ -1,6 +1,6 @@
 // The elementwise family of glm-kernel-bench: mHC (mhc_pre, mhc_post, expand_streams,
-// stream_mean), norms (rms_norm, layer_norm), swiglu, add, concat and embedding, in bf16 at
-// GLM-5.3-Flash's decode (batch 1 and 4; rms_norm also 8) and prefill (2048 rows) shapes.
+// stream_mean), norms (rms_norm, layer_norm), swiglu, add, concat and embedding, in bf16 at the
+// model's decode (batch 1 and 4; rms_norm also 8) and prefill (2048 rows) shapes.
 #include "kernels/add/add_gpu.h"
 #include "kernels/concat/concat_gpu.h"
 #include "kernels/embedding/embedding_gpu.h"
@@ -49,10 +49,6 @@ enum Kernel : size_t {
   kEmbedding,
 };
 
-// GLM-5.3-Flash.
-constexpr int64_t kHidden = 4096, kHc = 4, kMix = (2 + kHc) * kHc, kVocab = 154880;
-constexpr int64_t kDenseInter = 12288, kExpertInter = 2048, kIndexHeadDim = 128;
-constexpr int64_t kQLoraRank = 1536, kKvLoraRank = 512;
 constexpr size_t kL2Spill = size_t{128} << 20; // twice H200's 60 MB L2
 const int64_t kRows[] = {1, 4, 2048};
 
@@ -112,16 +108,26 @@ Status timeBurst(Suite &suite, const std::function<Status()> &launch, Row &row,
 } // namespace
 
 Status addElementwiseBenches(Suite &suite) {
+  const glm53::Glm53Config &m = suite.model();
+  const int64_t hidden = m.hiddenSize, hc = m.hcMult, mix = m.hcMixDim(), vocab = m.vocabSize;
+  const int64_t denseInter = m.intermediateSize, expertInter = m.moeIntermediateSize;
+  const int64_t indexHeadDim = m.indexHeadDim, qLoraRank = m.qLoraRank, kvLoraRank = m.kvLoraRank;
+  // The row buffers hold the widest row any kernel below reads or writes (the dense MLP's for
+  // GLM-5.3).
+  const int64_t wide =
+      std::max({denseInter, expertInter, hidden, qLoraRank, kvLoraRank, indexHeadDim});
+  const std::string hcArg = std::to_string(hc); // mhc kernels take hc as a template argument
   GLM_ASSIGN_OR_RETURN(
       std::unique_ptr<cuda::Module> module,
       suite.compile(
           kSource,
           {
-              "glm::kernels::mhcPreDecodeKernel<glm::kernels::Bf16, glm::kernels::Bf16, 4>",
-              "glm::kernels::mhcPrePrefillKernel<glm::kernels::Bf16, glm::kernels::Bf16, "
-              "4>",
-              "glm::kernels::mhcPreDecodeKernel<float, float, 4>",
-              "glm::kernels::mhcPostKernel<glm::kernels::Bf16, 4>",
+              "glm::kernels::mhcPreDecodeKernel<glm::kernels::Bf16, glm::kernels::Bf16, " + hcArg +
+                  ">",
+              "glm::kernels::mhcPrePrefillKernel<glm::kernels::Bf16, glm::kernels::Bf16, " + hcArg +
+                  ">",
+              "glm::kernels::mhcPreDecodeKernel<float, float, " + hcArg + ">",
+              "glm::kernels::mhcPostKernel<glm::kernels::Bf16, " + hcArg + ">",
               "glm::kernels::expandStreamsKernel<glm::kernels::Bf16>",
               "glm::kernels::streamMeanKernel<glm::kernels::Bf16>",
               "glm::kernels::rmsNormKernel<glm::kernels::Bf16, glm::kernels::Bf16>",
@@ -138,26 +144,31 @@ Status addElementwiseBenches(Suite &suite) {
   // Activations of the largest shape, reused by every row (they are read from wherever the previous
   // kernel left them in a real step; only weights rotate).
   const int64_t maxRows = 2048;
-  GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory streams, suite.random(maxRows * kHc * kHidden, true));
-  GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory streamsF32, suite.random(16 * kHc * kHidden, false));
-  GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory streamsOut, ctx.allocate(maxRows * kHc * kHidden * 4));
-  GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory rowsA, suite.random(maxRows * kDenseInter * 2, true));
-  GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory rowsB, suite.random(maxRows * kDenseInter, true));
-  GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory rowsOut, ctx.allocate(maxRows * kDenseInter * 4));
-  GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory mixOut, ctx.allocate(maxRows * kHc * kHc * 4 * 3));
-  GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory post, suite.random(maxRows * kHc, false, 0.5f));
-  GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory comb, suite.random(maxRows * kHc * kHc, false, 0.25f));
+  GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory streams, suite.random(maxRows * hc * hidden, true));
+  GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory streamsF32, suite.random(16 * hc * hidden, false));
+  GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory streamsOut, ctx.allocate(maxRows * hc * hidden * 4));
+  GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory rowsA, suite.random(maxRows * wide * 2, true));
+  GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory rowsB, suite.random(maxRows * wide, true));
+  GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory rowsOut, ctx.allocate(maxRows * wide * 4));
+  GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory mixOut, ctx.allocate(maxRows * hc * hc * 4 * 3));
+  GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory post, suite.random(maxRows * hc, false, 0.5f));
+  GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory comb, suite.random(maxRows * hc * hc, false, 0.25f));
 
-  // mhc_pre's fn [24, 16384] (786 KB bf16) fits in L2 many times: rotate through enough copies
-  // that each launch reads its own from HBM, as each of the 90 mixers of a decode step does.
-  const size_t fnBytes = kMix * kHc * kHidden * 2, fnStride = (fnBytes + 255) / 256 * 256;
+  // mhc_pre's fn [(2 + hc)·hc, hc·hidden] (Flash: [24, 16384], 786 KB bf16) fits in L2 many times:
+  // rotate through enough copies that each launch reads its own from HBM, as each of a decode
+  // step's mixers (two a layer: Flash's 90) does.
+  const size_t fnBytes = mix * hc * hidden * 2, fnStride = (fnBytes + 255) / 256 * 256;
   const size_t fnCopies = kL2Spill / fnStride + 1;
   GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory fn, suite.random(fnCopies * fnStride / 2, true, 0.02f));
   const size_t fnF32Stride = 2 * fnStride, fnF32Copies = kL2Spill / fnF32Stride + 1;
   GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory fnF32,
                        suite.random(fnF32Copies * fnF32Stride / 4, false, 0.02f));
-  GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory mixParams, suite.random(128, true, 0.5f));
-  GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory mixParamsF32, suite.random(128, false, 0.5f));
+  // base [(2 + hc)·hc] at the start, scale [3] at byte scaleAt, in one buffer of at least 128
+  // elements (Flash's 24 f32 of base fit below 128 bytes).
+  const size_t scaleAt = (mix * 4 + 127) / 128 * 128;
+  const size_t mixCount = std::max<size_t>(128, scaleAt / 2 + 32);
+  GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory mixParams, suite.random(mixCount, true, 0.5f));
+  GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory mixParamsF32, suite.random(mixCount, false, 0.5f));
 
   // Decode batches either side of the kernel switch (64), and a prefill chunk; f32 at batch 1.
   struct MhcPreCase {
@@ -172,13 +183,13 @@ Status addElementwiseBenches(Suite &suite) {
     const bool f32 = c.f32, prefill = c.prefill;
     size_t turn = 0;
     Row row;
-    row.kernel = std::string(f32 ? "mhc_pre<f32,f32,4>" : "mhc_pre<bf16,bf16,4>") +
+    row.kernel = std::string(f32 ? "mhc_pre<f32,f32," : "mhc_pre<bf16,bf16,") + hcArg + ">" +
                  (prefill ? " prefill" : " decode");
-    row.shape = dims({rows, kHc, kHidden}) + "·" + dims({kMix, kHc * kHidden});
+    row.shape = dims({rows, hc, hidden}) + "·" + dims({mix, hc * hidden});
     const double act = f32 ? 4 : 2;
-    row.bytes = rows * kHc * kHidden * act + (f32 ? 2 : 1) * fnBytes + rows * kHidden * act +
-                rows * (kHc + kHc * kHc) * 4.0;
-    row.flops = 2.0 * rows * kHc * kHidden * (kMix + 2);
+    row.bytes = rows * hc * hidden * act + (f32 ? 2 : 1) * fnBytes + rows * hidden * act +
+                rows * (hc + hc * hc) * 4.0;
+    row.flops = 2.0 * rows * hc * hidden * (mix + 2);
     row.note = "fn rotates over " + std::to_string(f32 ? fnF32Copies : fnCopies) + " copies";
     GLM_RETURN_IF_ERROR(timeBurst(
         suite,
@@ -188,16 +199,16 @@ Status addElementwiseBenches(Suite &suite) {
               at(f32 ? streamsF32 : streams),
               at(f32 ? fnF32 : fn, copy * (f32 ? fnF32Stride : fnStride)),
               at(f32 ? mixParamsF32 : mixParams),
-              at(f32 ? mixParamsF32 : mixParams, 128),
+              at(f32 ? mixParamsF32 : mixParams, scaleAt),
               nullptr,
               at(mixOut),
-              at(mixOut, maxRows * kHc * 4),
+              at(mixOut, maxRows * hc * 4),
               at(rowsOut),
               rows,
-              kHidden,
-              20,
-              1e-5f,
-              1e-6f};
+              hidden,
+              static_cast<int32_t>(m.hcSinkhornIters),
+              static_cast<float>(m.rmsNormEps),
+              static_cast<float>(m.hcEps)};
           return launch(f32 ? kMhcPreDecodeF32 : (prefill ? kMhcPrePrefill : kMhcPreDecode),
                         kernels::mhcPreLaunch(rows, prefill), args);
         },
@@ -207,16 +218,16 @@ Status addElementwiseBenches(Suite &suite) {
 
   for (const int64_t rows : kRows) {
     Row row;
-    row.kernel = "mhc_post<bf16,4>";
-    row.shape = dims({rows, kHc, kHidden});
-    row.bytes = rows * kHidden * 2.0 * (1 + 2 * kHc) + rows * (kHc + kHc * kHc) * 4.0;
-    row.flops = 2.0 * rows * kHc * kHidden * (kHc + 1);
+    row.kernel = "mhc_post<bf16," + hcArg + ">";
+    row.shape = dims({rows, hc, hidden});
+    row.bytes = rows * hidden * 2.0 * (1 + 2 * hc) + rows * (hc + hc * hc) * 4.0;
+    row.flops = 2.0 * rows * hc * hidden * (hc + 1);
     GLM_RETURN_IF_ERROR(timeBurst(
         suite,
         [&] {
           const kernels::MhcPostGpuArgs args{at(rowsA),      at(streams), at(post), at(comb),
-                                             at(streamsOut), rows,        kHidden};
-          return launch(kMhcPost, kernels::mhcPostLaunch(rows, kHidden), args);
+                                             at(streamsOut), rows,        hidden};
+          return launch(kMhcPost, kernels::mhcPostLaunch(rows, hidden), args);
         },
         row));
     suite.add(row);
@@ -227,8 +238,8 @@ Status addElementwiseBenches(Suite &suite) {
   struct NormCase {
     int64_t rows, dim;
   };
-  const NormCase normCases[] = {{1, kHidden},    {4, kHidden},    {8, kHidden},
-                                {2048, kHidden}, {1, kQLoraRank}, {1, kKvLoraRank}};
+  const NormCase normCases[] = {{1, hidden},    {4, hidden},    {8, hidden},
+                                {2048, hidden}, {1, qLoraRank}, {1, kvLoraRank}};
   for (const NormCase &c : normCases) {
     Row row;
     row.kernel = "rms_norm<bf16,bf16>";
@@ -238,43 +249,55 @@ Status addElementwiseBenches(Suite &suite) {
     GLM_RETURN_IF_ERROR(timeBurst(
         suite,
         [&] {
-          const kernels::RmsNormGpuArgs args{at(rowsA), at(rowsB), at(rowsOut),
-                                             c.rows,    c.dim,     1e-5f};
+          const kernels::RmsNormGpuArgs args{
+              at(rowsA), at(rowsB), at(rowsOut), c.rows, c.dim, static_cast<float>(m.rmsNormEps)};
           return launch(kRmsNorm, kernels::rmsNormLaunch(c.rows), args);
         },
         row, true));
     suite.add(row);
   }
 
+  // k_norm's bias after its weight, on a 256-byte boundary (at 512 for Flash's 128-wide keys).
+  const size_t biasAt = std::max<size_t>(512, (indexHeadDim * 2 + 255) / 256 * 256);
   for (const int64_t rows : kRows) {
     Row row;
     row.kernel = "layer_norm<bf16,bf16> (k_norm)";
-    row.shape = dims({rows, kIndexHeadDim});
-    row.bytes = rows * kIndexHeadDim * 4.0 + kIndexHeadDim * 4.0;
-    row.flops = 7.0 * rows * kIndexHeadDim;
+    row.shape = dims({rows, indexHeadDim});
+    row.bytes = rows * indexHeadDim * 4.0 + indexHeadDim * 4.0;
+    row.flops = 7.0 * rows * indexHeadDim;
     GLM_RETURN_IF_ERROR(timeBurst(
         suite,
         [&] {
           const kernels::LayerNormGpuArgs args{
-              at(rowsA), at(rowsB), at(rowsB, 512), at(rowsOut), rows, kIndexHeadDim, 1e-6f};
+              at(rowsA), at(rowsB), at(rowsB, biasAt), at(rowsOut), rows, indexHeadDim, 1e-6f};
           return launch(kLayerNorm, kernels::layerNormLaunch(rows), args);
         },
         row));
     suite.add(row);
   }
 
-  for (const int64_t inter : {kDenseInter, kExpertInter}) {
+  struct Mlp {
+    int64_t inter;
+    const char *label;
+  };
+  for (const Mlp &mlp : {Mlp{denseInter, " dense"}, Mlp{expertInter, " expert"}}) {
+    const int64_t inter = mlp.inter;
     for (const int64_t rows : kRows) {
       Row row;
       row.kernel = "swiglu<bf16>";
-      row.shape = dims({rows, inter}) + (inter == kDenseInter ? " dense" : " expert");
+      row.shape = dims({rows, inter}) + mlp.label;
       row.bytes = rows * inter * 6.0;
       row.flops = 6.0 * rows * inter;
       GLM_RETURN_IF_ERROR(timeBurst(
           suite,
           [&] {
-            const kernels::SwigluGpuArgs args{at(rowsA), at(rowsB), at(rowsOut), rows,
-                                              inter,     inter,     10.0f};
+            const kernels::SwigluGpuArgs args{at(rowsA),
+                                              at(rowsB),
+                                              at(rowsOut),
+                                              rows,
+                                              inter,
+                                              inter,
+                                              static_cast<float>(m.swigluLimit)};
             return launch(kSwiglu, kernels::swigluLaunch(rows, inter), args);
           },
           row));
@@ -288,15 +311,15 @@ Status addElementwiseBenches(Suite &suite) {
       Kernel k;
       double bytes;
     } simple[] = {
-        {"expand_streams<bf16>", kExpand, rows * kHidden * 2.0 * (1 + kHc)},
-        {"stream_mean<bf16>", kMean, rows * kHidden * 2.0 * (1 + kHc)},
-        {"add<bf16>", kAdd, rows * kHidden * 6.0},
-        {"concat<bf16> (MTP [e, h])", kConcat, rows * kHidden * 8.0},
+        {"expand_streams<bf16>", kExpand, rows * hidden * 2.0 * (1 + hc)},
+        {"stream_mean<bf16>", kMean, rows * hidden * 2.0 * (1 + hc)},
+        {"add<bf16>", kAdd, rows * hidden * 6.0},
+        {"concat<bf16> (MTP [e, h])", kConcat, rows * hidden * 8.0},
     };
     for (const Simple &s : simple) {
       Row row;
       row.kernel = s.kernel;
-      row.shape = dims({rows, kHidden});
+      row.shape = dims({rows, hidden});
       row.bytes = s.bytes;
       GLM_RETURN_IF_ERROR(timeBurst(
           suite,
@@ -304,24 +327,23 @@ Status addElementwiseBenches(Suite &suite) {
             switch (s.k) {
             case kExpand:
               return launch(
-                  kExpand, kernels::expandStreamsLaunch(rows, kHidden),
-                  kernels::ExpandStreamsGpuArgs{at(rowsA), at(streamsOut), rows, kHc, kHidden});
+                  kExpand, kernels::expandStreamsLaunch(rows, hidden),
+                  kernels::ExpandStreamsGpuArgs{at(rowsA), at(streamsOut), rows, hc, hidden});
             case kMean:
-              return launch(
-                  kMean, kernels::streamMeanLaunch(rows, kHidden),
-                  kernels::StreamMeanGpuArgs{at(streams), at(rowsOut), rows, kHc, kHidden});
+              return launch(kMean, kernels::streamMeanLaunch(rows, hidden),
+                            kernels::StreamMeanGpuArgs{at(streams), at(rowsOut), rows, hc, hidden});
             case kAdd:
-              return launch(kAdd, kernels::addLaunch(rows * kHidden),
-                            kernels::AddGpuArgs{at(rowsA), at(rowsB), at(rowsOut), rows * kHidden});
+              return launch(kAdd, kernels::addLaunch(rows * hidden),
+                            kernels::AddGpuArgs{at(rowsA), at(rowsB), at(rowsOut), rows * hidden});
             default: {
               kernels::ConcatGpuArgs args{};
               args.inputs[0] = at(rowsA);
               args.inputs[1] = at(rowsB);
-              args.widths[0] = args.widths[1] = kHidden;
+              args.widths[0] = args.widths[1] = hidden;
               args.out = at(rowsOut);
               args.rows = rows;
               args.count = 2;
-              return launch(kConcat, kernels::concatLaunch(rows, kHidden, 2), args);
+              return launch(kConcat, kernels::concatLaunch(rows, hidden, 2), args);
             }
             }
           },
@@ -330,29 +352,29 @@ Status addElementwiseBenches(Suite &suite) {
     }
   }
 
-  // The embedding table (1.27 GB bf16) is far larger than L2; random ids read rows from HBM.
-  GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory table, suite.random(kVocab * kHidden, true));
+  // The embedding table (Flash: 1.27 GB bf16) is far larger than L2; random ids read rows from HBM.
+  GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory table, suite.random(vocab * hidden, true));
   std::vector<int32_t> ids(maxRows);
   SplitMix64 rng(7);
   for (int32_t &id : ids) {
-    id = static_cast<int32_t>(rng.below(kVocab));
+    id = static_cast<int32_t>(rng.below(vocab));
   }
   GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory dids, ctx.allocate(ids.size() * 4));
   GLM_RETURN_IF_ERROR(ctx.upload(dids.ptr(), ids.data(), ids.size() * 4));
   for (const int64_t rows : kRows) {
     Row row;
     row.kernel = "embedding<bf16,bf16>";
-    row.shape = dims({rows}) + "·" + dims({kVocab, kHidden});
-    row.bytes = rows * (4.0 + kHidden * 4.0);
+    row.shape = dims({rows}) + "·" + dims({vocab, hidden});
+    row.bytes = rows * (4.0 + hidden * 4.0);
     size_t turn = 0;
     GLM_RETURN_IF_ERROR(timeBurst(
         suite,
         [&] {
           // A different window of ids each call, so rows do not stay in L2.
           const size_t first = (turn++ * 97) % (maxRows - rows + 1);
-          return launch(kEmbedding, kernels::embeddingLaunch(rows, kHidden),
+          return launch(kEmbedding, kernels::embeddingLaunch(rows, hidden),
                         kernels::EmbeddingGpuArgs{at(dids, first * 4), at(table), at(rowsOut), rows,
-                                                  kVocab, kHidden, 1});
+                                                  vocab, hidden, 1});
         },
         row));
     suite.add(row);

@@ -1,7 +1,8 @@
-// The exl3_moe family: the routed experts of one GLM-5.3-Flash MoE layer (hidden 4096, 288 experts
-// of inter 2048, top 8) in EXL3 at K = 4 with the MCG codebook (the TR3 checkpoint's format), at
-// decode: batch 1 with all experts on this rank (TP 1) or half of them (TP 2: 144 local experts,
-// 4 of a token's 8 selections local) and batch 4 with 32 distinct experts.
+// The exl3_moe family: the routed experts of one MoE layer of the model (GLM-5.3-Flash: hidden
+// 4096, 288 experts of inter 2048, top 8) in EXL3 at K = 4 with the MCG codebook (the TR3
+// checkpoint's format), at decode: batch 1 with all experts on this rank (TP 1) or half of them
+// with half of a token's selections among them (TP 2; Flash: 144 experts, 4 of 8 selections), and
+// batch 4 (Flash: 32 distinct experts).
 //
 // Each row times a CUDA graph of 16 consecutive steps (as the runtime replays them), each step
 // routed to other experts so that no step finds its trellises in L2, and reports the time of one
@@ -9,10 +10,10 @@
 // "bytes" are the selected experts' trellises, suh and svh, x and out; the f32 partials the two
 // launches exchange (256 KB per selection, L2-resident) are not counted.
 //
-// Prefill (exl3_moe_prefill_gpu.h): 2048 tokens × top 8 of 288 experts (TP 1) and of 144 (TP 2,
-// 4 of a token's 8 selections local), one step timed with events, judged by FLOP/s (2 · 3 ·
-// selections · 4096 · 2048) against the bf16 cuBLAS rate the suite measured (measured here when
-// the linear family did not run); rows for its GEMM launches alone follow.
+// Prefill (exl3_moe_prefill_gpu.h): 2048 tokens × top-k of all experts (TP 1) and of half (TP 2,
+// half of a token's selections local), one step timed with events, judged by FLOP/s (2 · 3 ·
+// selections · hidden · inter) against the bf16 cuBLAS rate the suite measured (measured here
+// when the linear family did not run); rows for its GEMM launches alone follow.
 #include "kernels/exl3_moe/exl3_moe_gpu.h"
 #include "kernels/exl3_moe/exl3_moe_prefill_gpu.h"
 #include "runtime/common/Random.h"
@@ -28,7 +29,6 @@ namespace glm::bench {
 
 namespace {
 
-constexpr int64_t kHidden = 4096, kInter = 2048, kExperts = 288, kTopK = 8;
 constexpr int kBits = 4;
 constexpr int kSteps = 16; // steps per timed graph
 
@@ -42,8 +42,8 @@ Status setBits(Suite &suite, const cuda::DeviceMemory &m, const Exl3ArenaLayout 
   return suite.ctx().upload(m.ptr() + l.metaOffset(), meta.data(), meta.size() * 4);
 }
 
-/// One binding of all 288 experts: trellis bytes of one pattern (the decode does not depend on
-/// the values), scales near 1/64 and 1.
+/// One binding of all the routed experts: trellis bytes of one pattern (the decode does not depend
+/// on the values), scales near 1/64 and 1.
 Expected<cuda::DeviceMemory> binding(Suite &suite, const Exl3ArenaLayout &l) {
   GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory m, suite.ctx().allocate(l.bytes()));
   GLM_CU(&suite.ctx().driver(), cuMemsetD8(m.ptr(), 0x5A, l.suhOffset()));
@@ -60,20 +60,21 @@ Expected<cuda::DeviceMemory> binding(Suite &suite, const Exl3ArenaLayout &l) {
   return m;
 }
 
-/// Routing of one step: each token's 8 distinct experts of 288, `local` of them in [0, 144) when
-/// `local` >= 0 (TP 2), else anywhere.
-std::vector<int32_t> routing(SplitMix64 &rng, int64_t tokens, int local) {
-  std::vector<int32_t> ids(tokens * kTopK);
+/// Routing of one step: each token's `topK` distinct experts of `experts`, `local` of them in
+/// [0, experts / 2) when `local` >= 0 (TP 2), else anywhere.
+std::vector<int32_t> routing(SplitMix64 &rng, int64_t tokens, int local, int64_t experts,
+                             int64_t topK) {
+  std::vector<int32_t> ids(tokens * topK);
   for (int64_t t = 0; t < tokens; ++t) {
-    std::vector<int32_t> low(kExperts / 2), high(kExperts / 2), all(kExperts);
+    std::vector<int32_t> low(experts / 2), high(experts / 2), all(experts);
     std::iota(low.begin(), low.end(), 0);
-    std::iota(high.begin(), high.end(), static_cast<int32_t>(kExperts / 2));
+    std::iota(high.begin(), high.end(), static_cast<int32_t>(experts / 2));
     std::iota(all.begin(), all.end(), 0);
-    for (int64_t k = 0; k < kTopK; ++k) {
+    for (int64_t k = 0; k < topK; ++k) {
       std::vector<int32_t> &pool = local < 0 ? all : (k < local ? low : high);
       const int64_t taken = local < 0 ? k : (k < local ? k : k - local);
       std::swap(pool[taken], pool[taken + rng.below(pool.size() - taken)]);
-      ids[t * kTopK + k] = pool[taken];
+      ids[t * topK + k] = pool[taken];
     }
   }
   return ids;
@@ -92,6 +93,9 @@ Status addPrefillBenches(Suite &suite, const cuda::DeviceMemory &gate, const cud
                          const cuda::DeviceMemory &down, const Exl3ArenaLayout &gateLayout,
                          const Exl3ArenaLayout &downLayout, SplitMix64 &rng) {
   constexpr int64_t kTokens = 2048;
+  const glm53::Glm53Config &model = suite.model();
+  const int64_t hidden = model.hiddenSize, inter = model.moeIntermediateSize,
+                experts = model.nRoutedExperts, topK = model.numExpertsPerTok;
   if (suite.matrixFlopsPerS == 0) {
     GLM_ASSIGN_OR_RETURN(suite.matrixFlopsPerS, cuda::measureMatrixRate(suite.ctx()));
   }
@@ -100,9 +104,10 @@ Status addPrefillBenches(Suite &suite, const cuda::DeviceMemory &gate, const cud
     int64_t localExperts;
     int localSelections; // per token, -1: all
   };
-  for (const Prefill &c : {Prefill{"TP1", kExperts, -1}, Prefill{"TP2", kExperts / 2, 4}}) {
+  for (const Prefill &c :
+       {Prefill{"TP1", experts, -1}, Prefill{"TP2", experts / 2, static_cast<int>(topK / 2)}}) {
     const std::vector<kernels::NamedLaunch> launches =
-        kernels::exl3MoePrefillLaunches(kBits, 1, kTokens, kHidden, kInter, c.localExperts, kTopK);
+        kernels::exl3MoePrefillLaunches(kBits, 1, kTokens, hidden, inter, c.localExperts, topK);
     std::vector<std::string> names;
     for (const auto &l : launches) {
       names.push_back(l.name);
@@ -110,16 +115,16 @@ Status addPrefillBenches(Suite &suite, const cuda::DeviceMemory &gate, const cud
     GLM_ASSIGN_OR_RETURN(
         std::unique_ptr<cuda::Module> m,
         suite.compile(R"(#include "kernels/exl3_moe/exl3_moe_prefill.cuh")", names));
-    const std::vector<int32_t> step = routing(rng, kTokens, c.localSelections);
+    const std::vector<int32_t> step = routing(rng, kTokens, c.localSelections, experts, topK);
     GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory ids, suite.ctx().allocate(step.size() * 4));
     GLM_RETURN_IF_ERROR(suite.ctx().upload(ids.ptr(), step.data(), step.size() * 4));
-    GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory x, suite.random(kTokens * kHidden, true));
-    GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory weights, suite.random(kTokens * kTopK, true, 0.1f));
-    GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory out, suite.ctx().allocate(kTokens * kHidden * 2));
+    GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory x, suite.random(kTokens * hidden, true));
+    GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory weights, suite.random(kTokens * topK, true, 0.1f));
+    GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory out, suite.ctx().allocate(kTokens * hidden * 2));
     GLM_ASSIGN_OR_RETURN(
         cuda::DeviceMemory scratch,
         suite.ctx().allocate(static_cast<size_t>(
-            kernels::exl3MoePrefillScratchBytes(kTokens, kTopK, c.localExperts, kHidden, kInter))));
+            kernels::exl3MoePrefillScratchBytes(kTokens, topK, c.localExperts, hidden, inter))));
     const kernels::Exl3MoeGpuArgs decodeArgs{
         reinterpret_cast<const kernels::Bf16 *>(x.ptr()),
         reinterpret_cast<const int32_t *>(ids.ptr()),
@@ -130,12 +135,12 @@ Status addPrefillBenches(Suite &suite, const cuda::DeviceMemory &gate, const cud
         reinterpret_cast<kernels::Bf16 *>(out.ptr()),
         nullptr,
         kTokens,
-        kHidden,
-        kInter,
+        hidden,
+        inter,
         c.localExperts,
-        kTopK,
+        topK,
         0,
-        10.0f};
+        static_cast<float>(model.swigluLimit)};
     const kernels::Exl3MoePrefillGpuArgs a =
         kernels::exl3MoePrefillBindScratch(decodeArgs, reinterpret_cast<void *>(scratch.ptr()));
     auto launch = [&](const std::vector<size_t> &which) {
@@ -150,14 +155,15 @@ Status addPrefillBenches(Suite &suite, const cuda::DeviceMemory &gate, const cud
     for (int32_t id : step) {
       local += id < c.localExperts;
     }
-    const double selectionFlops = 2.0 * local * kHidden * kInter; // one matrix, every selection
+    const double selectionFlops = 2.0 * local * hidden * inter; // one matrix, every selection
     Row row;
     row.kernel = std::string("exl3_moe_prefill<K4,mcg> ") + c.label;
     char shape[96];
-    std::snprintf(shape, sizeof shape, "[%lldx4096] top 8 of %lld", static_cast<long long>(kTokens),
-                  static_cast<long long>(c.localExperts));
+    std::snprintf(shape, sizeof shape, "[%lldx%lld] top %lld of %lld",
+                  static_cast<long long>(kTokens), static_cast<long long>(hidden),
+                  static_cast<long long>(topK), static_cast<long long>(c.localExperts));
     row.shape = shape;
-    row.bytes = 3.0 * c.localExperts * (kHidden * kInter * kBits / 8.0);
+    row.bytes = 3.0 * c.localExperts * (hidden * inter * kBits / 8.0);
     row.flops = 3 * selectionFlops;
     row.bound = "mma";
     row.note = "6 launches, one step";
@@ -187,45 +193,52 @@ Status addPrefillBenches(Suite &suite, const cuda::DeviceMemory &gate, const cud
 } // namespace
 
 Status addExl3MoeBenches(Suite &suite) {
-  const Exl3ArenaLayout gateLayout{kExperts, kHidden, kInter, kHidden, kInter, kBits};
-  const Exl3ArenaLayout downLayout{kExperts, kInter, kHidden, kInter, kHidden, kBits};
+  const glm53::Glm53Config &model = suite.model();
+  const int64_t hidden = model.hiddenSize, inter = model.moeIntermediateSize,
+                experts = model.nRoutedExperts, topK = model.numExpertsPerTok;
+  const Exl3ArenaLayout gateLayout{experts,           hidden, inter, exl3Padded(hidden),
+                                   exl3Padded(inter), kBits};
+  const Exl3ArenaLayout downLayout{experts, inter, hidden, exl3Padded(inter), exl3Padded(hidden),
+                                   kBits};
   GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory gate, binding(suite, gateLayout));
   GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory up, binding(suite, gateLayout));
   GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory down, binding(suite, downLayout));
   SplitMix64 rng(43);
   const cuda::CudaDriver &d = suite.ctx().driver();
+  // TP 2: half the experts on this rank, half of a token's selections among them.
+  const int tp2Selections = static_cast<int>(topK / 2);
   // K = 2 and 3 (same decode work per weight, fewer bytes) tell a decode bound from a bandwidth
   // bound.
   for (const Config &c :
-       {Config{"TP1 batch 1", 1, kExperts, -1, kBits},
-        Config{"TP2 batch 1", 1, kExperts / 2, 4, kBits},
-        Config{"TP1 batch 4", 4, kExperts, -1, kBits}, Config{"TP1 batch 1", 1, kExperts, -1, 3},
-        Config{"TP1 batch 1", 1, kExperts, -1, 2}}) {
+       {Config{"TP1 batch 1", 1, experts, -1, kBits},
+        Config{"TP2 batch 1", 1, experts / 2, tp2Selections, kBits},
+        Config{"TP1 batch 4", 4, experts, -1, kBits}, Config{"TP1 batch 1", 1, experts, -1, 3},
+        Config{"TP1 batch 1", 1, experts, -1, 2}}) {
     for (const auto &[mem, layout] : {std::pair{&gate, &gateLayout}, std::pair{&up, &gateLayout},
                                       std::pair{&down, &downLayout}}) {
       GLM_RETURN_IF_ERROR(setBits(suite, *mem, *layout, c.bits));
     }
     const double matrixBytes =
-        static_cast<double>(kHidden * kInter * c.bits / 8 + 2 * kHidden + 2 * kInter);
+        static_cast<double>(hidden * inter * c.bits / 8 + 2 * hidden + 2 * inter);
     const std::vector<kernels::NamedLaunch> launches =
-        kernels::exl3MoeLaunches(c.bits, 1, c.tokens, kHidden, kInter, c.localExperts, kTopK);
+        kernels::exl3MoeLaunches(c.bits, 1, c.tokens, hidden, inter, c.localExperts, topK);
     std::vector<std::string> names;
     for (const auto &l : launches) {
       names.push_back(l.name);
     }
     GLM_ASSIGN_OR_RETURN(std::unique_ptr<cuda::Module> m,
                          suite.compile(R"(#include "kernels/exl3_moe/exl3_moe.cuh")", names));
-    GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory x, suite.random(c.tokens * kHidden, true));
-    GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory weights, suite.random(c.tokens * kTopK, true, 0.1f));
-    GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory out, suite.ctx().allocate(c.tokens * kHidden * 2));
+    GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory x, suite.random(c.tokens * hidden, true));
+    GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory weights, suite.random(c.tokens * topK, true, 0.1f));
+    GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory out, suite.ctx().allocate(c.tokens * hidden * 2));
     GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory scratch,
                          suite.ctx().allocate(static_cast<size_t>(
-                             kernels::exl3MoeScratchBytes(c.tokens, kTopK, kHidden, kInter))));
+                             kernels::exl3MoeScratchBytes(c.tokens, topK, hidden, inter))));
     // kSteps routings (and their ids buffers), and the bytes their selected experts hold.
     std::vector<cuda::DeviceMemory> ids;
     double selected = 0;
     for (int s = 0; s < kSteps; ++s) {
-      const std::vector<int32_t> step = routing(rng, c.tokens, c.localSelections);
+      const std::vector<int32_t> step = routing(rng, c.tokens, c.localSelections, experts, topK);
       std::set<int32_t> mine;
       for (int32_t id : step) {
         if (id < c.localExperts) {
@@ -248,12 +261,12 @@ Status addExl3MoeBenches(Suite &suite) {
           reinterpret_cast<kernels::Bf16 *>(out.ptr()),
           nullptr,
           c.tokens,
-          kHidden,
-          kInter,
+          hidden,
+          inter,
           c.localExperts,
-          kTopK,
+          topK,
           0,
-          10.0f};
+          static_cast<float>(model.swigluLimit)};
       kernels::exl3MoeBindScratch(a, reinterpret_cast<void *>(scratch.ptr()));
       return a;
     };
@@ -292,12 +305,12 @@ Status addExl3MoeBenches(Suite &suite) {
     Row row;
     row.kernel = "exl3_moe<K" + std::to_string(c.bits) + ",mcg> " + c.label;
     char shape[96];
-    std::snprintf(shape, sizeof shape, "[%lldx4096] %.1f of %lld experts",
-                  static_cast<long long>(c.tokens), selected,
+    std::snprintf(shape, sizeof shape, "[%lldx%lld] %.1f of %lld experts",
+                  static_cast<long long>(c.tokens), static_cast<long long>(hidden), selected,
                   static_cast<long long>(c.localExperts));
     row.shape = shape;
-    row.bytes = selected * 3 * matrixBytes + 2.0 * c.tokens * kHidden * 2 + c.tokens * kTopK * 6;
-    row.flops = 6.0 * c.tokens * kTopK * kHidden * kInter;
+    row.bytes = selected * 3 * matrixBytes + 2.0 * c.tokens * hidden * 2 + c.tokens * topK * 6;
+    row.flops = 6.0 * c.tokens * topK * hidden * inter;
     row.bound = "bw";
     GLM_RETURN_IF_ERROR(timeGraph({0, 1}, row));
     row.note = "2 launches, per step of a 16-step graph";
@@ -312,7 +325,7 @@ Status addExl3MoeBenches(Suite &suite) {
     suite.add(main);
     Row combine = row;
     combine.kernel = row.kernel + "  combine";
-    combine.bytes = c.tokens * kTopK * (kInter / 128) * kHidden * 4.0 + c.tokens * kHidden * 2.0;
+    combine.bytes = c.tokens * topK * (inter / 128) * hidden * 4.0 + c.tokens * hidden * 2.0;
     combine.flops = 0;
     GLM_RETURN_IF_ERROR(timeGraph({1}, combine));
     combine.note = "exl3MoeCombineKernel alone (bytes: the partials)";

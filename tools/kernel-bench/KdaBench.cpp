@@ -1,6 +1,6 @@
-// The kda family's benchmarks: KDA's recurrence, short conv and gated norm at Flash's shapes.
-//
-// GLM-5.3-Flash: 64 heads of 128, conv kernel 4; decode at batch 1 and 4, prefill chunks of 2048.
+// The kda family's benchmarks: KDA's recurrence, short conv and gated norm at the model's shapes
+// (linear_num_heads heads of linear_head_dim, conv kernel linear_conv_kernel_dim; GLM-5.3-Flash:
+// 64 heads of 128, conv kernel 4), decode at batch 1 and 4, prefill chunks of 2048.
 #include "kernels/gated_rms_norm/gated_rms_norm_gpu.h"
 #include "kernels/kda/kda_gpu.h"
 #include "kernels/short_conv/short_conv_gpu.h"
@@ -13,7 +13,6 @@
 namespace glm::bench {
 namespace {
 
-constexpr int64_t kHeads = 64, kDim = 128, kProj = kHeads * kDim, kConv = 4;
 /// Distinct bytes the rotation cycles through: three times the 60 MB L2, so that a call finds
 /// none of its data in the cache.
 constexpr double kRotateBytes = 192e6;
@@ -74,22 +73,24 @@ Status timeRotating(Suite &suite, int copies, bool graph, const std::function<St
 /// kda<T, f32> at `batch` sequences of `rows` rows, each launch on the next copy of the state.
 Status benchKda(Suite &suite, cuda::Module &module, bool decode, bool bf16, int batch, int rows,
                 bool graph) {
+  const glm53::Glm53Config &m = suite.model();
+  const int64_t heads = m.linearNumHeads, dim = m.linearHeadDim, proj = m.kdaProjDim();
   const int64_t n = static_cast<int64_t>(batch) * rows;
   const int act = bf16 ? 2 : 4;
-  const double stateBytes = static_cast<double>(batch) * kHeads * kDim * kDim * 4;
+  const double stateBytes = static_cast<double>(batch) * heads * dim * dim * 4;
   // State read and written; q, k, v, f and b read; o written; A_log and dt_bias read.
   const double bytes =
-      2 * stateBytes + n * (4.0 * kProj + kHeads) * act + n * kProj * act + (kHeads + kProj) * 4.0;
+      2 * stateBytes + n * (4.0 * proj + heads) * act + n * proj * act + (heads + proj) * 4.0;
   const int copies = copiesFor(bytes);
-  GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory q, suite.random(n * kProj, bf16));
-  GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory k, suite.random(n * kProj, bf16));
-  GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory v, suite.random(n * kProj, bf16));
-  GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory f, suite.random(n * kProj, bf16, 2.0f));
-  GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory b, suite.random(n * kHeads, bf16));
-  GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory aLog, suite.random(kHeads, false, 0.5f));
-  GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory dtBias, suite.random(kProj, false, 0.5f));
-  GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory out, suite.ctx().allocate(n * kProj * act));
-  const size_t unit = kHeads * kDim * kDim * 4;
+  GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory q, suite.random(n * proj, bf16));
+  GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory k, suite.random(n * proj, bf16));
+  GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory v, suite.random(n * proj, bf16));
+  GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory f, suite.random(n * proj, bf16, 2.0f));
+  GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory b, suite.random(n * heads, bf16));
+  GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory aLog, suite.random(heads, false, 0.5f));
+  GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory dtBias, suite.random(proj, false, 0.5f));
+  GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory out, suite.ctx().allocate(n * proj * act));
+  const size_t unit = heads * dim * dim * 4;
   GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory state,
                        suite.random(static_cast<size_t>(copies) * batch * unit / 4, false, 0.1f));
   GLM_ASSIGN_OR_RETURN(Context c, makeContext(suite, batch, rows));
@@ -103,18 +104,18 @@ Status benchKda(Suite &suite, cuda::Module &module, bool decode, bool bf16, int 
                            out.as<void>(),
                            {state.as<uint8_t>(), static_cast<int64_t>(unit)},
                            c.ctx,
-                           kHeads,
-                           kDim,
-                           kDim,
-                           -5.0f,
+                           static_cast<int32_t>(heads),
+                           static_cast<int32_t>(dim),
+                           static_cast<int32_t>(dim),
+                           static_cast<float>(m.linearLowerBound),
                            1e-6f};
-  const kernels::LaunchDims d = kernels::kdaLaunch(decode, kHeads, kDim, batch);
+  const kernels::LaunchDims d = kernels::kdaLaunch(decode, heads, dim, batch);
   const cuda::CUfunction fn = module.function((decode ? 0 : 2) + (bf16 ? 1 : 0));
   Row row;
   row.kernel = strCat("kda<", tName(bf16), ",f32> ", decode ? "decode" : "prefill");
-  row.shape = strCat("B", batch, "xR", rows, " [", kHeads, "x", kDim, "x", kDim, "]");
+  row.shape = strCat("B", batch, "xR", rows, " [", heads, "x", dim, "x", dim, "]");
   row.bytes = bytes;
-  row.flops = 7.0 * n * kHeads * kDim * kDim; // decay, m, write, read: 7 per state element
+  row.flops = 7.0 * n * heads * dim * dim; // decay, m, write, read: 7 per state element
   row.note = rows > 4 ? "per-token recurrence; chunked (WY) form not yet" : "";
   GLM_RETURN_IF_ERROR(timeRotating(
       suite, copies, graph,
@@ -127,11 +128,13 @@ Status benchKda(Suite &suite, cuda::Module &module, bool decode, bool bf16, int 
   return Status::success();
 }
 
-/// short_conv<bf16, f32> over one of KDA's q/k/v projections (8192 channels).
+/// short_conv<bf16, f32> over one of KDA's q/k/v projections (heads × head dim channels; 8192 for
+/// Flash).
 Status benchShortConv(Suite &suite, cuda::Module &module, int batch, int rows, bool graph) {
+  const int64_t proj = suite.model().kdaProjDim(), conv = suite.model().linearConvKernelDim;
   const int64_t n = static_cast<int64_t>(batch) * rows;
-  const size_t xBytes = n * kProj * 2, wBytes = kProj * kConv * 4;
-  const size_t stateUnit = kProj * (kConv - 1) * 2;
+  const size_t xBytes = n * proj * 2, wBytes = proj * conv * 4;
+  const size_t stateUnit = proj * (conv - 1) * 2;
   const double bytes = 2.0 * xBytes + wBytes + 2.0 * batch * stateUnit;
   const int copies = copiesFor(bytes);
   GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory x, suite.random(copies * xBytes / 2, true));
@@ -140,13 +143,14 @@ Status benchShortConv(Suite &suite, cuda::Module &module, int batch, int rows, b
                        suite.random(copies * batch * stateUnit / 2, true));
   GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory out, suite.ctx().allocate(copies * xBytes));
   GLM_ASSIGN_OR_RETURN(Context c, makeContext(suite, batch, rows));
-  kernels::ShortConvGpuArgs args{nullptr, nullptr, nullptr, {nullptr, 0}, c.ctx, kProj, kConv, 1};
-  const kernels::LaunchDims d = kernels::shortConvLaunch(kProj, rows, batch);
+  kernels::ShortConvGpuArgs args{
+      nullptr, nullptr, nullptr, {nullptr, 0}, c.ctx, proj, static_cast<int32_t>(conv), 1};
+  const kernels::LaunchDims d = kernels::shortConvLaunch(proj, rows, batch);
   Row row;
   row.kernel = "short_conv<bf16,f32>";
-  row.shape = strCat("B", batch, "xR", rows, " [", kProj, "] k", kConv);
+  row.shape = strCat("B", batch, "xR", rows, " [", proj, "] k", conv);
   row.bytes = bytes;
-  row.flops = 2.0 * n * kProj * kConv;
+  row.flops = 2.0 * n * proj * conv;
   GLM_RETURN_IF_ERROR(timeRotating(
       suite, copies, graph,
       [&](int i) {
@@ -161,23 +165,26 @@ Status benchShortConv(Suite &suite, cuda::Module &module, int batch, int rows, b
   return Status::success();
 }
 
-/// gated_rms_norm<bf16, bf16> over `tokens` tokens of 64 heads of 128.
+/// gated_rms_norm<bf16, bf16> over `tokens` tokens of KDA's heads.
 Status benchGatedNorm(Suite &suite, cuda::Module &module, int tokens, bool graph) {
-  const int64_t rows = static_cast<int64_t>(tokens) * kHeads;
-  const size_t xBytes = rows * kDim * 2, wBytes = kDim * 2;
+  const glm53::Glm53Config &m = suite.model();
+  const int64_t heads = m.linearNumHeads, dim = m.linearHeadDim;
+  const int64_t rows = static_cast<int64_t>(tokens) * heads;
+  const size_t xBytes = rows * dim * 2, wBytes = dim * 2;
   const double bytes = 3.0 * xBytes + wBytes;
   const int copies = copiesFor(bytes);
   GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory x, suite.random(copies * xBytes / 2, true));
   GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory gate, suite.random(copies * xBytes / 2, true));
   GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory w, suite.random(copies * wBytes / 2, true));
   GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory out, suite.ctx().allocate(copies * xBytes));
-  kernels::GatedRmsNormGpuArgs args{nullptr, nullptr, nullptr, nullptr, rows, kDim, 1e-5f};
+  kernels::GatedRmsNormGpuArgs args{
+      nullptr, nullptr, nullptr, nullptr, rows, dim, static_cast<float>(m.rmsNormEps)};
   const kernels::LaunchDims d = kernels::gatedRmsNormLaunch(rows);
   Row row;
   row.kernel = "gated_rms_norm<bf16,bf16>";
-  row.shape = strCat("[", tokens, "x", kHeads, "x", kDim, "]");
+  row.shape = strCat("[", tokens, "x", heads, "x", dim, "]");
   row.bytes = bytes;
-  row.flops = 6.0 * rows * kDim;
+  row.flops = 6.0 * rows * dim;
   GLM_RETURN_IF_ERROR(timeRotating(
       suite, copies, graph,
       [&](int i) {

@@ -1,5 +1,6 @@
-// The linear family: the decode and prefill kernels at GLM-5.3-Flash's projection shapes, beside
-// cuBLAS's bf16 GEMM on the same shapes (whose 8192^3 rate is the suite's matrix ceiling).
+// The linear family: the decode and prefill kernels at the model's projection shapes, beside
+// cuBLAS's bf16 GEMM on the same shapes (whose 8192^3 rate is the suite's matrix ceiling; 8192^3
+// is a fixed size, not the model's).
 #include "kernels/linear/linear_gpu.h"
 #include "runtime/cuda/Ceilings.h"
 #include "tools/kernel-bench/Bench.h"
@@ -185,14 +186,18 @@ Expected<double> timeCublas(Suite &suite, cuda::Cublas &cublas, int64_t rows, in
 struct Product {
   int64_t in, out;
 };
-// KDA q/k/v, KDA o_proj, DSA q_b, dense MLP gate, lm_head.
-const Product kDecodeProducts[] = {
-    {4096, 8192}, {8192, 4096}, {1536, 16384}, {4096, 12288}, {4096, 154880}};
-const Product kPrefillProducts[] = {{4096, 8192}, {8192, 4096}, {4096, 12288}};
 
 } // namespace
 
 Status addLinearBenches(Suite &suite) {
+  const glm53::Glm53Config &m = suite.model();
+  // KDA q/k/v (Flash: 4096 -> 8192), KDA o_proj, DSA q_b (1536 -> 16384), dense MLP gate (4096 ->
+  // 12288), lm_head (4096 -> 154880).
+  const Product qkv{m.hiddenSize, m.kdaProjDim()}, oProj{m.kdaProjDim(), m.hiddenSize};
+  const Product qB{m.qLoraRank, mlaQueryDim(m)}, denseGate{m.hiddenSize, m.intermediateSize};
+  const Product lmHead{m.hiddenSize, m.vocabSize};
+  const Product decodeProducts[] = {qkv, oProj, qB, denseGate, lmHead};
+  const Product prefillProducts[] = {qkv, oProj, denseGate};
   const bool wgmma = suite.ctx().info().arch == "sm_90a";
   const int decodeSizes[][2] = {{2, 2}, {4, 1}, {2, 4}};
   const int prefillSizes[][2] = {{128, 32}, {128, 64}, {256, 32}, {256, 64}};
@@ -237,7 +242,7 @@ Status addLinearBenches(Suite &suite) {
   // Decode: batch 1, 4 and 16 (a verify window) on every projection, in the block shapes the rule
   // chooses between (decode-2x2 = DecodeMma, decode-4x1 = DecodeMmaWide) and one more.
   for (int64_t rows : {1, 4, 16}) {
-    for (const Product &p : kDecodeProducts) {
+    for (const Product &p : decodeProducts) {
       for (const auto &d : decodeSizes) {
         GLM_RETURN_IF_ERROR(timeDecode(suite, k, d[0], d[1], rows, p.in, p.out));
       }
@@ -246,30 +251,31 @@ Status addLinearBenches(Suite &suite) {
       }
     }
   }
-  // The other weight and activation types' decode kernel, at batch 1.
-  GLM_RETURN_IF_ERROR(timeKernel(suite, k, LinearKernel::Gemv, kBf16, kFp8, 1, 4096, 8192, "gemv"));
+  // The other weight and activation types' decode kernel, at batch 1, on KDA q/k/v.
   GLM_RETURN_IF_ERROR(
-      timeKernel(suite, k, LinearKernel::Gemv, "float", kBf16, 1, 4096, 8192, "gemv"));
+      timeKernel(suite, k, LinearKernel::Gemv, kBf16, kFp8, 1, qkv.in, qkv.out, "gemv"));
   GLM_RETURN_IF_ERROR(
-      timeKernel(suite, k, LinearKernel::Gemv, "float", "float", 1, 4096, 8192, "gemv"));
+      timeKernel(suite, k, LinearKernel::Gemv, "float", kBf16, 1, qkv.in, qkv.out, "gemv"));
+  GLM_RETURN_IF_ERROR(
+      timeKernel(suite, k, LinearKernel::Gemv, "float", "float", 1, qkv.in, qkv.out, "gemv"));
 
-  // Where decode hands over to prefill: 32 to 256 rows.
+  // Where decode hands over to prefill: 32 to 256 rows, on KDA q/k/v.
   for (int64_t rows : {32, 64, 128, 256}) {
     for (const auto &d : {decodeSizes[0], decodeSizes[1]}) {
-      GLM_RETURN_IF_ERROR(timeDecode(suite, k, d[0], d[1], rows, 4096, 8192));
+      GLM_RETURN_IF_ERROR(timeDecode(suite, k, d[0], d[1], rows, qkv.in, qkv.out));
     }
     if (wgmma) {
-      GLM_RETURN_IF_ERROR(timeKernel(suite, k, LinearKernel::PrefillWgmma, kBf16, kBf16, rows, 4096,
-                                     8192, "prefill-wgmma"));
+      GLM_RETURN_IF_ERROR(timeKernel(suite, k, LinearKernel::PrefillWgmma, kBf16, kBf16, rows,
+                                     qkv.in, qkv.out, "prefill-wgmma"));
     }
-    GLM_RETURN_IF_ERROR(timePrefill(suite, k, 128, 32, rows, 4096, 8192, 100));
+    GLM_RETURN_IF_ERROR(timePrefill(suite, k, 128, 32, rows, qkv.in, qkv.out, 100));
     if (cublas) {
-      GLM_RETURN_IF_ERROR(timeCublas(suite, *cublas, rows, 4096, 8192, true).status());
+      GLM_RETURN_IF_ERROR(timeCublas(suite, *cublas, rows, qkv.in, qkv.out, true).status());
     }
   }
 
   // Prefill: 2048-row chunks, and 8192^3 beside the ceiling.
-  for (const Product &p : kPrefillProducts) {
+  for (const Product &p : prefillProducts) {
     if (wgmma) {
       GLM_RETURN_IF_ERROR(timeKernel(suite, k, LinearKernel::PrefillWgmma, kBf16, kBf16, 2048, p.in,
                                      p.out, "prefill-wgmma", 30));
@@ -289,7 +295,7 @@ Status addLinearBenches(Suite &suite) {
     GLM_RETURN_IF_ERROR(timePrefill(suite, k, pr[0], pr[1], 8192, 8192, 8192, 20));
   }
   GLM_RETURN_IF_ERROR(
-      timeKernel(suite, k, LinearKernel::Tiled, "float", kBf16, 2048, 4096, 8192, "tiled", 5));
+      timeKernel(suite, k, LinearKernel::Tiled, "float", kBf16, 2048, qkv.in, qkv.out, "tiled", 5));
   return Status::success();
 }
 

@@ -1,6 +1,6 @@
-// The moe family: the router, the routed experts and the sampler at GLM-5.3-Flash's shapes
-// (hidden 4096, 288 experts of inter 2048, top 8; vocabulary 154,880), at decode (1 and 4 tokens)
-// and prefill (2048 rows).
+// The moe family: the router, the routed experts and the sampler at the model's shapes
+// (GLM-5.3-Flash: hidden 4096, 288 experts of inter 2048, top 8; vocabulary 154,880), at decode
+// (1 and 4 tokens) and prefill (2048 rows).
 #include "kernels/moe_experts/moe_experts_gpu.h"
 #include "kernels/moe_router/moe_router_gpu.h"
 #include "kernels/sample/sample_gpu.h"
@@ -17,7 +17,6 @@ namespace glm::bench {
 
 namespace {
 
-constexpr int64_t kHidden = 4096, kInter = 2048, kExperts = 288, kTopK = 8, kVocab = 154880;
 const std::string kBf16 = "glm::kernels::Bf16";
 
 size_t l2Bytes(Suite &suite) {
@@ -29,24 +28,24 @@ size_t copiesFor(Suite &suite, size_t bytes) {
   return std::clamp<size_t>((4 * l2Bytes(suite) + bytes - 1) / bytes, 1, 64);
 }
 
-std::string shapeOf(int64_t tokens, const std::string &rest) {
+std::string shapeOf(int64_t tokens, int64_t hidden, const std::string &rest) {
   std::string s = "[";
   s += std::to_string(tokens);
   s += "x";
-  s += std::to_string(kHidden);
+  s += std::to_string(hidden);
   s += "]";
   s += rest;
   return s;
 }
 
-/// Random distinct experts per token.
-std::vector<int32_t> routing(SplitMix64 &rng, int64_t tokens) {
-  std::vector<int32_t> ids(tokens * kTopK), pool(kExperts);
+/// Random distinct experts per token: `topK` of `experts`.
+std::vector<int32_t> routing(SplitMix64 &rng, int64_t tokens, int64_t experts, int64_t topK) {
+  std::vector<int32_t> ids(tokens * topK), pool(experts);
   for (int64_t t = 0; t < tokens; ++t) {
     std::iota(pool.begin(), pool.end(), 0);
-    for (int64_t k = 0; k < kTopK; ++k) {
-      std::swap(pool[k], pool[k + rng.below(kExperts - k)]);
-      ids[t * kTopK + k] = pool[k];
+    for (int64_t k = 0; k < topK; ++k) {
+      std::swap(pool[k], pool[k + rng.below(experts - k)]);
+      ids[t * topK + k] = pool[k];
     }
   }
   return ids;
@@ -54,36 +53,39 @@ std::vector<int32_t> routing(SplitMix64 &rng, int64_t tokens) {
 
 Status addRouter(Suite &suite) {
   using kernels::MoeRouterScores;
+  const glm53::Glm53Config &model = suite.model();
+  const int64_t hidden = model.hiddenSize, experts = model.nRoutedExperts,
+                topK = model.numExpertsPerTok;
   GLM_ASSIGN_OR_RETURN(
       std::unique_ptr<cuda::Module> m,
       suite.compile(R"(#include "kernels/moe_router/moe_router.cuh")",
                     {kernels::moeRouterScoresName(MoeRouterScores::Gemv, kBf16, kBf16),
                      kernels::moeRouterScoresName(MoeRouterScores::Tiled, kBf16, kBf16),
                      "glm::kernels::moeRouterSelectKernel<glm::kernels::Bf16>"}));
-  const size_t weightBytes = kExperts * kHidden * 2;
+  const size_t weightBytes = experts * hidden * 2;
   std::vector<cuda::DeviceMemory> weights;
   for (size_t c = 0; c < copiesFor(suite, weightBytes); ++c) {
-    GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory w, suite.random(kExperts * kHidden, true, 0.02f));
+    GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory w, suite.random(experts * hidden, true, 0.02f));
     weights.push_back(std::move(w));
   }
-  GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory bias, suite.random(kExperts, false, 0.05f));
+  GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory bias, suite.random(experts, false, 0.05f));
   for (int64_t tokens : {1, 4, 2048}) {
-    GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory x, suite.random(tokens * kHidden, true));
-    GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory scores, suite.ctx().allocate(tokens * kExperts * 4));
-    GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory ids, suite.ctx().allocate(tokens * kTopK * 4));
-    GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory w, suite.ctx().allocate(tokens * kTopK * 2));
+    GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory x, suite.random(tokens * hidden, true));
+    GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory scores, suite.ctx().allocate(tokens * experts * 4));
+    GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory ids, suite.ctx().allocate(tokens * topK * 4));
+    GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory w, suite.ctx().allocate(tokens * topK * 2));
     const MoeRouterScores scoresKernel = kernels::moeRouterScoresKernelFor(tokens);
     const kernels::LaunchDims scoresDims =
-        kernels::moeRouterScoresLaunch(scoresKernel, tokens, kExperts);
+        kernels::moeRouterScoresLaunch(scoresKernel, tokens, experts);
     const kernels::LaunchDims selectDims = kernels::moeRouterSelectLaunch(tokens);
     size_t next = 0;
     Row row;
     row.kernel = std::string("moe_router<bf16,bf16> ") +
                  (scoresKernel == MoeRouterScores::Gemv ? "gemv" : "tiled") + "+select";
-    row.shape = shapeOf(tokens, "·[4096x288] top 8");
-    row.bytes = static_cast<double>(weightBytes + kExperts * 4 + tokens * kHidden * 2 +
-                                    tokens * kTopK * (4 + 2));
-    row.flops = 2.0 * tokens * kHidden * kExperts;
+    row.shape = shapeOf(tokens, hidden, strCat("·[", hidden, "x", experts, "] top ", topK));
+    row.bytes = static_cast<double>(weightBytes + experts * 4 + tokens * hidden * 2 +
+                                    tokens * topK * (4 + 2));
+    row.flops = 2.0 * tokens * hidden * experts;
     row.bound = "bw";
     GLM_RETURN_IF_ERROR(suite.time(
         [&] {
@@ -95,14 +97,14 @@ Status addRouter(Suite &suite) {
               reinterpret_cast<int32_t *>(ids.ptr()),
               reinterpret_cast<void *>(w.ptr()),
               tokens,
-              kHidden,
-              kExperts,
-              kTopK,
-              1,
-              1,
-              1,
+              hidden,
+              experts,
+              topK,
+              model.nGroup,
+              model.topkGroup,
+              model.normTopkProb ? 1 : 0,
               0,
-              2.5f};
+              static_cast<float>(model.routedScalingFactor)};
           // Module order: gemv scores, tiled scores, select.
           const int scoresIndex = scoresKernel == MoeRouterScores::Gemv ? 0 : 1;
           GLM_RETURN_IF_ERROR(suite.ctx().launch(m->function(scoresIndex), scoresDims.grid,
@@ -116,12 +118,15 @@ Status addRouter(Suite &suite) {
 }
 
 Status addExperts(Suite &suite) {
-  // All 288 experts, as the model holds them (14.5 GB of bf16): filled on the device with one
-  // small value (0x3C3C, ~0.0115); the values do not change the time.
-  const size_t matrix = static_cast<size_t>(kInter * kHidden) * 2;
-  GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory gate, suite.ctx().allocate(kExperts * matrix));
-  GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory up, suite.ctx().allocate(kExperts * matrix));
-  GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory down, suite.ctx().allocate(kExperts * matrix));
+  const glm53::Glm53Config &model = suite.model();
+  const int64_t hidden = model.hiddenSize, inter = model.moeIntermediateSize,
+                experts = model.nRoutedExperts, topK = model.numExpertsPerTok;
+  // All routed experts, as the model holds them (Flash's 288: 14.5 GB of bf16): filled on the
+  // device with one small value (0x3C3C, ~0.0115); the values do not change the time.
+  const size_t matrix = static_cast<size_t>(inter * hidden) * 2;
+  GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory gate, suite.ctx().allocate(experts * matrix));
+  GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory up, suite.ctx().allocate(experts * matrix));
+  GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory down, suite.ctx().allocate(experts * matrix));
   for (const cuda::DeviceMemory *mem : {&gate, &up, &down}) {
     GLM_CU(&suite.ctx().driver(), cuMemsetD8(mem->ptr(), 0x3C, mem->bytes()));
   }
@@ -136,24 +141,24 @@ Status addExperts(Suite &suite) {
     const int64_t tBytes = actBf16 ? 2 : 4;
     const std::string t = actBf16 ? kBf16 : "float";
     const kernels::MoeExpertsPath path =
-        kernels::moeExpertsPathFor(actBf16, c.tokens, kHidden, kInter);
+        kernels::moeExpertsPathFor(actBf16, c.tokens, hidden, inter);
     const std::vector<kernels::NamedLaunch> launches =
-        kernels::moeExpertsLaunches(path, t, kBf16, c.tokens, kHidden, kInter, kExperts, kTopK);
+        kernels::moeExpertsLaunches(path, t, kBf16, c.tokens, hidden, inter, experts, topK);
     std::vector<std::string> names;
     for (const auto &l : launches) {
       names.push_back(l.name);
     }
     GLM_ASSIGN_OR_RETURN(std::unique_ptr<cuda::Module> m,
                          suite.compile(R"(#include "kernels/moe_experts/moe_experts.cuh")", names));
-    const std::vector<int32_t> ids = routing(rng, c.tokens);
+    const std::vector<int32_t> ids = routing(rng, c.tokens, experts, topK);
     const std::set<int32_t> touched(ids.begin(), ids.end());
     GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory dids, suite.ctx().allocate(ids.size() * 4));
     GLM_RETURN_IF_ERROR(suite.ctx().upload(dids.ptr(), ids.data(), ids.size() * 4));
-    GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory x, suite.random(c.tokens * kHidden, actBf16));
-    GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory weights, suite.random(c.tokens * kTopK, actBf16, 0.1f));
-    GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory out, suite.ctx().allocate(c.tokens * kHidden * tBytes));
+    GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory x, suite.random(c.tokens * hidden, actBf16));
+    GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory weights, suite.random(c.tokens * topK, actBf16, 0.1f));
+    GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory out, suite.ctx().allocate(c.tokens * hidden * tBytes));
     const kernels::MoeExpertsScratch layout =
-        kernels::moeExpertsScratch(path, c.tokens, kTopK, kExperts, kHidden, kInter, tBytes);
+        kernels::moeExpertsScratch(path, c.tokens, topK, experts, hidden, inter, tBytes);
     GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory scratch, suite.ctx().allocate(layout.bytes));
     kernels::MoeExpertsGpuArgs args{reinterpret_cast<const void *>(x.ptr()),
                                     reinterpret_cast<const int32_t *>(dids.ptr()),
@@ -167,12 +172,12 @@ Status addExperts(Suite &suite) {
                                     nullptr,
                                     nullptr,
                                     c.tokens,
-                                    kHidden,
-                                    kInter,
-                                    kExperts,
-                                    kTopK,
+                                    hidden,
+                                    inter,
+                                    experts,
+                                    topK,
                                     0,
-                                    10.0f};
+                                    static_cast<float>(model.swigluLimit)};
     kernels::moeExpertsBindScratch(args, path, reinterpret_cast<void *>(scratch.ptr()), tBytes);
     Row row;
     row.kernel = std::string("moe_experts<") + c.t + "," + c.w + "> " +
@@ -180,12 +185,13 @@ Status addExperts(Suite &suite) {
                   : path == kernels::MoeExpertsPath::PrefillMma ? "prefill-mma"
                                                                 : "prefill-simt");
     char rest[96];
-    std::snprintf(rest, sizeof rest, " %zu of 288 experts", touched.size());
-    row.shape = shapeOf(c.tokens, rest);
+    std::snprintf(rest, sizeof rest, " %zu of %lld experts", touched.size(),
+                  static_cast<long long>(experts));
+    row.shape = shapeOf(c.tokens, hidden, rest);
     // Every touched expert's three matrices once, x in, out back.
-    row.bytes = static_cast<double>(touched.size() * 3 * matrix + 2 * c.tokens * kHidden * tBytes +
-                                    c.tokens * kTopK * (4 + tBytes));
-    row.flops = 6.0 * c.tokens * kTopK * kHidden * kInter;
+    row.bytes = static_cast<double>(touched.size() * 3 * matrix + 2 * c.tokens * hidden * tBytes +
+                                    c.tokens * topK * (4 + tBytes));
+    row.flops = 6.0 * c.tokens * topK * hidden * inter;
     row.bound = "bw";
     GLM_RETURN_IF_ERROR(suite.time(
         [&] {
@@ -204,7 +210,7 @@ Status addExperts(Suite &suite) {
       const char *parts[] = {"  gate+up", "  down", "  combine"};
       const double partBytes[] = {static_cast<double>(touched.size() * 2 * matrix),
                                   static_cast<double>(touched.size() * matrix),
-                                  static_cast<double>(c.tokens * (kTopK + 1) * kHidden * tBytes)};
+                                  static_cast<double>(c.tokens * (topK + 1) * hidden * tBytes)};
       for (size_t i = 0; i < launches.size() && i < 3; ++i) {
         Row part;
         part.kernel = row.kernel + parts[i];
@@ -226,6 +232,7 @@ Status addExperts(Suite &suite) {
 }
 
 Status addSampler(Suite &suite) {
+  const int64_t vocab = suite.model().vocabSize;
   GLM_ASSIGN_OR_RETURN(
       std::unique_ptr<cuda::Module> m,
       suite.compile(R"(#include "kernels/sample/sample.cuh")", {"glm::kernels::sampleKernel"}));
@@ -240,11 +247,11 @@ Status addSampler(Suite &suite) {
                             {"T1 min_p 0.05", 1.0f, 1.0f, 0.05f, 0},
                             {"T1 (all kept)", 1.0f, 1.0f, 0.0f, 0}};
   for (int64_t rows : {1, 4}) {
-    const size_t bytes = rows * kVocab * 4;
+    const size_t bytes = rows * vocab * 4;
     std::vector<cuda::DeviceMemory> logits;
     for (size_t c = 0; c < copiesFor(suite, bytes); ++c) {
       // Logits of spread 3: a few hundred tokens hold most of the mass.
-      GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory l, suite.random(rows * kVocab, false, 3.0f));
+      GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory l, suite.random(rows * vocab, false, 3.0f));
       logits.push_back(std::move(l));
     }
     std::vector<int32_t> positions(rows);
@@ -272,7 +279,7 @@ Status addSampler(Suite &suite) {
       row.kernel = std::string("sample ") + c.label;
       char shape[64];
       std::snprintf(shape, sizeof shape, "[%lldx%lld] f32", static_cast<long long>(rows),
-                    static_cast<long long>(kVocab));
+                    static_cast<long long>(vocab));
       row.shape = shape;
       row.bytes = static_cast<double>(bytes + rows * (32 + 4 + 4));
       row.bound = "bw";
@@ -284,7 +291,7 @@ Status addSampler(Suite &suite) {
                 ctx,
                 reinterpret_cast<int32_t *>(out.ptr()),
                 rows,
-                kVocab,
+                vocab,
                 0};
             return suite.ctx().launch(m->function(0), d.grid, d.block, d.sharedMemory, args);
           },

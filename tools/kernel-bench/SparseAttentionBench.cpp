@@ -1,9 +1,10 @@
 // The sparse_attention family: dsa_indexer (append, score, filter, select) and
-// mla_sparse_attention (absorb, attend, output) at GLM-5.3-Flash's dimensions, bf16 plans.
+// mla_sparse_attention (absorb, attend, output) at the model's dimensions, bf16 plans.
 #include "kernels/dsa_indexer/dsa_indexer_gpu.h"
 #include "kernels/mla_sparse_attention/mla_sparse_attention_gpu.h"
 #include "tools/kernel-bench/Bench.h"
 
+#include <cmath>
 #include <cstdio>
 #include <numeric>
 
@@ -11,11 +12,9 @@ namespace glm::bench {
 
 namespace {
 
-// config.json: index_n_heads 32, index_head_dim 128, index_kpool 4, index_topk 2048;
-// num_attention_heads 64, qk_nope_head_dim 256, v_head_dim 256, kv_lora_rank 512.
-constexpr int64_t kIndexHeads = 32, kIndexDim = 128, kKpool = 4, kTopk = 2048;
-constexpr int64_t kHeads = 64, kQkDim = 256, kVDim = 256, kRank = 512;
-constexpr int64_t kWidth = kTopk + kKpool - 1;
+/// Tokens per page of the state pool: not a model value but the plan's, glm-to-plan's page-tokens
+/// option (default 64, compiler/Passes.td). The runtime reads it from each plan and no C++ constant
+/// outside the compiler names it, so the bench uses that default.
 constexpr int64_t kPageTokens = 64;
 constexpr double kL2Bytes = 60e6;
 
@@ -65,24 +64,28 @@ int copiesFor(double bytes) {
 /// context - 1.
 Status indexerRow(Suite &suite, cuda::Module &m, int64_t batch, int64_t rowsPerSeq,
                   int64_t context) {
+  const glm53::Glm53Config &model = suite.model();
+  const int64_t indexHeads = model.indexNHeads, indexDim = model.indexHeadDim,
+                kpool = model.indexKpool, topk = model.indexTopk;
+  const int64_t width = mlaSelectionWidth(model);
   const int64_t rows = batch * rowsPerSeq;
-  const int64_t poolsPerPage = kPageTokens / kKpool;
-  const int64_t keyBytes = kIndexDim * 2;
+  const int64_t poolsPerPage = kPageTokens / kpool;
+  const int64_t keyBytes = indexDim * 2;
   // Bytes a step must read: every candidate pool's key of each sequence once.
-  const int64_t pools = context / kKpool;
+  const int64_t pools = context / kpool;
   const double stateBytes = static_cast<double>(batch * pools * keyBytes);
   const int copies = copiesFor(stateBytes);
   GLM_ASSIGN_OR_RETURN(Paged keys,
                        makePaged(suite, batch, context, keyBytes, poolsPerPage, copies));
   const int64_t maxPools = keys.maxPages * poolsPerPage;
-  GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory q, suite.random(rows * kIndexHeads * kIndexDim, true));
-  GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory k, suite.random(rows * kIndexDim, true));
-  GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory g, suite.random(rows * kIndexDim, true));
-  GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory w, suite.random(rows * kIndexHeads, true));
-  GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory ape, suite.random(kKpool * kIndexDim, true, 0.5f));
+  GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory q, suite.random(rows * indexHeads * indexDim, true));
+  GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory k, suite.random(rows * indexDim, true));
+  GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory g, suite.random(rows * indexDim, true));
+  GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory w, suite.random(rows * indexHeads, true));
+  GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory ape, suite.random(kpool * indexDim, true, 0.5f));
   GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory tail,
-                       suite.random(batch * (kKpool - 1) * 2 * kIndexDim, true));
-  GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory sel, suite.ctx().allocate(rows * kWidth * 4));
+                       suite.random(batch * (kpool - 1) * 2 * indexDim, true));
+  GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory sel, suite.ctx().allocate(rows * width * 4));
   GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory ws,
                        suite.ctx().allocate(kernels::dsaIndexerWorkspaceBytes(rows, maxPools)));
   std::vector<int32_t> positions(static_cast<size_t>(rows)), slots(static_cast<size_t>(batch));
@@ -111,28 +114,28 @@ Status indexerRow(Suite &suite, cuda::Module &m, int64_t batch, int64_t rowsPerS
              static_cast<int32_t>(rowsPerSeq), static_cast<int32_t>(keys.maxPages)};
     a.keys = {reinterpret_cast<uint8_t *>(keys.pool.ptr()), keys.pageBytes, 0, keyBytes,
               static_cast<int32_t>(poolsPerPage)};
-    a.tail = {reinterpret_cast<uint8_t *>(tail.ptr()), (kKpool - 1) * 2 * kIndexDim * 2};
+    a.tail = {reinterpret_cast<uint8_t *>(tail.ptr()), (kpool - 1) * 2 * indexDim * 2};
     a.rows = static_cast<int32_t>(rows);
-    a.heads = kIndexHeads;
-    a.headDim = kIndexDim;
-    a.kpool = kKpool;
-    a.topk = kTopk;
-    a.width = kWidth;
+    a.heads = indexHeads;
+    a.headDim = indexDim;
+    a.kpool = kpool;
+    a.topk = topk;
+    a.width = width;
     a.maxPools = static_cast<int32_t>(maxPools);
   }
   const kernels::LaunchDims append = kernels::dsaIndexerAppendLaunch(rows);
   const kernels::LaunchDims score =
-      kernels::dsaIndexerScoreLaunch(rows, maxPools, kIndexHeads, kIndexDim);
+      kernels::dsaIndexerScoreLaunch(rows, maxPools, indexHeads, indexDim);
   const kernels::LaunchDims filter = kernels::dsaIndexerFilterLaunch(rows, maxPools);
   const kernels::LaunchDims select = kernels::dsaIndexerSelectLaunch(rows);
   // Candidate pools scored, summed over rows (prefill rows see fewer).
   double scored = 0;
   for (int32_t t : positions) {
-    scored += static_cast<double>((t + 1) / kKpool);
+    scored += static_cast<double>((t + 1) / kpool);
   }
-  const double flops = scored * kIndexHeads * kIndexDim * 2;
+  const double flops = scored * indexHeads * indexDim * 2;
   const double inputBytes =
-      static_cast<double>(rows) * (kIndexHeads + 2) * kIndexDim * 2 + rows * kWidth * 4.0;
+      static_cast<double>(rows) * (indexHeads + 2) * indexDim * 2 + rows * width * 4.0;
   const std::string shape = std::to_string(batch) + "x" + std::to_string(rowsPerSeq) + " rows, " +
                             human(context) + " ctx";
   int call = 0;
@@ -172,26 +175,29 @@ Status indexerRow(Suite &suite, cuda::Module &m, int64_t batch, int64_t rowsPerS
 /// MLA over `width` selected tokens per row, `batch` sequences of `rowsPerSeq` rows at context.
 Status mlaRow(Suite &suite, cuda::Module &m, int fnBase, bool fp8, int64_t batch,
               int64_t rowsPerSeq, int64_t context) {
+  const glm53::Glm53Config &model = suite.model();
+  const int64_t heads = model.numAttentionHeads, qkDim = model.qkHeadDim(), vDim = model.vHeadDim,
+                rank = model.kvLoraRank;
+  const int64_t width = mlaSelectionWidth(model);
   const int64_t rows = batch * rowsPerSeq;
-  const int64_t unitBytes = kRank * (fp8 ? 1 : 2);
-  const double weightBytes = static_cast<double>(kHeads * (kQkDim + kVDim) * kRank * 2);
+  const int64_t unitBytes = rank * (fp8 ? 1 : 2);
+  const double weightBytes = static_cast<double>(heads * (qkDim + vDim) * rank * 2);
   const int copies = copiesFor(weightBytes);
   GLM_ASSIGN_OR_RETURN(Paged lat, makePaged(suite, batch, context, unitBytes, kPageTokens, 1));
   std::vector<cuda::DeviceMemory> kvB;
   for (int c = 0; c < copies; ++c) {
     GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory w,
-                         suite.random(kHeads * (kQkDim + kVDim) * kRank, true, 0.05f));
+                         suite.random(heads * (qkDim + vDim) * rank, true, 0.05f));
     kvB.push_back(std::move(w));
   }
-  GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory q, suite.random(rows * kHeads * kQkDim, true));
-  GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory latent, suite.random(rows * kRank, true));
-  GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory out, suite.ctx().allocate(rows * kHeads * kVDim * 2));
-  const bool mma = kernels::mlaAttendUsesMma(true, fp8 ? 1 : 2, kHeads, kRank);
-  const int32_t chunks = kernels::mlaSparseAttentionChunks(rows, kHeads, kWidth, mma);
-  GLM_ASSIGN_OR_RETURN(
-      cuda::DeviceMemory ws,
-      suite.ctx().allocate(static_cast<size_t>(
-          kernels::mlaSparseAttentionWorkspaceBytes(rows, kHeads, kRank, chunks))));
+  GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory q, suite.random(rows * heads * qkDim, true));
+  GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory latent, suite.random(rows * rank, true));
+  GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory out, suite.ctx().allocate(rows * heads * vDim * 2));
+  const bool mma = kernels::mlaAttendUsesMma(true, fp8 ? 1 : 2, heads, rank);
+  const int32_t chunks = kernels::mlaSparseAttentionChunks(rows, heads, width, mma);
+  GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory ws,
+                       suite.ctx().allocate(static_cast<size_t>(
+                           kernels::mlaSparseAttentionWorkspaceBytes(rows, heads, rank, chunks))));
   std::vector<int32_t> positions(static_cast<size_t>(rows)), slots(static_cast<size_t>(batch));
   for (int64_t b = 0; b < batch; ++b) {
     slots[static_cast<size_t>(b)] = static_cast<int32_t>(b);
@@ -207,10 +213,10 @@ Status mlaRow(Suite &suite, cuda::Module &m, int fnBase, bool fp8, int64_t batch
   for (int c = 0; c < copies; ++c) {
     // Distinct positions scattered over the context (61 is prime to the power-of-two span),
     // different in every copy so that L2 does not keep the selected rows either.
-    std::vector<int32_t> selected(static_cast<size_t>(rows * kWidth));
+    std::vector<int32_t> selected(static_cast<size_t>(rows * width));
     for (int64_t r = 0; r < rows; ++r) {
-      for (int64_t s = 0; s < kWidth; ++s) {
-        selected[static_cast<size_t>(r * kWidth + s)] =
+      for (int64_t s = 0; s < width; ++s) {
+        selected[static_cast<size_t>(r * width + s)] =
             static_cast<int32_t>((s * 61 + r + c * 4099) % (context - rowsPerSeq));
       }
     }
@@ -230,17 +236,17 @@ Status mlaRow(Suite &suite, cuda::Module &m, int fnBase, bool fp8, int64_t batch
     a.latents = {reinterpret_cast<uint8_t *>(lat.pool.ptr()), lat.pageBytes, 0, unitBytes,
                  static_cast<int32_t>(kPageTokens)};
     a.rows = static_cast<int32_t>(rows);
-    a.heads = kHeads;
-    a.qkHeadDim = kQkDim;
-    a.vHeadDim = kVDim;
-    a.rank = kRank;
-    a.width = kWidth;
+    a.heads = heads;
+    a.qkHeadDim = qkDim;
+    a.vHeadDim = vDim;
+    a.rank = rank;
+    a.width = width;
     a.chunks = chunks;
-    a.scale = 0.0625f;
+    a.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(qkDim))); // qk_head_dim^-1/2
   }
-  const kernels::LaunchDims absorb = kernels::mlaAbsorbLaunch(rows, kHeads, kRank);
-  const kernels::LaunchDims attend = kernels::mlaAttendLaunch(rows, kHeads, kRank, chunks, mma);
-  const kernels::LaunchDims output = kernels::mlaOutputLaunch(rows, kHeads, kVDim);
+  const kernels::LaunchDims absorb = kernels::mlaAbsorbLaunch(rows, heads, rank);
+  const kernels::LaunchDims attend = kernels::mlaAttendLaunch(rows, heads, rank, chunks, mma);
+  const kernels::LaunchDims output = kernels::mlaOutputLaunch(rows, heads, vDim);
   int call = 0;
   const int which[3] = {fnBase, fnBase + 1, 2}; // the output kernel does not read the state
   auto launch = [&](int only) -> Status {
@@ -254,16 +260,17 @@ Status mlaRow(Suite &suite, cuda::Module &m, int fnBase, bool fp8, int64_t batch
     }
     return Status::success();
   };
-  // Per row: absorb and output 2 * heads * 256 * 512 MACs each, scores and mix 2 * heads * width *
-  // rank each.
-  const double perRow = 2.0 * kHeads * (2.0 * kQkDim * kRank + 2.0 * kWidth * kRank);
-  const double latentBytes = static_cast<double>(rows) * kWidth * unitBytes;
+  // Per row: absorb 2 * heads * qk_head_dim * rank, output 2 * heads * v_head_dim * rank, scores
+  // and mix 2 * heads * width * rank each.
+  const double perRow =
+      2.0 * heads * (static_cast<double>(qkDim + vDim) * rank + 2.0 * width * rank);
+  const double latentBytes = static_cast<double>(rows) * width * unitBytes;
   const double ioBytes =
-      static_cast<double>(rows) * (kHeads * (kQkDim + kVDim) * 2 + kRank * 2 + kWidth * 4);
+      static_cast<double>(rows) * (heads * (qkDim + vDim) * 2 + rank * 2 + width * 4);
   const bool prefill = rowsPerSeq > 1;
   const std::string name = fp8 ? "mla_sparse<bf16,fp8>" : "mla_sparse<bf16,bf16>";
   const std::string shape = std::to_string(batch) + "x" + std::to_string(rowsPerSeq) + " rows, " +
-                            std::to_string(kWidth) + " sel, chunks " + std::to_string(chunks);
+                            std::to_string(width) + " sel, chunks " + std::to_string(chunks);
   Row all{.kernel = name + " 3 kernels",
           .shape = shape,
           .bytes = weightBytes + latentBytes + ioBytes,
@@ -279,8 +286,8 @@ Status mlaRow(Suite &suite, cuda::Module &m, int fnBase, bool fp8, int64_t batch
       Row part{.kernel = std::string(names[i]) + (fp8 ? "<fp8>" : "<bf16>"),
                .shape = shape,
                .bytes = bytes[i],
-               .flops = i == 1 ? 4.0 * kHeads * kWidth * kRank * rows
-                               : 2.0 * kHeads * kQkDim * kRank * rows,
+               .flops = i == 1 ? 4.0 * heads * width * rank * rows
+                               : 2.0 * heads * (i == 0 ? qkDim : vDim) * rank * rows,
                .bound = "bw"};
       GLM_RETURN_IF_ERROR(suite.time([&] { return launch(i); }, part, 100));
       suite.add(part);
@@ -292,6 +299,12 @@ Status mlaRow(Suite &suite, cuda::Module &m, int fnBase, bool fp8, int64_t batch
 } // namespace
 
 Status addSparseAttentionBenches(Suite &suite) {
+  if (kPageTokens % suite.model().indexKpool != 0) {
+    // The indexer pages whole pools of keys (CpuEngine refuses such pages too).
+    return invalidArgument("pages of ", kPageTokens,
+                           " tokens do not hold whole pools of index_kpool ",
+                           suite.model().indexKpool);
+  }
   const std::string b = "glm::kernels::Bf16";
   GLM_ASSIGN_OR_RETURN(
       std::unique_ptr<cuda::Module> indexer,
