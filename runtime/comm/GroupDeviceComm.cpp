@@ -40,20 +40,21 @@ void GroupDeviceComm::drop(const std::string &why) {
   if (comm_ == nullptr) {
     return;
   }
+  // The staged transport waits for its stream in every collective: nothing of it can be running.
+  bool idle = formed_ != DeviceTransport::Nccl || lastStream_ == nullptr;
   if (formed_ == DeviceTransport::Nccl) {
-    // Local only (ncclCommAbort): the group it belonged to is gone or being replaced. The staged
-    // transport's abort would end the control group instead, which is the new group's.
-    comm_->abort(Status(StatusCode::Unavailable, why));
-  }
-  // An aborted NCCL kernel leaves the stream promptly; its buffers are freed only after that.
-  // Should it not (a driver fault), the transport is leaked rather than freed under a kernel.
-  bool idle = lastStream_ == nullptr;
-  if (!idle) {
-    if (Expected<const cuda::CudaDriver *> d = cuda::driver(); d.ok()) {
+    // Local only (ncclCommAbort): the group it belonged to is gone or being replaced. (The staged
+    // transport's abort would end the control group instead, which is the new group's.)
+    auto &nccl = static_cast<NcclComm &>(*comm_);
+    nccl.abort(Status(StatusCode::Unavailable, why));
+    // An aborted NCCL kernel leaves the stream promptly; the communicator's buffers are freed only
+    // after that. The query runs in the stream's context, which may not be this thread's yet.
+    if (!idle && nccl.context().makeCurrent().ok()) {
+      const cuda::CudaDriver &d = nccl.context().driver();
       const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
       while (!idle && std::chrono::steady_clock::now() < until) {
-        const int query = (*d)->cuStreamQuery(lastStream_);
-        idle = query != cuda::kErrorNotReady; // done, or failed: nothing left running either way
+        // Done, or failed (the context is then unusable anyway): nothing left running.
+        idle = d.cuStreamQuery(lastStream_) != cuda::kErrorNotReady;
         if (!idle) {
           std::this_thread::sleep_for(std::chrono::milliseconds(1));
         }
@@ -63,6 +64,7 @@ void GroupDeviceComm::drop(const std::string &why) {
   if (idle) {
     comm_.reset();
   } else {
+    // Still running after the abort (a driver fault): leaked rather than freed under a kernel.
     (void)comm_.release();
   }
   formed_.reset();
