@@ -345,49 +345,48 @@ TEST(Lockstep, AWorkerThatCannotFormTheGroupStopsAndRankZeroWaitsForAnother) {
       << health.message();
 }
 
-TEST(Lockstep, AStoppedWorkerFailsTheCallOnceItHasBeenSilentForTheTimeout) {
-  // SIGSTOP leaves the worker's connection open but answering nothing: rank 0's call must fail,
-  // naming it, once the worker has been silent for rank 0's timeout (`--tp-timeout`), not wait.
+/// A decode step of rank 0 (with `options`) while its worker is stopped with SIGSTOP, which leaves
+/// the worker's connection open but answering nothing: the step must fail, not wait. Returns
+/// how it failed (success if it did not), and whether rank 0 then reports itself unhealthy.
+std::pair<Status, bool> decodeWithTheWorkerStopped(TcpCommOptions options) {
   std::unique_ptr<Checkpoint> checkpoint = std::move(Checkpoint::open(kTiny)).value();
   const CompiledPlan two(2);
-  std::unique_ptr<LockstepEngine> engine = rankZero(two, *checkpoint, TcpCommOptions{2000});
+  std::unique_ptr<LockstepEngine> engine = rankZero(two, *checkpoint, options);
   Worker worker(two, engine->port());
-  ASSERT_TRUE(engine->waitForWorkers(60000).ok()) << engine->health().toString();
+  EXPECT_TRUE(engine->waitForWorkers(60000).ok()) << engine->health().toString();
   Expected<int> slot = engine->newSequence();
-  ASSERT_TRUE(slot.ok()) << slot.status().toString();
-  ASSERT_TRUE(engine->prefill(*slot, std::vector<int32_t>{5, 17, 300}).ok());
+  if (!slot.ok()) {
+    return {slot.status(), false};
+  }
+  EXPECT_TRUE(engine->prefill(*slot, std::vector<int32_t>{5, 17, 300}).ok());
   worker.signal(SIGSTOP);
   const int32_t next = 42;
   Expected<std::vector<float>> stalled = engine->decode(std::span(&*slot, 1), std::span(&next, 1));
   worker.signal(SIGCONT);
+  return {stalled.status(), !engine->health().ok()};
+}
+
+TEST(Lockstep, AStoppedWorkerFailsTheCallOnceItHasBeenSilentForTheTimeout) {
+  // A 2 s timeout, under the 5 s silence bound: the progress bound fails the call.
+  const auto [stalled, unhealthy] = decodeWithTheWorkerStopped(TcpCommOptions{2000});
   ASSERT_FALSE(stalled.ok());
-  EXPECT_EQ(stalled.status().code(), StatusCode::Unavailable) << stalled.status().toString();
-  EXPECT_NE(stalled.status().message().find("rank 1"), std::string::npos)
-      << stalled.status().toString();
-  EXPECT_FALSE(engine->health().ok());
+  EXPECT_EQ(stalled.code(), StatusCode::Unavailable) << stalled.toString();
+  EXPECT_NE(stalled.message().find("rank 1 did not answer within 2000 ms"), std::string::npos)
+      << stalled.toString();
+  EXPECT_TRUE(unhealthy);
 }
 
 TEST(Lockstep, AStoppedWorkerIsFoundBySilenceLongBeforeTheTimeout) {
   // With a ten-minute timeout, a stopped worker still fails the call within rank 0's silence
   // bound: its heartbeats (every second, `glmc worker`'s default) stop with it.
-  std::unique_ptr<Checkpoint> checkpoint = std::move(Checkpoint::open(kTiny)).value();
-  const CompiledPlan two(2);
   TcpCommOptions options;
   options.timeoutMs = 600000;
   options.silenceMs = 3000;
-  std::unique_ptr<LockstepEngine> engine = rankZero(two, *checkpoint, options);
-  Worker worker(two, engine->port());
-  ASSERT_TRUE(engine->waitForWorkers(60000).ok()) << engine->health().toString();
-  Expected<int> slot = engine->newSequence();
-  ASSERT_TRUE(slot.ok()) << slot.status().toString();
-  ASSERT_TRUE(engine->prefill(*slot, std::vector<int32_t>{5, 17, 300}).ok());
-  worker.signal(SIGSTOP);
-  const int32_t next = 42;
-  Expected<std::vector<float>> stalled = engine->decode(std::span(&*slot, 1), std::span(&next, 1));
-  worker.signal(SIGCONT);
+  const auto [stalled, unhealthy] = decodeWithTheWorkerStopped(options);
   ASSERT_FALSE(stalled.ok());
-  EXPECT_NE(stalled.status().message().find("rank 1 sent nothing for 3000 ms"), std::string::npos)
-      << stalled.status().toString();
+  EXPECT_NE(stalled.message().find("rank 1 sent nothing for 3000 ms"), std::string::npos)
+      << stalled.toString();
+  EXPECT_TRUE(unhealthy);
 }
 
 TEST(Lockstep, AKilledWorkerFailsTheRequestInFlightAndARestartedOneIsTakenBack) {
