@@ -4,9 +4,9 @@
 #include "kernels/dsa_indexer/dsa_indexer.h"
 #include "kernels/dsa_indexer/dsa_indexer_gpu.h"
 #include "tests/gpu/support/GpuTest.h"
+#include "tests/gpu/support/PagedSequences.h"
 
 #include <map>
-#include <numeric>
 
 namespace glm::testing {
 namespace {
@@ -24,40 +24,20 @@ const Dims kTiny{4, 32, 4, 16, "tiny"};
 // Functions of the module, in the order compiled.
 enum Fn { kAppendF32, kScoreF32, kAppendBf16, kScoreBf16, kFilter, kSelect };
 
-/// One sequence of a step: its state slot, the input stream its tokens come from (equal streams
-/// give equal inputs at equal positions), and how many of its rows are real (0: a padding
-/// sequence).
-struct Seq {
-  int slot;
-  uint64_t stream;
-  int64_t real;
-};
-
 /// A GPU indexer layer with paged state for several sequences, and the CPU reference of each
 /// sequence beside it. Every step is checked against the reference as it runs.
 class Indexer {
 public:
   Indexer(cuda::Module &module, Dims dims, bool bf16, int maxSeqs, int64_t maxContext,
           int64_t pageTokens)
-      : module_(module), dims_(dims), bf16_(bf16), maxSeqs_(maxSeqs), pageTokens_(pageTokens) {
+      : module_(module), dims_(dims), bf16_(bf16), maxSeqs_(maxSeqs) {
     width_ = kernels::dsaIndexerWidth(dims.topk, dims.kpool, true);
-    poolsPerPage_ = pageTokens / dims.kpool;
-    maxPages_ = (maxContext + pageTokens - 1) / pageTokens;
-    maxPools_ = maxPages_ * poolsPerPage_;
+    const int64_t poolsPerPage = pageTokens / dims.kpool;
     unitBytes_ = dims.headDim * elementBytes();
-    // Other layers' rows sit before and after this layer's in every page.
-    offsetInPage_ = poolsPerPage_ * unitBytes_ + 64;
-    pageBytes_ = 3 * poolsPerPage_ * unitBytes_ + 128;
+    // Other layers' rows sit before and after this layer's in every page, 64 bytes apart.
+    paged_ = PagedSequences(maxSeqs, maxContext, pageTokens, poolsPerPage, unitBytes_, 64, 99);
+    maxPools_ = paged_.maxPages() * poolsPerPage;
     tailBytes_ = (dims.kpool - 1) * 2 * dims.headDim * elementBytes();
-    // Pages are dealt to the slots in a shuffled order, so neighbouring pages belong to
-    // different sequences.
-    std::vector<int32_t> pages(static_cast<size_t>(maxSeqs * maxPages_));
-    std::iota(pages.begin(), pages.end(), 0);
-    SplitMix64 rng(99);
-    for (size_t i = pages.size(); i > 1; --i) {
-      std::swap(pages[i - 1], pages[rng.below(i)]);
-    }
-    pageTable_ = pages;
     SplitMix64 apeRng(5);
     ape_.resize(static_cast<size_t>(dims.kpool * dims.headDim));
     for (float &v : ape_) {
@@ -73,8 +53,7 @@ public:
 
   /// Allocates the (poisoned) state and uploads the weight; call once before step().
   void init() {
-    GLM_ASSERT_OK_AND_ASSIGN(pool_,
-                             poisoned(static_cast<size_t>(maxSeqs_ * maxPages_ * pageBytes_)));
+    GLM_ASSERT_OK(paged_.allocate());
     GLM_ASSERT_OK_AND_ASSIGN(tail_, poisoned(static_cast<size_t>(maxSeqs_ * tailBytes_)));
     GLM_ASSERT_OK_AND_ASSIGN(dApe_, upload(ape_));
   }
@@ -83,40 +62,26 @@ public:
   void setZeroQueryPosition(int64_t position) { zeroQueryPosition_ = position; }
 
   /// Runs one step of `seqs` with `rowsPerSeq` rows each and checks it against the reference.
-  void step(const std::vector<Seq> &seqs, int64_t rowsPerSeq) {
+  void step(const std::vector<PagedSeq> &seqs, int64_t rowsPerSeq) {
     const int64_t B = static_cast<int64_t>(seqs.size()), R = rowsPerSeq, rows = B * R;
     const int64_t H = dims_.heads, d = dims_.headDim, kp = dims_.kpool;
-    std::vector<int32_t> positions(static_cast<size_t>(rows), -1), slots(static_cast<size_t>(B));
-    std::vector<int32_t> table(static_cast<size_t>(B * maxPages_), 0);
     std::vector<float> q(static_cast<size_t>(rows * H * d)), k(static_cast<size_t>(rows * d)),
         gate(k.size()), w(static_cast<size_t>(rows * H));
-    for (int64_t b = 0; b < B; ++b) {
-      const Seq &s = seqs[static_cast<size_t>(b)];
-      slots[static_cast<size_t>(b)] = s.real > 0 ? s.slot : -1;
-      if (s.real > 0) {
-        std::copy_n(pageTable_.begin() + s.slot * maxPages_, maxPages_,
-                    table.begin() + b * maxPages_);
-      }
-      for (int64_t i = 0; i < R; ++i) {
-        const int64_t r = b * R + i;
-        const int64_t pos = i < s.real ? refs_[static_cast<size_t>(s.slot)].length + i : -1;
-        positions[static_cast<size_t>(r)] = static_cast<int32_t>(pos);
-        // Padding rows get inputs too (from a stream nothing else uses): they must not matter.
-        SplitMix64 rng(pos >= 0 ? s.stream * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(pos)
-                                : 0xDEADull + static_cast<uint64_t>(r));
-        const bool zeroQuery = pos >= 0 && pos == zeroQueryPosition_;
-        for (int64_t j = 0; j < H * d; ++j) {
-          q[r * H * d + j] = zeroQuery ? 0.0f : round(rng.normal());
-        }
-        for (int64_t j = 0; j < d; ++j) {
-          k[r * d + j] = round(rng.normal());
-          gate[r * d + j] = round(rng.normal());
-        }
-        for (int64_t j = 0; j < H; ++j) {
-          w[r * H + j] = round(rng.normal());
-        }
-      }
-    }
+    StepRows batch = paged_.layOut(
+        seqs, R, [this](int slot) { return length(slot); }, 0xDEADull,
+        [&](int64_t r, int64_t pos, SplitMix64 &rng) {
+          const bool zeroQuery = pos >= 0 && pos == zeroQueryPosition_;
+          for (int64_t j = 0; j < H * d; ++j) {
+            q[r * H * d + j] = zeroQuery ? 0.0f : round(rng.normal());
+          }
+          for (int64_t j = 0; j < d; ++j) {
+            k[r * d + j] = round(rng.normal());
+            gate[r * d + j] = round(rng.normal());
+          }
+          for (int64_t j = 0; j < H; ++j) {
+            w[r * H + j] = round(rng.normal());
+          }
+        });
     std::vector<uint8_t> tailBefore;
     GLM_ASSERT_OK_AND_ASSIGN(tailBefore, fromDevice<uint8_t>(tail_, tail_.bytes()));
 
@@ -124,9 +89,7 @@ public:
     GLM_ASSERT_OK_AND_ASSIGN(cuda::DeviceMemory dk, upload(k));
     GLM_ASSERT_OK_AND_ASSIGN(cuda::DeviceMemory dg, upload(gate));
     GLM_ASSERT_OK_AND_ASSIGN(cuda::DeviceMemory dw, upload(w));
-    GLM_ASSERT_OK_AND_ASSIGN(cuda::DeviceMemory dpos, toDevice(positions));
-    GLM_ASSERT_OK_AND_ASSIGN(cuda::DeviceMemory dslots, toDevice(slots));
-    GLM_ASSERT_OK_AND_ASSIGN(cuda::DeviceMemory dtable, toDevice(table));
+    GLM_ASSERT_OK(batch.upload());
     GLM_ASSERT_OK_AND_ASSIGN(cuda::DeviceMemory dsel,
                              poisoned(static_cast<size_t>(rows * width_ * 4)));
     // The workspace starts as garbage: the kernels must not rely on its contents.
@@ -141,12 +104,8 @@ public:
     args.ape = reinterpret_cast<const void *>(dApe_.ptr());
     args.selected = reinterpret_cast<int32_t *>(dsel.ptr());
     args.workspace = reinterpret_cast<void *>(dws.ptr());
-    args.ctx = {reinterpret_cast<const int32_t *>(dpos.ptr()),
-                reinterpret_cast<const int32_t *>(dslots.ptr()),
-                reinterpret_cast<const int32_t *>(dtable.ptr()), static_cast<int32_t>(R),
-                static_cast<int32_t>(maxPages_)};
-    args.keys = {reinterpret_cast<uint8_t *>(pool_.ptr()), pageBytes_, offsetInPage_, unitBytes_,
-                 static_cast<int32_t>(poolsPerPage_)};
+    args.ctx = batch.context();
+    args.keys = paged_.state();
     args.tail = {reinterpret_cast<uint8_t *>(tail_.ptr()), tailBytes_};
     args.rows = static_cast<int32_t>(rows);
     args.heads = static_cast<int32_t>(H);
@@ -167,13 +126,12 @@ public:
         launchAndWait(module_.function(kSelect), kernels::dsaIndexerSelectLaunch(rows), args));
     GLM_ASSERT_OK_AND_ASSIGN(std::vector<int32_t> selected,
                              fromDevice<int32_t>(dsel, static_cast<size_t>(rows * width_)));
-    GLM_ASSERT_OK_AND_ASSIGN(std::vector<uint8_t> poolBytes,
-                             fromDevice<uint8_t>(pool_, pool_.bytes()));
+    GLM_ASSERT_OK_AND_ASSIGN(std::vector<uint8_t> poolBytes, paged_.download());
     GLM_ASSERT_OK_AND_ASSIGN(std::vector<uint8_t> tailBytes,
                              fromDevice<uint8_t>(tail_, tail_.bytes()));
 
     for (int64_t b = 0; b < B; ++b) {
-      const Seq &s = seqs[static_cast<size_t>(b)];
+      const PagedSeq &s = seqs[static_cast<size_t>(b)];
       const int32_t *gpuRows = selected.data() + b * R * width_;
       for (int64_t i = s.real; i < R; ++i) {
         for (int64_t j = 0; j < width_; ++j) {
@@ -265,7 +223,7 @@ public:
     // Slots outside the step keep their tails.
     for (int slot = 0; slot < maxSeqs_; ++slot) {
       bool inStep = false;
-      for (const Seq &s : seqs) {
+      for (const PagedSeq &s : seqs) {
         inStep |= s.real > 0 && s.slot == slot;
       }
       if (!inStep) {
@@ -275,20 +233,8 @@ public:
             << "the tail of slot " << slot << " changed";
       }
     }
-    // Every pool byte outside the sequences' closed pools is still poison: padding rows and
-    // padding sequences wrote nothing, each sequence wrote only its own pages.
-    std::vector<char> owned(poolBytes.size(), 0);
-    for (int slot = 0; slot < maxSeqs_; ++slot) {
-      for (int64_t p = 0; p < refs_[static_cast<size_t>(slot)].length / kp; ++p) {
-        const int64_t at = rowOffset(slot, p);
-        std::fill(owned.begin() + at, owned.begin() + at + unitBytes_, 1);
-      }
-    }
-    for (size_t i = 0; i < poolBytes.size(); ++i) {
-      if (!owned[i]) {
-        ASSERT_EQ(poolBytes[i], 0xFF) << "pool byte " << i << " was written";
-      }
-    }
+    // Every pool byte outside the sequences' closed pools is still poison.
+    paged_.expectOnlyRowsWritten(poolBytes, [&](int slot) { return length(slot) / kp; });
   }
 
   /// The GPU's selected row for token `position` of `slot`.
@@ -299,7 +245,7 @@ public:
   /// The state bytes of slot's closed pools and of its open pool's rows.
   std::vector<uint8_t> stateBytes(int slot) {
     std::vector<uint8_t> out;
-    auto pb = fromDevice<uint8_t>(pool_, pool_.bytes());
+    auto pb = paged_.download();
     auto tb = fromDevice<uint8_t>(tail_, tail_.bytes());
     EXPECT_TRUE(pb.ok() && tb.ok());
     if (!pb.ok() || !tb.ok()) {
@@ -307,7 +253,7 @@ public:
     }
     const Ref &ref = refs_[static_cast<size_t>(slot)];
     for (int64_t p = 0; p < ref.length / dims_.kpool; ++p) {
-      const int64_t at = rowOffset(slot, p);
+      const int64_t at = paged_.rowOffset(slot, p);
       out.insert(out.end(), pb->begin() + at, pb->begin() + at + unitBytes_);
     }
     const int64_t open = (ref.length % dims_.kpool) * 2 * dims_.headDim * elementBytes();
@@ -335,11 +281,6 @@ private:
     return toDevice(bits);
   }
 
-  int64_t rowOffset(int slot, int64_t pool) const {
-    const int64_t page = pageTable_[static_cast<size_t>(slot * maxPages_ + pool / poolsPerPage_)];
-    return page * pageBytes_ + offsetInPage_ + (pool % poolsPerPage_) * unitBytes_;
-  }
-
   float element(const uint8_t *p) const {
     if (bf16_) {
       uint16_t bits;
@@ -360,7 +301,7 @@ private:
     for (int64_t p = 0; p < pools; ++p) {
       for (int64_t c = 0; c < dims_.headDim; ++c) {
         out[p * dims_.headDim + c] =
-            element(bytes.data() + rowOffset(slot, p) + c * elementBytes());
+            element(bytes.data() + paged_.rowOffset(slot, p) + c * elementBytes());
       }
     }
     return out;
@@ -448,13 +389,12 @@ private:
   Dims dims_;
   bool bf16_;
   int maxSeqs_;
-  int64_t pageTokens_, width_ = 0, poolsPerPage_ = 0, maxPages_ = 0, maxPools_ = 0;
-  int64_t unitBytes_ = 0, offsetInPage_ = 0, pageBytes_ = 0, tailBytes_ = 0;
+  int64_t width_ = 0, maxPools_ = 0, unitBytes_ = 0, tailBytes_ = 0;
   int64_t zeroQueryPosition_ = -1;
-  std::vector<int32_t> pageTable_;
+  PagedSequences paged_;
   std::vector<float> ape_;
   std::vector<Ref> refs_;
-  cuda::DeviceMemory pool_, tail_, dApe_;
+  cuda::DeviceMemory tail_, dApe_;
 };
 
 class DsaIndexerGpu : public ::testing::Test {

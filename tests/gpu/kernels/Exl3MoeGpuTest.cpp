@@ -43,11 +43,7 @@ protected:
                                                              tokens, d.topK, d.hidden, d.inter)));
     kernels::Exl3MoeGpuArgs args = step.args;
     kernels::exl3MoeBindScratch(args, reinterpret_cast<void *>(scratch.ptr()));
-    for (size_t i = 0; i < launches.size(); ++i) {
-      GLM_ASSERT_OK(gpu()->launch(module->function(static_cast<int>(i)), launches[i].dims.grid,
-                                  launches[i].dims.block, launches[i].dims.sharedMemory, args));
-    }
-    GLM_ASSERT_OK(gpu()->synchronize());
+    GLM_ASSERT_OK(launchAllAndWait(*module, launches, args));
     GLM_ASSERT_OK_AND_ASSIGN(out, fromDevice<uint16_t>(step.out, tokens * d.hidden));
   }
 
@@ -56,17 +52,11 @@ protected:
   int64_t check(const Layer &l, const Shape &d, int bits, Exl3Codebook codebook, int64_t tokens,
                 int64_t globalExperts, int32_t firstExpert, SplitMix64 &rng,
                 const std::string &what) {
-    const std::vector<float> x = randomX(rng, tokens, d.hidden);
-    const Routing r = randomRouting(rng, tokens, d.topK, globalExperts);
-    int64_t clamped = 0;
-    const std::vector<float> ref =
-        reference(l, d, x, r, tokens, firstExpert, swigluLimit(), &clamped);
+    const Case c = drawCase(l, d, tokens, globalExperts, firstExpert, rng);
     std::vector<uint16_t> out;
-    run(l, d, bits, codebook, x, r, tokens, firstExpert, swigluLimit(), out);
-    EXPECT_LE(relativeError(widen(out), ref), kBound)
-        << what << ": " << tokens << " tokens, [" << d.hidden << ", " << d.inter << "], " << clamped
-        << " clamped";
-    return clamped;
+    run(l, d, bits, codebook, c.x, c.r, tokens, firstExpert, swigluLimit(), out);
+    EXPECT_LE(relativeError(widen(out), c.ref), kBound) << describe(what, d, tokens, c.clamped);
+    return c.clamped;
   }
 
   // The error bound. The kernel rounds the gate/up and down A operands (x ∘ suh · H, h ∘ suh · H)
@@ -115,15 +105,13 @@ TEST_F(Exl3MoeGpu, CodebooksAndBitsMatchReference) {
 // for K = 4 MCG takes the generic path for the others.
 TEST_F(Exl3MoeGpu, MixedLayerMatchesReference) {
   SplitMix64 rng(703);
-  auto bitsOf = [](int64_t i) { return static_cast<int>(2 + (i * 7 % 3)); };
   {
     const Shape d = decodeFlashShape();
-    const Layer l = makeLayer(d, bitsOf, [](int64_t) { return Exl3Codebook::Mcg; }, 21);
+    const Layer l = mixedLayer(d, false, 21);
     check(l, d, 4, Exl3Codebook::Mcg, 4, d.experts, 0, rng, "flash mixed K");
   }
   for (const Shape &d : {tinyShape(), kRagged}) {
-    const Layer l =
-        makeLayer(d, bitsOf, [](int64_t i) { return static_cast<Exl3Codebook>(i * 5 % 3); }, 22);
+    const Layer l = mixedLayer(d, true, 22);
     for (int64_t tokens : {1, 16}) {
       check(l, d, 4, Exl3Codebook::Mcg, tokens, d.experts, 0, rng, "mixed K and codebook");
     }
@@ -167,31 +155,12 @@ TEST_F(Exl3MoeGpu, DeterministicAndBlindToUnusedData) {
     Layer l = uniformLayer(d, 4, Exl3Codebook::Mcg, 41);
     const int64_t tokens = 4;
     const std::vector<float> x = randomX(rng, tokens, d.hidden);
-    // Experts 0 and 1 are never selected.
-    Routing r = randomRouting(rng, tokens, d.topK, d.experts - 2);
-    for (int32_t &id : r.ids) {
-      id += 2;
-    }
+    const Routing r = routingWithoutExperts01(rng, tokens, d);
     std::vector<uint16_t> first, second, third;
     run(l, d, 4, Exl3Codebook::Mcg, x, r, tokens, 0, swigluLimit(), first);
     run(l, d, 4, Exl3Codebook::Mcg, x, r, tokens, 0, swigluLimit(), second);
     EXPECT_EQ(first, second) << d.hidden;
-    SplitMix64 other(42);
-    for (int64_t e : {0, 1}) {
-      fillMatrix(l.gate, e, 4, Exl3Codebook::Mcg, 100.0, other);
-      fillMatrix(l.down, e, 4, Exl3Codebook::Mcg, 100.0, other);
-    }
-    for (int64_t e = 2; e < d.experts; ++e) {
-      for (int64_t i = d.hidden; i < l.gate.layout.k; ++i) {
-        suhOf(l.gate, e)[i] = suhOf(l.up, e)[i] = 0x5BFF; // 255.875
-      }
-      for (int64_t o = d.hidden; o < l.down.layout.n; ++o) {
-        svhOf(l.down, e)[o] = 0xDBFF;
-      }
-      for (int64_t f = d.inter; f < l.gate.layout.n; ++f) {
-        svhOf(l.gate, e)[f] = svhOf(l.up, e)[f] = suhOf(l.down, e)[f] = 0x5BFF;
-      }
-    }
+    scribbleOnUnusedData(l, d);
     run(l, d, 4, Exl3Codebook::Mcg, x, r, tokens, 0, swigluLimit(), third);
     EXPECT_EQ(first, third) << d.hidden;
     EXPECT_LE(relativeError(widen(first), reference(l, d, x, r, tokens, 0, swigluLimit())), kBound);

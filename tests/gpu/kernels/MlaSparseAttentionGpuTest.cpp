@@ -4,6 +4,7 @@
 #include "kernels/mla_sparse_attention/mla_sparse_attention.h"
 #include "kernels/mla_sparse_attention/mla_sparse_attention_gpu.h"
 #include "tests/gpu/support/GpuTest.h"
+#include "tests/gpu/support/PagedSequences.h"
 
 #include <map>
 #include <numeric>
@@ -31,30 +32,16 @@ int absorbFn(Kind k) { return static_cast<int>(k); }
 int attendFn(Kind k, bool mma) { return mma ? (k == Kind::Bf16 ? 8 : 9) : 3 + static_cast<int>(k); }
 int outputFn(Kind k) { return k == Kind::F32 ? 6 : 7; }
 
-struct Seq {
-  int slot;
-  uint64_t stream;
-  int64_t real;
-};
-
 /// A GPU MLA layer with paged latents for several sequences, and the CPU reference of each
 /// sequence beside it; every step is checked as it runs.
 class Mla {
 public:
   Mla(cuda::Module &module, Dims dims, Kind kind, int maxSeqs, int64_t maxContext,
       int64_t pageTokens)
-      : module_(module), dims_(dims), kind_(kind), maxSeqs_(maxSeqs), pageTokens_(pageTokens) {
-    maxPages_ = (maxContext + pageTokens - 1) / pageTokens;
-    unitBytes_ = dims.rank * stateBytes();
-    offsetInPage_ = pageTokens * unitBytes_ + 256; // other layers' rows around this one's
-    pageBytes_ = 3 * pageTokens * unitBytes_ + 512;
-    std::vector<int32_t> pages(static_cast<size_t>(maxSeqs * maxPages_));
-    std::iota(pages.begin(), pages.end(), 0);
-    SplitMix64 rng(77);
-    for (size_t i = pages.size(); i > 1; --i) {
-      std::swap(pages[i - 1], pages[rng.below(i)]);
-    }
-    pageTable_ = pages;
+      : module_(module), dims_(dims), kind_(kind) {
+    // Other layers' rows sit before and after this layer's in every page, 256 bytes apart.
+    paged_ = PagedSequences(maxSeqs, maxContext, pageTokens, pageTokens, dims.rank * stateBytes(),
+                            256, 77);
     // Weights of std 2 / sqrt(rank) give scores of std about 2: a softmax neither flat nor one-hot.
     SplitMix64 wrng(3);
     kvB_.resize(static_cast<size_t>(dims.heads * (dims.qkHeadDim + dims.vHeadDim) * dims.rank));
@@ -69,58 +56,42 @@ public:
   }
 
   void init() {
-    GLM_ASSERT_OK_AND_ASSIGN(pool_,
-                             poisoned(static_cast<size_t>(maxSeqs_ * maxPages_ * pageBytes_)));
+    GLM_ASSERT_OK(paged_.allocate());
     GLM_ASSERT_OK_AND_ASSIGN(dKvB_, upload(kvB_));
   }
 
   /// One step: `seqs` with `rowsPerSeq` rows each. Rows select nothing unless their position is
   /// a multiple of `denseEvery` (the reference's cost is in the selected rows).
-  void step(const std::vector<Seq> &seqs, int64_t rowsPerSeq, int64_t denseEvery = 1) {
+  void step(const std::vector<PagedSeq> &seqs, int64_t rowsPerSeq, int64_t denseEvery = 1) {
     const int64_t B = static_cast<int64_t>(seqs.size()), R = rowsPerSeq, rows = B * R;
     const int64_t H = dims_.heads, dqk = dims_.qkHeadDim, dv = dims_.vHeadDim, rank = dims_.rank;
     const int64_t width = dims_.width;
-    std::vector<int32_t> positions(static_cast<size_t>(rows), -1), slots(static_cast<size_t>(B));
-    std::vector<int32_t> table(static_cast<size_t>(B * maxPages_), 0);
     std::vector<int32_t> selected(static_cast<size_t>(rows * width), -1);
     std::vector<float> q(static_cast<size_t>(rows * H * dqk)),
         latent(static_cast<size_t>(rows * rank));
-    for (int64_t b = 0; b < B; ++b) {
-      const Seq &s = seqs[static_cast<size_t>(b)];
-      slots[static_cast<size_t>(b)] = s.real > 0 ? s.slot : -1;
-      if (s.real > 0) {
-        std::copy_n(pageTable_.begin() + s.slot * maxPages_, maxPages_,
-                    table.begin() + b * maxPages_);
-      }
-      for (int64_t i = 0; i < R; ++i) {
-        const int64_t r = b * R + i;
-        const int64_t pos = i < s.real ? refs_[static_cast<size_t>(s.slot)].length + i : -1;
-        positions[static_cast<size_t>(r)] = static_cast<int32_t>(pos);
-        SplitMix64 rng(pos >= 0 ? s.stream * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(pos)
-                                : 0xBEEFull + static_cast<uint64_t>(r));
-        for (int64_t j = 0; j < H * dqk; ++j) {
-          q[r * H * dqk + j] = round(rng.normal());
-        }
-        for (int64_t j = 0; j < rank; ++j) {
-          latent[r * rank + j] = round(rng.normal());
-        }
-        int32_t *sel = selected.data() + r * width;
-        if (pos < 0) {
-          // Padding rows carry positions of the sequence: the kernels must still ignore them.
-          for (int64_t j = 0; j < width; ++j) {
-            sel[j] = static_cast<int32_t>(j % 7);
+    StepRows batch = paged_.layOut(
+        seqs, R, [this](int slot) { return length(slot); }, 0xBEEFull,
+        [&](int64_t r, int64_t pos, SplitMix64 &rng) {
+          for (int64_t j = 0; j < H * dqk; ++j) {
+            q[r * H * dqk + j] = round(rng.normal());
           }
-        } else if (pos % denseEvery == 0 && rng.below(8) != 0) {
-          choose(rng, pos, sel);
-        }
-      }
-    }
+          for (int64_t j = 0; j < rank; ++j) {
+            latent[r * rank + j] = round(rng.normal());
+          }
+          int32_t *sel = selected.data() + r * width;
+          if (pos < 0) {
+            // Padding rows carry positions of the sequence: the kernels must still ignore them.
+            for (int64_t j = 0; j < width; ++j) {
+              sel[j] = static_cast<int32_t>(j % 7);
+            }
+          } else if (pos % denseEvery == 0 && rng.below(8) != 0) {
+            choose(rng, pos, sel);
+          }
+        });
     GLM_ASSERT_OK_AND_ASSIGN(cuda::DeviceMemory dq, upload(q));
     GLM_ASSERT_OK_AND_ASSIGN(cuda::DeviceMemory dlat, upload(latent));
     GLM_ASSERT_OK_AND_ASSIGN(cuda::DeviceMemory dsel, toDevice(selected));
-    GLM_ASSERT_OK_AND_ASSIGN(cuda::DeviceMemory dpos, toDevice(positions));
-    GLM_ASSERT_OK_AND_ASSIGN(cuda::DeviceMemory dslots, toDevice(slots));
-    GLM_ASSERT_OK_AND_ASSIGN(cuda::DeviceMemory dtable, toDevice(table));
+    GLM_ASSERT_OK(batch.upload());
     // Flash's bf16 and fp8 states take the tensor-core attend, the tiny model's (4 heads) and
     // f32 the FMA one.
     const bool mma = kernels::mlaAttendUsesMma(kind_ != Kind::F32, stateBytes(), H, rank);
@@ -137,12 +108,8 @@ public:
     args.selected = reinterpret_cast<const int32_t *>(dsel.ptr());
     args.out = reinterpret_cast<void *>(dout.ptr());
     args.workspace = reinterpret_cast<void *>(dws.ptr());
-    args.ctx = {reinterpret_cast<const int32_t *>(dpos.ptr()),
-                reinterpret_cast<const int32_t *>(dslots.ptr()),
-                reinterpret_cast<const int32_t *>(dtable.ptr()), static_cast<int32_t>(R),
-                static_cast<int32_t>(maxPages_)};
-    args.latents = {reinterpret_cast<uint8_t *>(pool_.ptr()), pageBytes_, offsetInPage_, unitBytes_,
-                    static_cast<int32_t>(pageTokens_)};
+    args.ctx = batch.context();
+    args.latents = paged_.state();
     args.rows = static_cast<int32_t>(rows);
     args.heads = static_cast<int32_t>(H);
     args.qkHeadDim = static_cast<int32_t>(dqk);
@@ -167,11 +134,10 @@ public:
                                fromDevice<uint16_t>(dout, static_cast<size_t>(rows * H * dv)));
       out = widen(bits);
     }
-    GLM_ASSERT_OK_AND_ASSIGN(std::vector<uint8_t> poolBytes,
-                             fromDevice<uint8_t>(pool_, pool_.bytes()));
+    GLM_ASSERT_OK_AND_ASSIGN(std::vector<uint8_t> poolBytes, paged_.download());
 
     for (int64_t b = 0; b < B; ++b) {
-      const Seq &s = seqs[static_cast<size_t>(b)];
+      const PagedSeq &s = seqs[static_cast<size_t>(b)];
       if (s.real == 0) {
         continue;
       }
@@ -213,13 +179,11 @@ public:
       ref.length = cache.length;
     }
     // The pages hold exactly the appended latents in the state's format; every other byte is
-    // still poison (padding rows and sequences wrote nothing, sequences only their own pages).
-    std::vector<char> owned(poolBytes.size(), 0);
-    for (int slot = 0; slot < maxSeqs_; ++slot) {
+    // still poison.
+    for (int slot = 0; slot < static_cast<int>(refs_.size()); ++slot) {
       const Ref &ref = refs_[static_cast<size_t>(slot)];
       for (int64_t j = 0; j < ref.length; ++j) {
-        const int64_t at = rowOffset(slot, j);
-        std::fill(owned.begin() + at, owned.begin() + at + unitBytes_, 1);
+        const int64_t at = paged_.rowOffset(slot, j);
         for (int64_t c = 0; c < rank; ++c) {
           ASSERT_EQ(encoded(poolBytes.data() + at + c * stateBytes()),
                     encoded(ref.latents[j * rank + c]))
@@ -227,11 +191,7 @@ public:
         }
       }
     }
-    for (size_t i = 0; i < poolBytes.size(); ++i) {
-      if (!owned[i]) {
-        ASSERT_EQ(poolBytes[i], 0xFF) << "pool byte " << i << " was written";
-      }
-    }
+    paged_.expectOnlyRowsWritten(poolBytes, [this](int slot) { return length(slot); });
   }
 
   const std::vector<float> &gpuOut(int slot, int64_t position) {
@@ -302,21 +262,14 @@ private:
     return toDevice(bits);
   }
 
-  int64_t rowOffset(int slot, int64_t token) const {
-    const int64_t page = pageTable_[static_cast<size_t>(slot * maxPages_ + token / pageTokens_)];
-    return page * pageBytes_ + offsetInPage_ + (token % pageTokens_) * unitBytes_;
-  }
-
   cuda::Module &module_;
   Dims dims_;
   Kind kind_;
-  int maxSeqs_;
-  int64_t pageTokens_, maxPages_ = 0, maxContext_ = 0;
-  int64_t unitBytes_ = 0, offsetInPage_ = 0, pageBytes_ = 0;
-  std::vector<int32_t> pageTable_;
+  int64_t maxContext_ = 0;
+  PagedSequences paged_;
   std::vector<float> kvB_;
   std::vector<Ref> refs_;
-  cuda::DeviceMemory pool_, dKvB_;
+  cuda::DeviceMemory dKvB_;
 };
 
 class MlaSparseAttentionGpu : public ::testing::Test {

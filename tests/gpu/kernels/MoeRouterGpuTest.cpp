@@ -27,6 +27,36 @@ struct Problem {
   std::vector<float> weights, scores;
 };
 
+/// A run's outputs on the device, read back.
+struct Result {
+  std::vector<int32_t> ids;
+  std::vector<float> weights, scores;
+};
+
+/// The reference's outputs for p's inputs (its bias applied when `withBias`), into p: after
+/// makeProblem draws them, and again where a test changes them.
+Status computeReference(Problem &p, const Shape &s, bool norm, bool withBias) {
+  p.ids.resize(s.tokens * s.topK);
+  p.weights.resize(s.tokens * s.topK);
+  p.scores.resize(s.tokens * s.experts);
+  return kernels::moeRouterRef(
+      {.x = p.x.data(),
+       .weight = kernels::WeightView::f32(p.weight.data(), {s.experts, s.hidden}),
+       .correctionBias =
+           withBias ? kernels::WeightView::f32(p.bias.data(), {s.experts}) : kernels::WeightView{},
+       .expertIds = p.ids.data(),
+       .expertWeights = p.weights.data(),
+       .scores = p.scores.data(),
+       .tokens = s.tokens,
+       .hidden = s.hidden,
+       .experts = s.experts,
+       .topK = s.topK,
+       .nGroup = s.nGroup,
+       .topkGroup = s.topkGroup,
+       .normTopkProb = norm,
+       .routedScalingFactor = 2.5f});
+}
+
 /// Random inputs (bf16-representable when `bf16`): logits x·w of unit spread, a bias of 0.05.
 Problem makeProblem(SplitMix64 &rng, const Shape &s, bool bf16, bool norm, bool withBias) {
   Problem p;
@@ -52,25 +82,7 @@ Problem makeProblem(SplitMix64 &rng, const Shape &s, bool bf16, bool norm, bool 
       }
     }
   }
-  p.ids.resize(s.tokens * s.topK);
-  p.weights.resize(s.tokens * s.topK);
-  p.scores.resize(s.tokens * s.experts);
-  const Status status = kernels::moeRouterRef(
-      {.x = p.x.data(),
-       .weight = kernels::WeightView::f32(p.weight.data(), {s.experts, s.hidden}),
-       .correctionBias =
-           withBias ? kernels::WeightView::f32(p.bias.data(), {s.experts}) : kernels::WeightView{},
-       .expertIds = p.ids.data(),
-       .expertWeights = p.weights.data(),
-       .scores = p.scores.data(),
-       .tokens = s.tokens,
-       .hidden = s.hidden,
-       .experts = s.experts,
-       .topK = s.topK,
-       .nGroup = s.nGroup,
-       .topkGroup = s.topkGroup,
-       .normTopkProb = norm,
-       .routedScalingFactor = 2.5f});
+  const Status status = computeReference(p, s, norm, withBias);
   EXPECT_TRUE(status.ok()) << status.toString();
   return p;
 }
@@ -97,11 +109,6 @@ protected:
       {"float", "float"},
       {"float", "glm::kernels::Bf16"},
       {"glm::kernels::Bf16", "glm::kernels::Bf16"}};
-
-  struct Result {
-    std::vector<int32_t> ids;
-    std::vector<float> weights, scores;
-  };
 
   /// Runs both kernels: activations bf16 when `bf16Act`, weight bf16 when `bf16Weight`, bias bf16
   /// when `bf16Bias`.
@@ -192,6 +199,24 @@ int compareIds(const Problem &p, const Shape &s, const std::vector<int32_t> &ids
   return differing;
 }
 
+/// A run of `scoresKernel` at random inputs against the reference: scores to 1e-5; ids equal but
+/// for near-ties (compareIds within 1e-6), which must stay rare; the weights of the tokens whose
+/// ids agree within `weightBound`. `variant` (" variant v", or empty) names the inputs in the ids'
+/// and weights' messages.
+void expectMatchesReference(const Problem &p, const Shape &s, const Result &r,
+                            kernels::MoeRouterScores scoresKernel, double weightBound,
+                            const std::string &variant) {
+  const int kernel = static_cast<int>(scoresKernel);
+  EXPECT_LE(relativeError(r.scores, p.scores), 1e-5)
+      << s.tokens << "x" << s.experts << " kernel " << kernel;
+  std::vector<float> gw, rw;
+  const int differing = compareIds(p, s, r.ids, r.weights, gw, rw, 1e-6);
+  EXPECT_LE(differing, std::max<int64_t>(1, s.tokens / 100))
+      << s.tokens << "x" << s.experts << variant << " kernel " << kernel;
+  EXPECT_LE(relativeError(gw, rw), weightBound)
+      << s.tokens << "x" << s.experts << variant << " kernel " << kernel;
+}
+
 // f32: scores to 1e-5; ids equal but for near-ties (the biased scores of two experts within 1e-6
 // in the reference's double: f32 logits carry ~1e-7 of rounding), which must stay rare; weights
 // of the tokens whose ids agree to 1e-5.
@@ -205,15 +230,7 @@ TEST_F(MoeRouterGpu, F32MatchesReference) {
         for (kernels::MoeRouterScores k : kKernels) {
           Result r;
           run(p, s, false, bf16Weight, false, norm, withBias, r, k);
-          const int kernel = static_cast<int>(k);
-          EXPECT_LE(relativeError(r.scores, p.scores), 1e-5)
-              << s.tokens << "x" << s.experts << " kernel " << kernel;
-          std::vector<float> gw, rw;
-          const int differing = compareIds(p, s, r.ids, r.weights, gw, rw, 1e-6);
-          EXPECT_LE(differing, std::max<int64_t>(1, s.tokens / 100))
-              << s.tokens << "x" << s.experts << " variant " << variant << " kernel " << kernel;
-          EXPECT_LE(relativeError(gw, rw), 1e-5)
-              << s.tokens << "x" << s.experts << " variant " << variant << " kernel " << kernel;
+          expectMatchesReference(p, s, r, k, 1e-5, " variant " + std::to_string(variant));
         }
       }
     }
@@ -232,33 +249,11 @@ TEST_F(MoeRouterGpu, Bf16WithinOneRounding) {
     for (float &b : p.bias) {
       b = kernels::roundToBf16(rng.normal() * 0.05f);
     }
-    GLM_ASSERT_OK(kernels::moeRouterRef(
-        {.x = p.x.data(),
-         .weight = kernels::WeightView::f32(p.weight.data(), {s.experts, s.hidden}),
-         .correctionBias = kernels::WeightView::f32(p.bias.data(), {s.experts}),
-         .expertIds = p.ids.data(),
-         .expertWeights = p.weights.data(),
-         .scores = p.scores.data(),
-         .tokens = s.tokens,
-         .hidden = s.hidden,
-         .experts = s.experts,
-         .topK = s.topK,
-         .nGroup = s.nGroup,
-         .topkGroup = s.topkGroup,
-         .normTopkProb = true,
-         .routedScalingFactor = 2.5f}));
+    GLM_ASSERT_OK(computeReference(p, s, true, true));
     for (kernels::MoeRouterScores k : kKernels) {
       Result r;
       run(p, s, true, true, true, true, true, r, k);
-      const int kernel = static_cast<int>(k);
-      EXPECT_LE(relativeError(r.scores, p.scores), 1e-5)
-          << s.tokens << "x" << s.experts << " kernel " << kernel;
-      std::vector<float> gw, rw;
-      const int differing = compareIds(p, s, r.ids, r.weights, gw, rw, 1e-6);
-      EXPECT_LE(differing, std::max<int64_t>(1, s.tokens / 100))
-          << s.tokens << "x" << s.experts << " kernel " << kernel;
-      EXPECT_LE(relativeError(gw, rw), 1.0 / 256 + 1e-5)
-          << s.tokens << "x" << s.experts << " kernel " << kernel;
+      expectMatchesReference(p, s, r, k, 1.0 / 256 + 1e-5, "");
     }
   }
 }
@@ -275,21 +270,7 @@ TEST_F(MoeRouterGpu, TiesGoToTheLowerIndex) {
       std::copy_n(p.weight.begin() + (e / 8) * 8 * s.hidden, s.hidden,
                   p.weight.begin() + e * s.hidden);
     }
-    GLM_ASSERT_OK(kernels::moeRouterRef(
-        {.x = p.x.data(),
-         .weight = kernels::WeightView::f32(p.weight.data(), {s.experts, s.hidden}),
-         .correctionBias = kernels::WeightView{},
-         .expertIds = p.ids.data(),
-         .expertWeights = p.weights.data(),
-         .scores = p.scores.data(),
-         .tokens = s.tokens,
-         .hidden = s.hidden,
-         .experts = s.experts,
-         .topK = s.topK,
-         .nGroup = s.nGroup,
-         .topkGroup = s.topkGroup,
-         .normTopkProb = true,
-         .routedScalingFactor = 2.5f}));
+    GLM_ASSERT_OK(computeReference(p, s, true, false));
     for (kernels::MoeRouterScores k : kKernels) {
       Result r;
       run(p, s, false, false, false, true, false, r, k);

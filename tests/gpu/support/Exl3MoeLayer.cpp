@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <string>
 
 namespace glm::testing::exl3_moe_test {
 
@@ -54,6 +55,15 @@ void fillMatrix(Binding &b, int64_t m, int bits, Exl3Codebook codebook, double o
 Layer uniformLayer(const Shape &d, int bits, Exl3Codebook codebook, uint64_t seed) {
   return makeLayer(
       d, [bits](int64_t) { return bits; }, [codebook](int64_t) { return codebook; }, seed);
+}
+
+Layer mixedLayer(const Shape &d, bool mixCodebooks, uint64_t seed) {
+  return makeLayer(
+      d, [](int64_t i) { return static_cast<int>(2 + (i * 7 % 3)); },
+      [mixCodebooks](int64_t i) {
+        return mixCodebooks ? static_cast<Exl3Codebook>(i * 5 % 3) : Exl3Codebook::Mcg;
+      },
+      seed);
 }
 
 std::vector<float> randomX(SplitMix64 &rng, int64_t tokens, int64_t hidden) {
@@ -109,6 +119,47 @@ std::vector<float> reference(const Layer &l, const Shape &d, const std::vector<f
     }
   }
   return std::vector<float>(acc.begin(), acc.end());
+}
+
+Case drawCase(const Layer &l, const Shape &d, int64_t tokens, int64_t globalExperts,
+              int32_t firstExpert, SplitMix64 &rng) {
+  Case c;
+  c.x = randomX(rng, tokens, d.hidden);
+  c.r = randomRouting(rng, tokens, d.topK, globalExperts);
+  c.ref = reference(l, d, c.x, c.r, tokens, firstExpert, swigluLimit(), &c.clamped);
+  return c;
+}
+
+std::string describe(const std::string &what, const Shape &d, int64_t tokens, int64_t clamped) {
+  return what + ": " + std::to_string(tokens) + " tokens, [" + std::to_string(d.hidden) + ", " +
+         std::to_string(d.inter) + "], " + std::to_string(clamped) + " clamped";
+}
+
+Routing routingWithoutExperts01(SplitMix64 &rng, int64_t tokens, const Shape &d) {
+  Routing r = randomRouting(rng, tokens, d.topK, d.experts - 2);
+  for (int32_t &id : r.ids) {
+    id += 2;
+  }
+  return r;
+}
+
+void scribbleOnUnusedData(Layer &l, const Shape &d) {
+  SplitMix64 other(42);
+  for (int64_t e : {0, 1}) {
+    fillMatrix(l.gate, e, 4, Exl3Codebook::Mcg, 100.0, other);
+    fillMatrix(l.down, e, 4, Exl3Codebook::Mcg, 100.0, other);
+  }
+  for (int64_t e = 2; e < d.experts; ++e) {
+    for (int64_t i = d.hidden; i < l.gate.layout.k; ++i) {
+      suhOf(l.gate, e)[i] = suhOf(l.up, e)[i] = 0x5BFF; // 255.875
+    }
+    for (int64_t o = d.hidden; o < l.down.layout.n; ++o) {
+      svhOf(l.down, e)[o] = 0xDBFF;
+    }
+    for (int64_t f = d.inter; f < l.gate.layout.n; ++f) {
+      svhOf(l.gate, e)[f] = svhOf(l.up, e)[f] = suhOf(l.down, e)[f] = 0x5BFF;
+    }
+  }
 }
 
 Expected<DeviceStep> uploadStep(const Layer &l, const Shape &d, const std::vector<float> &x,

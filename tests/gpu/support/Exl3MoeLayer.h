@@ -1,5 +1,6 @@
 // What the exl3_moe GPU tests (decode and prefill) share: layers of random EXL3 experts at the
-// model's shapes, their CPU reference (exl3LinearRef per expert) and a step's device buffers.
+// model's shapes, their CPU reference (exl3LinearRef per expert), the random cases both draw, the
+// unused data both rewrite to show it is not read, and a step's device buffers.
 //
 // The trellises are random bits (every bitstream is a valid encoding, §6.1) and the scales are
 // drawn so that gate and up come out with spread ~4 and ~5: the clamp at swiglu_limit bites.
@@ -11,6 +12,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 namespace glm::testing::exl3_moe_test {
@@ -77,6 +79,10 @@ Layer makeLayer(const Shape &d, Bits bitsOf, Codebook codebookOf, uint64_t seed)
 
 Layer uniformLayer(const Shape &d, int bits, Exl3Codebook codebook, uint64_t seed);
 
+/// A layer whose matrices mix K = 2, 3, 4 and, when `mixCodebooks`, the three codebooks (else all
+/// MCG): a kernel compiled for K = 4 MCG takes its generic path for the others.
+Layer mixedLayer(const Shape &d, bool mixCodebooks, uint64_t seed);
+
 /// tokens × hidden bf16-representable normal values.
 std::vector<float> randomX(SplitMix64 &rng, int64_t tokens, int64_t hidden);
 
@@ -86,6 +92,32 @@ std::vector<float> randomX(SplitMix64 &rng, int64_t tokens, int64_t hidden);
 std::vector<float> reference(const Layer &l, const Shape &d, const std::vector<float> &x,
                              const Routing &r, int64_t tokens, int32_t firstExpert, float limit,
                              int64_t *clamped = nullptr);
+
+/// A step's random inputs and the reference's output for them (at swigluLimit()).
+struct Case {
+  std::vector<float> x;
+  Routing r;
+  std::vector<float> ref;
+  int64_t clamped = 0; // gate and up values the clamp changed
+};
+
+/// Draws x (randomX) and then the routing over `globalExperts` (randomRouting) from `rng`, in that
+/// order, and computes the reference of the rank whose experts start at `firstExpert`.
+Case drawCase(const Layer &l, const Shape &d, int64_t tokens, int64_t globalExperts,
+              int32_t firstExpert, SplitMix64 &rng);
+
+/// What a case's comparison says on failure: `what`, the tokens, the shape and the clamp count.
+std::string describe(const std::string &what, const Shape &d, int64_t tokens, int64_t clamped);
+
+/// A routing of `tokens` that never selects local experts 0 and 1 (ids from [2, experts)), so that
+/// scribbleOnUnusedData may change them.
+Routing routingWithoutExperts01(SplitMix64 &rng, int64_t tokens, const Shape &d);
+
+/// Rewrites what a step routed by routingWithoutExperts01 must not read: experts 0 and 1's gate and
+/// down (other bits as K = 4 MCG, output scale 100: the layer's slots must hold K = 4), and large
+/// values in the padding of the other experts' suh and svh (where x and h are zero, or outputs are
+/// dropped). The output must keep its bits.
+void scribbleOnUnusedData(Layer &l, const Shape &d);
 
 /// A step's inputs on the device, the output poisoned, and the decode kernel's arguments over them
 /// (no scratch bound).

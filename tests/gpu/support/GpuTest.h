@@ -74,6 +74,18 @@ Status launchAndWait(cuda::CUfunction fn, const kernels::LaunchDims &d, const Ar
   return gpu()->synchronize();
 }
 
+/// Launches each of `launches` (function i of `module`, as cachedModule compiles them) with `args`,
+/// in order, and waits: a multi-kernel op's step.
+template <typename Args>
+Status launchAllAndWait(const cuda::Module &module,
+                        const std::vector<kernels::NamedLaunch> &launches, const Args &args) {
+  for (size_t i = 0; i < launches.size(); ++i) {
+    const kernels::LaunchDims &d = launches[i].dims;
+    GLM_RETURN_IF_ERROR(gpu()->launch(module.function(i), d.grid, d.block, d.sharedMemory, args));
+  }
+  return gpu()->synchronize();
+}
+
 /// ‖a − b‖₂ / ‖b‖₂ in double; NaN anywhere in a gives infinity, so it never passes.
 double relativeError(const std::vector<float> &a, const std::vector<float> &b);
 
