@@ -254,7 +254,13 @@ Status LockstepEngine::form() {
   command.op = static_cast<uint32_t>(Op::Form);
   GLM_RETURN_IF_ERROR(begin(command, {}));
   const Status local = options_.formGroup ? options_.formGroup(*comm_) : Status::success();
-  return finish(local, opName(command.op));
+  const Status formed = finish(local, opName(command.op));
+  if (!formed.ok() && comm_->complete()) {
+    // Every rank failed alike, which finish() takes for a refused call; but a group that could
+    // not form is no group: end it, so that health() says so and the ranks try again.
+    return lost(formed);
+  }
+  return formed;
 }
 
 Status LockstepEngine::health() const {

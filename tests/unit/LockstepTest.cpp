@@ -321,6 +321,28 @@ TEST(Lockstep, EveryRankFormsEachNewGroupBeforeItsFirstCall) {
   EXPECT_TRUE(engine->prefill(*fresh, std::vector<int32_t>{5, 17, 300}).ok());
 }
 
+TEST(Lockstep, AGroupThatFailsToFormOnRankZeroEndsAndFormsAgainWhenTheWorkerRejoins) {
+  // Rank 0's first formGroup fails (an NCCL set-up that failed there): that group ends, although
+  // the worker's part succeeded, and the worker rejoins; the second group forms.
+  std::unique_ptr<Checkpoint> checkpoint = std::move(Checkpoint::open(kTiny)).value();
+  const CompiledPlan two(2);
+  std::atomic<int> formed0{0}, formed1{0};
+  std::unique_ptr<LockstepEngine> engine = formingRankZero(two, *checkpoint, [&](Comm &) {
+    return ++formed0 == 1 ? Status(StatusCode::Unavailable, "rank 0 could not set up")
+                          : Status::success();
+  });
+  WorkerThread worker(two, *checkpoint, engine->port(), [&](Comm &) {
+    ++formed1;
+    return Status::success();
+  });
+  ASSERT_TRUE(engine->waitForWorkers(60000).ok()) << engine->health().toString();
+  EXPECT_EQ(formed0.load(), 2);
+  EXPECT_EQ(formed1.load(), 2);
+  Expected<int> slot = engine->newSequence();
+  ASSERT_TRUE(slot.ok()) << slot.status().toString();
+  EXPECT_TRUE(engine->prefill(*slot, std::vector<int32_t>{5, 17, 300}).ok());
+}
+
 TEST(Lockstep, AWorkerThatCannotFormTheGroupStopsAndRankZeroWaitsForAnother) {
   std::unique_ptr<Checkpoint> checkpoint = std::move(Checkpoint::open(kTiny)).value();
   const CompiledPlan two(2);
