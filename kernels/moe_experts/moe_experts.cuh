@@ -165,6 +165,75 @@ __device__ __forceinline__ void storeBf16x2(Bf16 *p, float lo, float hi) {
   *reinterpret_cast<uint32_t *>(p) = v;
 }
 
+/// This lane's share of R × kMoeDecodeGroup dot products over [0, n): acc[r][g] += rows[r] ·
+/// vecs[g] for the first `count` vectors (warpSum completes them). The weight rows stream in
+/// 16-byte loads, kUnroll per row in flight before any is used, which is what keeps a decode step's
+/// weight reads at the copy bandwidth; n % 8 != 0 falls back to bounds-checked loads.
+template <int R, int kUnroll, typename T, typename W>
+__device__ __forceinline__ void warpRowDots(const W *const (&rows)[R],
+                                            const T *const (&vecs)[kMoeDecodeGroup], int count,
+                                            int64_t n, int lane, float (&acc)[R][kMoeDecodeGroup]) {
+  if (n % 8 == 0) {
+    for (int64_t c0 = lane * 8; c0 < n; c0 += 256 * kUnroll) {
+      Raw8<W> raw[kUnroll][R];
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) {
+        const int64_t c = c0 + u * 256;
+        if (c < n) {
+#pragma unroll
+          for (int r = 0; r < R; ++r) {
+            loadRaw8(rows[r] + c, raw[u][r]);
+          }
+        }
+      }
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) {
+        const int64_t c = c0 + u * 256;
+        if (c < n) {
+#pragma unroll
+          for (int g = 0; g < kMoeDecodeGroup; ++g) {
+            if (g < count) {
+              float xv[8];
+              load8(vecs[g] + c, xv);
+#pragma unroll
+              for (int r = 0; r < R; ++r) {
+                float wv[8];
+                widen8(raw[u][r], wv);
+#pragma unroll
+                for (int j = 0; j < 8; ++j) {
+                  acc[r][g] = fmaf(wv[j], xv[j], acc[r][g]);
+                }
+              }
+            }
+          }
+        }
+      }
+    }
+    return;
+  }
+  for (int64_t c = lane * 8; c < n; c += 256) {
+    float wv[R][8];
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      load8(rows[r], c, n, false, wv[r]);
+    }
+#pragma unroll
+    for (int g = 0; g < kMoeDecodeGroup; ++g) {
+      if (g < count) {
+        float xv[8];
+        load8(vecs[g], c, n, false, xv);
+#pragma unroll
+        for (int r = 0; r < R; ++r) {
+#pragma unroll
+          for (int j = 0; j < 8; ++j) {
+            acc[r][g] = fmaf(wv[r][j], xv[j], acc[r][g]);
+          }
+        }
+      }
+    }
+  }
+}
+
 } // namespace moe_experts_detail
 
 // ===== decode
@@ -189,7 +258,6 @@ __global__ void __launch_bounds__(256, 2) moeExpertsGateUpKernel(MoeExpertsGpuAr
   const W *gate = static_cast<const W *>(a.gate) + static_cast<int64_t>(e) * inter * hidden;
   const W *up = static_cast<const W *>(a.up) + static_cast<int64_t>(e) * inter * hidden;
   T *act = static_cast<T *>(a.act);
-  const bool vec = hidden % 8 == 0;
   // Rows past inter read row 0 (harmless) and are never stored.
   const W *rows[4] = {gate + (row0 < inter ? row0 : 0) * hidden,
                       up + (row0 < inter ? row0 : 0) * hidden,
@@ -215,65 +283,12 @@ __global__ void __launch_bounds__(256, 2) moeExpertsGateUpKernel(MoeExpertsGpuAr
         acc[r][g] = 0.0f;
       }
     }
-    if (vec) {
-      for (int64_t c0 = lane * 8; c0 < hidden; c0 += 256 * kUnroll) {
-        Raw8<W> raw[kUnroll][4];
+    const T *xs[kGroup];
 #pragma unroll
-        for (int u = 0; u < kUnroll; ++u) {
-          const int64_t c = c0 + u * 256;
-          if (c < hidden) {
-#pragma unroll
-            for (int r = 0; r < 4; ++r) {
-              loadRaw8(rows[r] + c, raw[u][r]);
-            }
-          }
-        }
-#pragma unroll
-        for (int u = 0; u < kUnroll; ++u) {
-          const int64_t c = c0 + u * 256;
-          if (c < hidden) {
-#pragma unroll
-            for (int g = 0; g < kGroup; ++g) {
-              if (g < count) {
-                float xv[8];
-                load8(x + tokenOf[g] * hidden + c, xv);
-#pragma unroll
-                for (int r = 0; r < 4; ++r) {
-                  float wv[8];
-                  widen8(raw[u][r], wv);
-#pragma unroll
-                  for (int j = 0; j < 8; ++j) {
-                    acc[r][g] = fmaf(wv[j], xv[j], acc[r][g]);
-                  }
-                }
-              }
-            }
-          }
-        }
-      }
-    } else {
-      for (int64_t c = lane * 8; c < hidden; c += 256) {
-        float wv[4][8];
-#pragma unroll
-        for (int r = 0; r < 4; ++r) {
-          load8(rows[r], c, hidden, false, wv[r]);
-        }
-#pragma unroll
-        for (int g = 0; g < kGroup; ++g) {
-          if (g < count) {
-            float xv[8];
-            load8(x + tokenOf[g] * hidden, c, hidden, false, xv);
-#pragma unroll
-            for (int r = 0; r < 4; ++r) {
-#pragma unroll
-              for (int j = 0; j < 8; ++j) {
-                acc[r][g] = fmaf(wv[r][j], xv[j], acc[r][g]);
-              }
-            }
-          }
-        }
-      }
+    for (int g = 0; g < kGroup; ++g) {
+      xs[g] = x + tokenOf[g] * hidden;
     }
+    warpRowDots<4, kUnroll>(rows, xs, count, hidden, lane, acc);
 #pragma unroll
     for (int g = 0; g < kGroup; ++g) {
       if (g < count) {
@@ -310,7 +325,6 @@ __global__ void __launch_bounds__(256, 2) moeExpertsDownKernel(MoeExpertsGpuArgs
   const T *routeWeights = static_cast<const T *>(a.expertWeights);
   T *contrib = static_cast<T *>(a.contrib);
   const W *down = static_cast<const W *>(a.down) + static_cast<int64_t>(e) * hidden * inter;
-  const bool vec = inter % 8 == 0;
   int64_t next = blockIdx.y;
   for (;;) {
     const int count = nextGroup(a, sh, next);
@@ -319,10 +333,12 @@ __global__ void __launch_bounds__(256, 2) moeExpertsDownKernel(MoeExpertsGpuArgs
     }
     int64_t slotOf[kGroup];
     float w[kGroup];
+    const T *hs[kGroup];
 #pragma unroll
     for (int g = 0; g < kGroup; ++g) {
       slotOf[g] = g < count ? sh.group[g] : 0;
       w[g] = toFloat(routeWeights[slotOf[g]]);
+      hs[g] = act + slotOf[g] * inter;
     }
 #pragma unroll
     for (int pair = 0; pair < kRowsPerWarp / 2; ++pair) {
@@ -341,61 +357,7 @@ __global__ void __launch_bounds__(256, 2) moeExpertsDownKernel(MoeExpertsGpuArgs
           acc[r][g] = 0.0f;
         }
       }
-      if (vec) {
-        for (int64_t c0 = lane * 8; c0 < inter; c0 += 256 * kUnroll) {
-          Raw8<W> raw[kUnroll][2];
-#pragma unroll
-          for (int u = 0; u < kUnroll; ++u) {
-            const int64_t c = c0 + u * 256;
-            if (c < inter) {
-              loadRaw8(rows[0] + c, raw[u][0]);
-              loadRaw8(rows[1] + c, raw[u][1]);
-            }
-          }
-#pragma unroll
-          for (int u = 0; u < kUnroll; ++u) {
-            const int64_t c = c0 + u * 256;
-            if (c < inter) {
-#pragma unroll
-              for (int g = 0; g < kGroup; ++g) {
-                if (g < count) {
-                  float hv[8];
-                  load8(act + slotOf[g] * inter + c, hv);
-#pragma unroll
-                  for (int r = 0; r < 2; ++r) {
-                    float wv[8];
-                    widen8(raw[u][r], wv);
-#pragma unroll
-                    for (int j = 0; j < 8; ++j) {
-                      acc[r][g] = fmaf(wv[j], hv[j], acc[r][g]);
-                    }
-                  }
-                }
-              }
-            }
-          }
-        }
-      } else {
-        for (int64_t c = lane * 8; c < inter; c += 256) {
-          float wv[2][8];
-          load8(rows[0], c, inter, false, wv[0]);
-          load8(rows[1], c, inter, false, wv[1]);
-#pragma unroll
-          for (int g = 0; g < kGroup; ++g) {
-            if (g < count) {
-              float hv[8];
-              load8(act + slotOf[g] * inter, c, inter, false, hv);
-#pragma unroll
-              for (int r = 0; r < 2; ++r) {
-#pragma unroll
-                for (int j = 0; j < 8; ++j) {
-                  acc[r][g] = fmaf(wv[r][j], hv[j], acc[r][g]);
-                }
-              }
-            }
-          }
-        }
-      }
+      warpRowDots<2, kUnroll>(rows, hs, count, inter, lane, acc);
 #pragma unroll
       for (int g = 0; g < kGroup; ++g) {
         if (g < count) {
