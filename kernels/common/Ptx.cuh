@@ -57,10 +57,10 @@ __device__ __forceinline__ void mmaF16(float (&d)[4], uint32_t a0, uint32_t a1, 
                : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 
+/// The shared-memory address of a generic pointer, by the compiler's builtin, which it can fold
+/// into the surrounding address arithmetic (an inline-PTX cvta cannot be).
 __device__ __forceinline__ uint32_t sharedAddress(const void *p) {
-  uint32_t a;
-  asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(a) : "l"(p));
-  return a;
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
 }
 
 __device__ __forceinline__ void ldmatrixX4(uint32_t (&r)[4], uint32_t address) {

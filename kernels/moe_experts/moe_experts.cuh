@@ -152,12 +152,6 @@ __device__ __forceinline__ int localExpert(const MoeExpertsGpuArgs &a, int64_t s
   return e >= 0 && e < a.experts ? static_cast<int>(e) : -1;
 }
 
-/// The shared-memory address of a generic pointer, by the compiler's builtin (which it can fold
-/// into the address arithmetic, unlike ptx::sharedAddress's inline PTX).
-__device__ __forceinline__ uint32_t sharedAddress(const void *p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-
 /// Two bf16 values packed as one 32-bit store.
 __device__ __forceinline__ void storeBf16x2(Bf16 *p, float lo, float hi) {
   const uint32_t v = static_cast<uint32_t>(fromFloat<Bf16>(lo).bits) |
@@ -604,7 +598,7 @@ __global__ void moeExpertsMmaGateUpKernel(MoeExpertsGpuArgs a) {
       const int r = threadIdx.x >> 2, c = threadIdx.x & 3;
       const int64_t t = tokenOf[r];
       const Bf16 *src = t >= 0 ? x + t * hidden + k0 + c * 8 : x;
-      ptx::cpAsync16(sharedAddress(base + r * kRow + c * 16), src, t >= 0 ? 16 : 0);
+      ptx::cpAsync16(ptx::sharedAddress(base + r * kRow + c * 16), src, t >= 0 ? 16 : 0);
     }
     // gate and up: 256 rows x 4 chunks, four per thread.
 #pragma unroll
@@ -615,7 +609,7 @@ __global__ void moeExpertsMmaGateUpKernel(MoeExpertsGpuArgs a) {
       const Bf16 *matrix = r < kN ? gate : up;
       const bool valid = row < inter;
       const Bf16 *src = valid ? matrix + row * hidden + k0 + c * 8 : matrix;
-      ptx::cpAsync16(sharedAddress(base + (kM + r) * kRow + c * 16), src, valid ? 16 : 0);
+      ptx::cpAsync16(ptx::sharedAddress(base + (kM + r) * kRow + c * 16), src, valid ? 16 : 0);
     }
   };
   const int wm = warp >> 2, wn = warp & 3; // 2 x 4 warps: 32 slots x 32 rows each
@@ -637,7 +631,7 @@ __global__ void moeExpertsMmaGateUpKernel(MoeExpertsGpuArgs a) {
 #pragma unroll
       for (int mt = 0; mt < 2; ++mt) {
         const int r = wm * 32 + mt * 16 + (lane & 7) + ((lane >> 3) & 1) * 8;
-        ptx::ldmatrixX4(af[mt], sharedAddress(base + r * kRow + (kk + (lane >> 4) * 8) * 2));
+        ptx::ldmatrixX4(af[mt], ptx::sharedAddress(base + r * kRow + (kk + (lane >> 4) * 8) * 2));
       }
 #pragma unroll
       for (int half = 0; half < 2; ++half) { // gate rows, then up rows
@@ -646,7 +640,7 @@ __global__ void moeExpertsMmaGateUpKernel(MoeExpertsGpuArgs a) {
         for (int nb = 0; nb < 2; ++nb) {
           const int r = kM + half * kN + wn * 32 + nb * 16 + (lane & 7) + (lane >> 4) * 8;
           ptx::ldmatrixX4(bf[nb],
-                          sharedAddress(base + r * kRow + (kk + ((lane >> 3) & 1) * 8) * 2));
+                          ptx::sharedAddress(base + r * kRow + (kk + ((lane >> 3) & 1) * 8) * 2));
         }
 #pragma unroll
         for (int mt = 0; mt < 2; ++mt) {
@@ -725,7 +719,7 @@ __global__ void moeExpertsMmaDownKernel(MoeExpertsGpuArgs a) {
       const int r = i >> 2, c = i & 3;
       const int64_t s = slotOf[r];
       const Bf16 *src = s >= 0 ? act + s * inter + k0 + c * 8 : act;
-      ptx::cpAsync16(sharedAddress(base + r * kRow + c * 16), src, s >= 0 ? 16 : 0);
+      ptx::cpAsync16(ptx::sharedAddress(base + r * kRow + c * 16), src, s >= 0 ? 16 : 0);
     }
 #pragma unroll
     for (int q = 0; q < 4; ++q) { // down: 128 rows x 4 chunks
@@ -734,7 +728,7 @@ __global__ void moeExpertsMmaDownKernel(MoeExpertsGpuArgs a) {
       const int64_t row = n0 + r;
       const bool valid = row < hidden;
       const Bf16 *src = valid ? down + row * inter + k0 + c * 8 : down;
-      ptx::cpAsync16(sharedAddress(base + (kM + r) * kRow + c * 16), src, valid ? 16 : 0);
+      ptx::cpAsync16(ptx::sharedAddress(base + (kM + r) * kRow + c * 16), src, valid ? 16 : 0);
     }
   };
   const int wm = warp >> 1, wn = warp & 1; // 2 x 2 warps: 32 slots x 64 rows each
@@ -756,13 +750,13 @@ __global__ void moeExpertsMmaDownKernel(MoeExpertsGpuArgs a) {
 #pragma unroll
       for (int mt = 0; mt < 2; ++mt) {
         const int r = wm * 32 + mt * 16 + (lane & 7) + ((lane >> 3) & 1) * 8;
-        ptx::ldmatrixX4(af[mt], sharedAddress(base + r * kRow + (kk + (lane >> 4) * 8) * 2));
+        ptx::ldmatrixX4(af[mt], ptx::sharedAddress(base + r * kRow + (kk + (lane >> 4) * 8) * 2));
       }
 #pragma unroll
       for (int nb = 0; nb < 4; ++nb) {
         uint32_t bf[4];
         const int r = kM + wn * 64 + nb * 16 + (lane & 7) + (lane >> 4) * 8;
-        ptx::ldmatrixX4(bf, sharedAddress(base + r * kRow + (kk + ((lane >> 3) & 1) * 8) * 2));
+        ptx::ldmatrixX4(bf, ptx::sharedAddress(base + r * kRow + (kk + ((lane >> 3) & 1) * 8) * 2));
 #pragma unroll
         for (int mt = 0; mt < 2; ++mt) {
           ptx::mmaBf16(acc[mt][nb * 2], af[mt][0], af[mt][1], af[mt][2], af[mt][3], bf[0], bf[1]);
