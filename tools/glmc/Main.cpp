@@ -51,9 +51,11 @@ const Subcommand kSubcommands[] = {
      "s, or busy\n"
      "        for --tp-timeout seconds, default 30, fails the call in flight); a GPU plan's "
      "ranks\n"
-     "        exchange over NCCL, or with --tp-transport tcp through host memory over the "
-     "workers'\n"
-     "        connections (no NCCL, slow)",
+     "        exchange through host memory over the workers' connections (tcp, the default: "
+     "slow),\n"
+     "        or over NCCL with --tp-transport nccl (which hangs forming the group on some "
+     "machines:\n"
+     "        docs/tensor-parallel.md)",
      glm::tools::runServe},
     {"worker",
      "worker PLAN.glmp --model DIR --rank R --head HOST:PORT [--wait SECONDS] [--tp-timeout S]\n"

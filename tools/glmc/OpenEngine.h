@@ -68,10 +68,10 @@ Expected<ProcessRank> openProcessRank(std::unique_ptr<runtime::PlanFile> plan,
 /// 0's engine (openProcessRank, on device 0 for a GPU plan). It serves once every worker has
 /// joined and the group has formed (Engine::health says who is missing). `comm` bounds how long
 /// a worker may keep a call waiting (TcpCommOptions); `transport` is how a GPU
-/// plan's device collectives travel (NCCL unless asked otherwise).
+/// plan's device collectives travel (`glmc serve --tp-transport`).
 Expected<std::unique_ptr<runtime::Engine>>
 openLockstepEngine(std::unique_ptr<runtime::PlanFile> plan, const Checkpoint &checkpoint,
                    const std::string &listenAddress, runtime::TcpCommOptions comm = {},
-                   runtime::DeviceTransport transport = runtime::DeviceTransport::Nccl);
+                   runtime::DeviceTransport transport = runtime::DeviceTransport::Tcp);
 
 } // namespace glm::tools

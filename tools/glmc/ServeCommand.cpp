@@ -86,8 +86,10 @@ int runServe(const std::vector<std::string> &args) {
     return cl.fail(invalidArgument("--tp-transport says how --tp-listen's GPU ranks exchange: it "
                                    "needs --tp-listen"));
   }
+  // tcp by default until forming an NCCL group between processes stops hanging on the two-H200
+  // machine (docs/tensor-parallel.md, "Known defect"): slow, but it works everywhere.
   Expected<runtime::DeviceTransport> transport =
-      runtime::parseDeviceTransport(cl.get("tp-transport").value_or("nccl"));
+      runtime::parseDeviceTransport(cl.get("tp-transport").value_or("tcp"));
   if (!transport.ok()) {
     return cl.fail(transport.status().withContext("--tp-transport"));
   }
@@ -101,8 +103,12 @@ int runServe(const std::vector<std::string> &args) {
   if (auto *lockstep = dynamic_cast<runtime::LockstepEngine *>(engine->get());
       lockstep != nullptr && tpListen) {
     // The bound port, which --tp-listen HOST:0 leaves to the system.
-    std::printf("glmc serve: tensor-parallel rank 0 of %d; workers join on port %d\n", tp,
-                lockstep->port());
+    const bool gpu = lockstep->plan().target()->arch() != plan::Arch::Cpu;
+    std::printf(
+        "glmc serve: tensor-parallel rank 0 of %d%s; workers join on port %d\n", tp,
+        gpu ? strCat(" (device collectives over ", deviceTransportName(*transport), ")").c_str()
+            : "",
+        lockstep->port());
   }
   server::SchedulerEngine scheduler(
       std::make_unique<runtime::Scheduler>(std::move(engine).value(), maxWaiting->value_or(64)));
