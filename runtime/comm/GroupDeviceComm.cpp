@@ -34,8 +34,6 @@ GroupDeviceComm::~GroupDeviceComm() {
   drop("the tensor-parallel rank is shutting down");
 }
 
-std::optional<DeviceTransport> GroupDeviceComm::transport() const { return formed_; }
-
 void GroupDeviceComm::drop(const std::string &why) {
   if (comm_ == nullptr) {
     return;

@@ -47,8 +47,6 @@ public:
   /// ranks set it up together. NCCL errors that no retry mends (a GPU shared by two ranks, NCCL
   /// missing on a worker) come back as other than Unavailable.
   Status form();
-  /// The current group's transport, if one is formed.
-  std::optional<DeviceTransport> transport() const;
 
   int rank() const override { return control_.rank(); }
   int world() const override { return control_.world(); }
