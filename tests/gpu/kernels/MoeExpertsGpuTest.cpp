@@ -158,11 +158,7 @@ protected:
                                     firstExpert,
                                     limit};
     kernels::moeExpertsBindScratch(args, path, reinterpret_cast<void *>(scratch.ptr()), tBytes);
-    for (size_t i = 0; i < launches.size(); ++i) {
-      GLM_ASSERT_OK(gpu()->launch(module->function(static_cast<int>(i)), launches[i].dims.grid,
-                                  launches[i].dims.block, launches[i].dims.sharedMemory, args));
-    }
-    GLM_ASSERT_OK(gpu()->synchronize());
+    GLM_ASSERT_OK(launchAllAndWait(*module, launches, args));
     if (actBf16) {
       GLM_ASSERT_OK_AND_ASSIGN(std::vector<uint16_t> b,
                                fromDevice<uint16_t>(dout, tokens * d.hidden));
