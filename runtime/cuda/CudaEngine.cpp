@@ -379,8 +379,16 @@ Expected<std::vector<float>> CudaEngine::runOnDevice(Program &program,
            cuMemsetD8Async(program.sampling.address, 0, program.sampling.bytes, ctx_->stream()));
   }
   GLM_RETURN_IF_ERROR(execute(program));
-  // Only the rows the call used come back (or each group's last, or none). Sized once up front:
-  // the copies below are asynchronous into this storage.
+  // A copy to pageable host memory blocks this thread until the stream reaches it, outside any
+  // wait that watches the other ranks: with NCCL, whose kernels wait for a lost peer for good, a
+  // rank that died during this step's collectives would hang the copy. A rank of a group waits
+  // through its group first, which fails naming the lost rank; the copies then find the stream
+  // idle.
+  if (options_.comm != nullptr) {
+    GLM_RETURN_IF_ERROR(options_.comm->synchronize(ctx_->stream())
+                            .withContext(strCat("running ", program.plan->name()->str())));
+  }
+  // Only the rows the call used come back (or each group's last, or none).
   int64_t used = 0;
   for (const RowGroup &g : groups) {
     used += back == LogitsBack::All ? g.count : (back == LogitsBack::Last ? 1 : 0);
@@ -397,10 +405,8 @@ Expected<std::vector<float>> CudaEngine::runOnDevice(Program &program,
                                  count * sizeof(float), ctx_->stream()));
     offset += count;
   }
-  // NCCL's wait watches for a lost rank, where a plain stream wait would hang.
   GLM_RETURN_IF_ERROR(
-      (options_.comm != nullptr ? options_.comm->synchronize(ctx_->stream()) : ctx_->synchronize())
-          .withContext(strCat("running ", program.plan->name()->str())));
+      ctx_->synchronize().withContext(strCat("running ", program.plan->name()->str())));
   for (const RowGroup &g : groups) {
     sequences_.advance(g.slot, g.count);
   }

@@ -3,7 +3,9 @@
 // copies): f32 TP 2 and TP 4 plans give the f32 TP 1 plan's logits (relative error <= 1e-5 per
 // row, as the CPU backend's TP plans do) and the same greedy tokens, graph replay of the segments
 // between collectives equals eager launches bit for bit, a bf16 TP 2 plan stays within bf16
-// rounding of the bf16 TP 1 plan, and `glmc bench`'s timing runs on every rank at once.
+// rounding of the bf16 TP 1 plan, and `glmc bench`'s timing runs on every rank at once. A rank
+// whose collective never completes (a peer lost under NCCL) fails the call through its group's
+// wait, which names the lost rank, instead of blocking for good in the copy of the logits.
 #include "runtime/comm/LoopbackComm.h"
 #include "runtime/cuda/CudaEngine.h"
 #include "runtime/engine/LockstepEngine.h"
@@ -12,8 +14,12 @@
 #include "tests/gpu/support/TinyModel.h"
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <dlfcn.h>
+#include <mutex>
 #include <optional>
 #include <thread>
 
@@ -232,6 +238,117 @@ TEST_F(CudaEngineTp, Bf16TwoRanksStayWithinBf16RoundingOfOneRank) {
   std::printf("top-1 disagreements: bf16 TP 2 against TP 1 %zu, bf16 TP 1 against f32 %zu\n",
               splitDisagree, roundingDisagree);
   EXPECT_LE(splitDisagree, 2 * roundingDisagree) << "prefill positions whose top-1 token differs";
+}
+
+/// Rank 0 of two whose peer is lost: every collective leaves the stream waiting for a device word
+/// that only this object sets, as an NCCL kernel waits for a dead peer. Its wait does what
+/// NcclComm's does once its watch sees the lost rank: it fails, naming the rank, and lets the
+/// stream go (NCCL's abort makes its kernels leave). A watchdog lets the stream go after
+/// `kWatchdog` should nothing else, so that a caller blocked outside the wait is found, not hung.
+class LostPeerComm : public runtime::DeviceComm {
+public:
+  static constexpr auto kWatchdog = std::chrono::seconds(20);
+
+  LostPeerComm() {
+    // cuStreamWaitValue32 is not one of the engine's driver calls: the test loads it itself.
+    void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    waitValue_ = lib != nullptr ? reinterpret_cast<WaitValue>(dlsym(lib, "cuStreamWaitValue32_v2"))
+                                : nullptr;
+    Expected<cuda::DeviceMemory> word = gpu()->allocate(sizeof(uint32_t));
+    if (word.ok()) {
+      word_ = std::move(word).value();
+    }
+    const cuda::CudaDriver &d = gpu()->driver();
+    ready_ = waitValue_ != nullptr && word.ok() &&
+             d.cuMemsetD8(word_.ptr(), 0, sizeof(uint32_t)) == 0 &&
+             d.cuStreamCreate(&release_, /*CU_STREAM_NON_BLOCKING*/ 1) == 0;
+    watchdog_ = std::thread([this] {
+      const auto until = std::chrono::steady_clock::now() + kWatchdog;
+      while (!released_.load() && std::chrono::steady_clock::now() < until) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      }
+      if (!released_.load()) {
+        watchdogFired_ = true;
+        letGo();
+      }
+    });
+  }
+  ~LostPeerComm() override {
+    released_.store(true);
+    watchdog_.join();
+    if (release_ != nullptr) {
+      gpu()->driver().cuStreamDestroy(release_);
+    }
+  }
+  bool ready() const { return ready_; }
+  bool watchdogFired() const { return watchdogFired_.load(); }
+  int waits() const { return waits_.load(); }
+
+  int rank() const override { return 0; }
+  int world() const override { return 2; }
+  Status allReduceDevice(void *, size_t, runtime::CommElement, cuda::CUstream stream) override {
+    return stall(stream);
+  }
+  Status allGatherDevice(const void *, void *, size_t, size_t, int, runtime::CommElement,
+                         cuda::CUstream stream) override {
+    return stall(stream);
+  }
+  Status synchronize(cuda::CUstream stream) override {
+    ++waits_;
+    if (gpu()->driver().cuStreamQuery(stream) == 0) {
+      return Status::success();
+    }
+    letGo();
+    return Status(StatusCode::Unavailable, "tensor-parallel rank 1 closed the connection");
+  }
+  void abort(const Status &) override { letGo(); }
+
+private:
+  using WaitValue = cuda::CUresult (*)(cuda::CUstream, cuda::CUdeviceptr, uint32_t, unsigned);
+
+  Status stall(cuda::CUstream stream) {
+    // Flags 0: CU_STREAM_WAIT_VALUE_GEQ, until the word is at least 1.
+    return cuda::check(waitValue_(stream, word_.ptr(), 1, 0), "cuStreamWaitValue32");
+  }
+  void letGo() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!released_.exchange(true)) {
+      const cuda::CudaDriver &d = gpu()->driver();
+      (void)d.cuMemsetD8Async(word_.ptr(), 1, sizeof(uint32_t), release_);
+      (void)d.cuStreamSynchronize(release_);
+    }
+  }
+
+  WaitValue waitValue_ = nullptr;
+  cuda::DeviceMemory word_;
+  cuda::CUstream release_ = nullptr;
+  bool ready_ = false;
+  std::mutex mutex_;
+  std::atomic<bool> released_{false}, watchdogFired_{false};
+  std::atomic<int> waits_{0};
+  std::thread watchdog_;
+};
+
+TEST_F(CudaEngineTp, ACollectiveThatNeverCompletesFailsTheCallThroughTheGroupsWait) {
+  Expected<std::unique_ptr<PlanFile>> plan = compileTiny("gpu_f32_tp2", options(2, "f32"));
+  ASSERT_TRUE(plan.ok()) << plan.status().toString();
+  LostPeerComm comm;
+  ASSERT_TRUE(comm.ready()) << "cuStreamWaitValue32 or the test's device word is unavailable";
+  Expected<std::unique_ptr<cuda::CudaEngine>> engine =
+      cuda::CudaEngine::create(std::move(plan).value(), *checkpoint_, {.comm = &comm});
+  ASSERT_TRUE(engine.ok()) << engine.status().toString();
+  Expected<int> slot = (*engine)->newSequence();
+  ASSERT_TRUE(slot.ok()) << slot.status().toString();
+  const std::vector<int32_t> prompt = {5, 17, 300, 42};
+  Expected<std::vector<float>> logits = (*engine)->prefill(*slot, prompt);
+  EXPECT_FALSE(comm.watchdogFired())
+      << "the call blocked outside the group's wait until the watchdog let the stream go";
+  ASSERT_FALSE(logits.ok()) << "the step succeeded although its collectives never completed";
+  EXPECT_EQ(logits.status().code(), StatusCode::Unavailable) << logits.status().toString();
+  EXPECT_NE(logits.status().message().find("rank 1"), std::string::npos)
+      << logits.status().toString();
+  EXPECT_GE(comm.waits(), 1);
+  (*engine)->endSequence(*slot);
 }
 
 TEST_F(CudaEngineTp, TimingAProgramRunsItsCollectivesOnEveryRank) {
