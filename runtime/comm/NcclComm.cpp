@@ -193,16 +193,77 @@ Expected<std::unique_ptr<NcclComm>> NcclComm::create(Comm &control, int device,
   std::memcpy(&id, message.data() + 1, kUniqueIdBytes);
 
   std::unique_ptr<NcclComm> comm(new NcclComm(api, std::move(context), rank, world, options));
-  // ncclCommInitRank takes the device from the current context, which CudaContext::create made
-  // the device's primary context on this thread.
-  NcclHandle made = nullptr;
-  if (int r = api->ncclCommInitRank(&made, world, id, rank); r != kNcclSuccess) {
-    return ncclError(*api, r, "ncclCommInitRank", nullptr)
-        .withContext(strCat("NCCL rank ", rank, " of ", world, " on CUDA device ", device, " (",
-                            comm->context_->info().name, ")"));
-  }
-  comm->comm_ = made;
+  GLM_RETURN_IF_ERROR(comm->initRank(id, device));
   return comm;
+}
+
+namespace {
+
+/// A blocking ncclCommInitRank on a thread of its own, and what became of it.
+struct PendingInit {
+  std::mutex mutex;
+  bool finished = false;  // the init returned
+  bool abandoned = false; // its caller stopped waiting: the thread disposes of what it made
+  NcclHandle comm = nullptr;
+  int result = kNcclSuccess;
+  Status context = Status::success(); // the thread could not make the device current
+};
+
+} // namespace
+
+Status NcclComm::initRank(const UniqueId &id, int device) {
+  // ncclCommInitRank waits for every rank with no bound: a peer stopped after the id exchange
+  // would hang this rank for good. So the init runs on a thread of its own while this one waits
+  // under the timeout and the watch. A thread given up on aborts what its init makes, or stays
+  // blocked in NCCL's bootstrap until the process ends. (NCCL's non-blocking init would bound
+  // it too, but a non-blocking communicator makes every collective asynchronous: 65-73 us a call
+  // back to back on two H200s, against 7-11 us. docs/performance.md.)
+  auto pending = std::make_shared<PendingInit>();
+  std::thread([pending, api = api_, world = world_, rank = rank_, id, device] {
+    // ncclCommInitRank takes the device from the current context: the device's primary context,
+    // held and current on this thread while it runs.
+    Expected<std::unique_ptr<cuda::CudaContext>> context = cuda::CudaContext::create(device);
+    NcclHandle made = nullptr;
+    const int result = context.ok() ? api->ncclCommInitRank(&made, world, id, rank) : kNcclSuccess;
+    std::lock_guard<std::mutex> lock(pending->mutex);
+    if (pending->abandoned) {
+      if (made != nullptr) {
+        api->ncclCommAbort(made);
+      }
+      return;
+    }
+    pending->finished = true;
+    pending->comm = made;
+    pending->result = result;
+    pending->context = context.status();
+  }).detach();
+
+  Status waited = waitUntil("ncclCommInitRank", [&]() -> Expected<bool> {
+    std::lock_guard<std::mutex> lock(pending->mutex);
+    return pending->finished;
+  });
+  std::lock_guard<std::mutex> lock(pending->mutex);
+  if (!pending->finished) {
+    pending->abandoned = true;
+    return waited;
+  }
+  if (!waited.ok()) {
+    // The watch failed as the init returned: the group is lost all the same.
+    if (pending->comm != nullptr) {
+      api_->ncclCommAbort(pending->comm);
+    }
+    return waited;
+  }
+  const std::string where = strCat("NCCL rank ", rank_, " of ", world_, " on CUDA device ", device,
+                                   " (", context_->info().name, ")");
+  if (!pending->context.ok()) {
+    return pending->context.withContext(where);
+  }
+  if (pending->result != kNcclSuccess) {
+    return ncclError(*api_, pending->result, "ncclCommInitRank", nullptr).withContext(where);
+  }
+  comm_ = pending->comm;
+  return Status::success();
 }
 
 NcclComm::~NcclComm() {
@@ -257,30 +318,16 @@ Status NcclComm::ensureScratch(size_t bytes) {
   return Status::success();
 }
 
-Status NcclComm::synchronize(CUstream stream) {
-  GLM_RETURN_IF_ERROR(ready());
-  const cuda::CudaDriver &driver = context_->driver();
+Status NcclComm::waitUntil(const char *what, const std::function<Expected<bool>()> &done) {
   const auto start = std::chrono::steady_clock::now();
   auto watched = start;
   for (long spins = 0;; ++spins) {
-    const int query = driver.cuStreamQuery(stream);
-    if (query == 0) {
+    Expected<bool> finished = done();
+    if (!finished.ok()) {
+      return fail(finished.status());
+    }
+    if (*finished) {
       return Status::success();
-    }
-    if (query != cuda::kErrorNotReady) {
-      return fail(cuda::check(query, "cuStreamQuery"));
-    }
-    int async = kNcclSuccess;
-    GLM_RETURN_IF_ERROR(
-        checkCall(api_->ncclCommGetAsyncError(handle(comm_), &async), "ncclCommGetAsyncError"));
-    if (async != kNcclSuccess && async != kNcclInProgress) {
-      // A peer process that died shows both here and on the watch; the watch names the rank.
-      if (options_.watch) {
-        if (Status s = options_.watch(); !s.ok()) {
-          return fail(s);
-        }
-      }
-      return checkCall(async, "a collective (reported by ncclCommGetAsyncError)");
     }
     const auto now = std::chrono::steady_clock::now();
     if (options_.watch && now - watched >= std::chrono::milliseconds(1)) {
@@ -289,10 +336,9 @@ Status NcclComm::synchronize(CUstream stream) {
         return fail(s);
       }
     }
-    const auto waited = now - start;
-    if (options_.timeoutMs > 0 && waited > std::chrono::milliseconds(options_.timeoutMs)) {
+    if (options_.timeoutMs > 0 && now - start > std::chrono::milliseconds(options_.timeoutMs)) {
       return fail(Status(StatusCode::Unavailable,
-                         strCat("an NCCL collective did not finish within ", options_.timeoutMs,
+                         strCat(what, " did not finish within ", options_.timeoutMs,
                                 " ms: another rank is gone or stalled")));
     }
     // Decode collectives take microseconds: spin briefly before sleeping between polls.
@@ -302,6 +348,33 @@ Status NcclComm::synchronize(CUstream stream) {
       std::this_thread::sleep_for(std::chrono::microseconds(50));
     }
   }
+}
+
+Status NcclComm::synchronize(CUstream stream) {
+  GLM_RETURN_IF_ERROR(ready());
+  const cuda::CudaDriver &driver = context_->driver();
+  return waitUntil("an NCCL collective", [&]() -> Expected<bool> {
+    const int query = driver.cuStreamQuery(stream);
+    if (query == 0) {
+      return true;
+    }
+    if (query != cuda::kErrorNotReady) {
+      return cuda::check(query, "cuStreamQuery");
+    }
+    int async = kNcclSuccess;
+    if (int r = api_->ncclCommGetAsyncError(handle(comm_), &async); r != kNcclSuccess) {
+      return ncclError(*api_, r, "ncclCommGetAsyncError", handle(comm_));
+    }
+    if (async != kNcclSuccess && async != kNcclInProgress) {
+      // A peer process that died shows both here and on the watch; the watch names the rank.
+      if (options_.watch) {
+        GLM_RETURN_IF_ERROR(options_.watch());
+      }
+      return ncclError(*api_, async, "a collective (reported by ncclCommGetAsyncError)",
+                       handle(comm_));
+    }
+    return false;
+  });
 }
 
 Status NcclComm::ensureGatherScratch(size_t bytes, CUstream stream) {

@@ -14,6 +14,7 @@ namespace glm::runtime {
 
 /// NCCL's entry points as loaded (NcclApi.h, filled by NcclComm.cpp).
 struct NcclApi;
+struct UniqueId;
 
 /// The version code of the NCCL library NcclComm would load (ncclGetVersion: 22809 for 2.28.9),
 /// or why it cannot be loaded. Needs no GPU.
@@ -23,13 +24,13 @@ struct NcclApi;
 Expected<int> ncclVersion();
 
 struct NcclCommOptions {
-  /// How long a host-pointer collective (or synchronize()) waits for the other ranks before it
-  /// aborts the communicator and fails; 0 waits forever. NCCL itself never times out a
-  /// collective, so without this a rank that died or stalled would hang the others. Like
-  /// TcpCommOptions::timeoutMs, it must exceed the longest stretch of computation between two
-  /// collectives.
+  /// How long a host-pointer collective (or synchronize(), or create()'s ncclCommInitRank) waits
+  /// for the other ranks before it aborts the communicator and fails; 0 waits forever. NCCL itself
+  /// never times out a collective, so without this a rank that died or stalled would hang the
+  /// others. Like TcpCommOptions::timeoutMs, it must exceed the longest stretch of computation
+  /// between two collectives.
   int timeoutMs = 30000;
-  /// Called while synchronize() waits, about once a millisecond: an error fails the wait (and
+  /// Called while those waits wait, about once a millisecond: an error fails the wait (and
   /// aborts the communicator) with that error. NCCL does not notice a peer process that dies
   /// during a collective over NVLink or PCIe, whose kernel then waits for good; ranks that are
   /// processes watch their control connections here (TcpComm::checkPeers) so that a dead peer
@@ -53,8 +54,10 @@ struct NcclCommOptions {
 /// Failure: a collective that fails, or whose wait sees NCCL's asynchronous error or outlasts
 /// the timeout, aborts the communicator (ncclCommAbort), so that every later call fails at once
 /// with the reason. A rank that fails during create() tells the others through the control
-/// channel before NCCL starts, so no rank then waits in ncclCommInitRank for it; a failure inside
-/// ncclCommInitRank itself cannot be signalled that way and is left to NCCL's bootstrap.
+/// channel before NCCL starts, so no rank then waits in ncclCommInitRank for it; a rank lost inside
+/// ncclCommInitRank fails create() under the timeout and the watch, like a collective. (NCCL sets
+/// up a collective's connections at its first use, inside the call: a peer stopped there is
+/// still waited for without a bound.)
 ///
 /// Not thread-safe: one thread drives a communicator, as with the other Comms. Any thread may
 /// call it; each call makes the device's primary context current on the calling thread.
@@ -127,6 +130,12 @@ private:
   Status fail(Status status);
   /// fail() unless `result` (an ncclResult_t) is success; `call` names the NCCL call.
   Status checkCall(int result, const char *call);
+  /// Polls `done` until it is true, watching the peers about once a millisecond; fails (aborting
+  /// the communicator) with its error, the watch's, or after NcclCommOptions::timeoutMs, saying
+  /// that `what` did not finish.
+  Status waitUntil(const char *what, const std::function<Expected<bool>()> &done);
+  /// create()'s ncclCommInitRank with rank 0's `id`, bounded like the collectives.
+  Status initRank(const UniqueId &id, int device);
   Status ensureScratch(size_t bytes);
   /// The device all-gather's scratch of at least `bytes`; growing it first waits for `stream`,
   /// whose enqueued work may still use the old one.

@@ -1,17 +1,22 @@
 // NcclComm on GPUs: on one GPU (world 1, the only NCCL group one GPU allows) every collective,
 // host and device pointers, gives back its input; with GLM_NCCL_WORLD=2 on a machine of two GPUs,
 // two processes (this one as rank 0 on GPU 0, a re-executed copy as rank 1 on GPU 1, the NCCL id
-// exchanged over TcpComm on localhost) check the sums within 1e-6 and the gathers exactly.
+// exchanged over TcpComm on localhost) check the sums within 1e-6 and the gathers exactly. A
+// peer that takes the NCCL id and then never initialises fails rank 0's create() after the
+// timeout, or at once with the watch's reason, instead of hanging in ncclCommInitRank.
 #include "runtime/comm/LoopbackComm.h"
+#include "runtime/comm/NcclApi.h"
 #include "runtime/comm/NcclComm.h"
 #include "runtime/comm/TcpComm.h"
 #include "tests/gpu/support/GpuTest.h"
 
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <string>
 #include <sys/wait.h>
+#include <thread>
 #include <unistd.h>
 #include <vector>
 
@@ -187,6 +192,52 @@ TEST(NcclCommGpu, WorldOneCollectivesGiveTheInput) {
   EXPECT_EQ(comm->rank(), 0);
   EXPECT_EQ(comm->world(), 1);
   runCollectives(*comm);
+}
+
+/// Rank 1's part of a world-2 NcclComm::create over `control` up to the NCCL id (nothing failed
+/// here; the id comes), after which it never calls NCCL: a peer stopped inside ncclCommInitRank.
+/// The exchange is create()'s; should it change, rank 0 fails differently and the tests say so.
+void takeTheIdAndStop(Comm &control) {
+  float failed = 0.0f;
+  (void)control.allReduce(&failed, 1);
+  std::vector<uint8_t> message(1 + runtime::kUniqueIdBytes);
+  (void)control.broadcast(message.data(), message.size());
+}
+
+/// Rank 0's create() on GPU 0 with `options` while rank 1 takes the id and stops.
+Expected<std::unique_ptr<NcclComm>> createWithStoppedPeer(runtime::NcclCommOptions options) {
+  LoopbackGroup group(2);
+  std::unique_ptr<Comm> zero = group.comm(0), one = group.comm(1);
+  std::thread peer([&] { takeTheIdAndStop(*one); });
+  Expected<std::unique_ptr<NcclComm>> comm = NcclComm::create(*zero, 0, std::move(options));
+  peer.join();
+  return comm;
+}
+
+TEST(NcclCommGpu, AnInitWhosePeerNeverComesFailsAfterTheTimeout) {
+  Expected<std::unique_ptr<NcclComm>> comm = createWithStoppedPeer({.timeoutMs = 1500});
+  ASSERT_FALSE(comm.ok()) << "rank 0 formed a group of two alone";
+  EXPECT_EQ(comm.status().code(), StatusCode::Unavailable) << comm.status().toString();
+  EXPECT_NE(comm.status().message().find("ncclCommInitRank did not finish within 1500 ms"),
+            std::string::npos)
+      << comm.status().toString();
+}
+
+TEST(NcclCommGpu, AnInitWhosePeerIsGoneFailsWithTheWatchsReason) {
+  // The watch reports the peer gone a little after the init started, long before the timeout.
+  const auto start = std::chrono::steady_clock::now();
+  runtime::NcclCommOptions options{.timeoutMs = 600000};
+  options.watch = [start]() -> Status {
+    if (std::chrono::steady_clock::now() - start < std::chrono::milliseconds(200)) {
+      return Status::success();
+    }
+    return Status(StatusCode::Unavailable, "tensor-parallel rank 1 closed the connection");
+  };
+  Expected<std::unique_ptr<NcclComm>> comm = createWithStoppedPeer(std::move(options));
+  ASSERT_FALSE(comm.ok()) << "rank 0 formed a group of two alone";
+  EXPECT_EQ(comm.status().code(), StatusCode::Unavailable) << comm.status().toString();
+  EXPECT_NE(comm.status().message().find("rank 1 closed the connection"), std::string::npos)
+      << comm.status().toString();
 }
 
 TcpComm::Admit admitAll() {
