@@ -51,11 +51,10 @@ const Subcommand kSubcommands[] = {
      "s, or busy\n"
      "        for --tp-timeout seconds, default 30, fails the call in flight); a GPU plan's "
      "ranks\n"
-     "        exchange through host memory over the workers' connections (tcp, the default: "
-     "slow),\n"
-     "        or over NCCL with --tp-transport nccl (which hangs forming the group on some "
-     "machines:\n"
-     "        docs/tensor-parallel.md)",
+     "        exchange over NCCL, one GPU each (nccl, the default), or through host memory "
+     "over the\n"
+     "        workers' connections (--tp-transport tcp: no NCCL needed, ranks may share a GPU, "
+     "slow)",
      glm::tools::runServe},
     {"worker",
      "worker PLAN.glmp --model DIR --rank R --head HOST:PORT [--wait SECONDS] [--tp-timeout S]\n"

@@ -86,10 +86,8 @@ int runServe(const std::vector<std::string> &args) {
     return cl.fail(invalidArgument("--tp-transport says how --tp-listen's GPU ranks exchange: it "
                                    "needs --tp-listen"));
   }
-  // tcp by default until forming an NCCL group between processes stops hanging on the two-H200
-  // machine (docs/tensor-parallel.md, "Known defect"): slow, but it works everywhere.
   Expected<runtime::DeviceTransport> transport =
-      runtime::parseDeviceTransport(cl.get("tp-transport").value_or("tcp"));
+      runtime::parseDeviceTransport(cl.get("tp-transport").value_or("nccl"));
   if (!transport.ok()) {
     return cl.fail(transport.status().withContext("--tp-transport"));
   }
