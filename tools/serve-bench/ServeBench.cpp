@@ -1,6 +1,7 @@
 // glmc-serve-bench: measures an OpenAI-compatible server the way `vllm bench serve` does, so
 // that glmc's numbers sit beside vLLM's (server.md §3.3). Streamed chat requests with
-// include_usage and ignore_eos, all sent at once behind a concurrency limit, at each level asked.
+// include_usage and ignore_eos, all sent at once behind a concurrency limit, at each level asked;
+// greedy unless --temperature asks the server to sample.
 //
 //   TTFT  send → first chunk with choices      ITL   gaps between later chunks with choices
 //   E2EL  send → last chunk with choices       TPOT  (E2EL − TTFT) / (output tokens − 1)
@@ -47,6 +48,7 @@ struct Options {
   int64_t inputWords = 0; // 0: the prompt as given
   int64_t outputTokens = 128;
   double rangeRatio = 0;
+  double temperature = 0; // greedy, as vLLM's benchmark asks by default
   uint64_t seed = 0;
   int64_t requests = 0; // per level; 0 means 4 × the level
   std::vector<int64_t> levels{1, 8};
@@ -102,7 +104,7 @@ RequestResult runOne(const Options &o, const RequestShape &shape) {
                {"stream_options", {{"include_usage", true}}},
                {"max_completion_tokens", shape.outputTokens},
                {"ignore_eos", true},
-               {"temperature", 0}};
+               {"temperature", o.temperature}};
   httplib::Client client(o.host, o.port);
   client.set_read_timeout(600, 0);
   httplib::Request req;
@@ -311,13 +313,15 @@ int main(int argc, char **argv) {
   glm::tools::CommandLine cl("serve-bench");
   cl.option("host").option("port").option("model").option("api-key").option("prompt");
   cl.option("output-tokens").option("requests").option("concurrency").option("json");
-  cl.option("input-words").option("range-ratio").option("seed");
+  cl.option("input-words").option("range-ratio").option("seed").option("temperature");
   if (glm::Status s = cl.parse(std::vector<std::string>(argv + 1, argv + argc)); !s.ok()) {
     // The parser's message already names the command.
     std::fprintf(stderr, "%s\n", s.message().c_str());
     return fail("usage: glmc-serve-bench --model NAME [--host H] [--port 8888] [--api-key K]\n"
                 "         [--prompt TEXT | --input-words N] [--output-tokens 128]\n"
-                "         [--range-ratio R (0..1)] [--seed S] [--concurrency 1,8]\n"
+                "         [--range-ratio R (0..1)] [--seed S] [--temperature T (0..2, default 0)]\n"
+                "         [--concurrency 1,8]"
+                "\n"
                 "         [--requests N (default 4 x concurrency)] [--json OUT]");
   }
   Options o;
@@ -349,6 +353,14 @@ int main(int argc, char **argv) {
     o.rangeRatio = std::strtod(ratio->c_str(), &end);
     if (ratio->empty() || *end != '\0' || !(o.rangeRatio >= 0 && o.rangeRatio < 1)) {
       return fail("--range-ratio wants a number in [0, 1), not '" + *ratio + "'");
+    }
+  }
+  if (std::optional<std::string> temperature = cl.get("temperature")) {
+    // Above 0 the server samples, which is what clients that leave it at OpenAI's default get.
+    char *end = nullptr;
+    o.temperature = std::strtod(temperature->c_str(), &end);
+    if (temperature->empty() || *end != '\0' || !(o.temperature >= 0 && o.temperature <= 2)) {
+      return fail("--temperature wants a number in [0, 2], not '" + *temperature + "'");
     }
   }
   if (std::optional<std::string> levels = cl.get("concurrency")) {
