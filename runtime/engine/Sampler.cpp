@@ -64,9 +64,9 @@ int32_t argmaxLowestId(std::span<const float> logits) {
 /// logits[b]`: descending logit, ties (-0 and +0 among them) to the lower id. Sorting 154880 ids
 /// that way, each compare reading two logits, took 16 ms a row on this project's build machine,
 /// a sampled token's host work for each sequence (4 ms with the radix sort, the exps now most of
-/// it). A few: a partial sort on (logit, id). Most: an LSD radix sort on the
-/// logits' bits, which is stable and so keeps equal logits in id order. NaNs have no place in
-/// that order (the sort was undefined for them); here they go beyond the infinity of their sign.
+/// it). A few ids: a partial sort on (logit, id). Most: an LSD radix sort on the logits' bits,
+/// which is stable and so keeps equal logits in id order. NaNs have no place in that order (the
+/// sort was undefined for them); here they go beyond the infinity of their sign.
 std::vector<int32_t> descendingOrder(std::span<const float> logits, size_t count) {
   const size_t vocab = logits.size();
   std::vector<int32_t> ids(vocab);
