@@ -13,6 +13,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <thread>
 #include <vector>
 
@@ -68,8 +69,13 @@ private:
   struct Active;
   void loop();
   void step(std::vector<std::unique_ptr<Active>> &running);
-  /// Samples the next token from a row of logits, honouring min_tokens and ignore_eos.
-  int32_t pick(Active &a, std::vector<float> row);
+  /// Samples the next token from a row of logits (masked in place), honouring min_tokens and
+  /// ignore_eos. Reads only `a`: rows of one step may be picked on threads of their own.
+  int32_t pick(const Active &a, std::span<float> row) const;
+  /// The tokens of a decode step's rows, row k for the sequence running[decoding[k]].
+  std::vector<int32_t> pickRows(const std::vector<std::unique_ptr<Active>> &running,
+                                const std::vector<size_t> &decoding, std::vector<float> &logits,
+                                size_t vocab) const;
   /// Delivers `token`; returns false once the request is over (and reports why).
   bool deliver(Active &a, int32_t token);
 

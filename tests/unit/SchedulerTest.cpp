@@ -1,5 +1,6 @@
 // The continuous-batching scheduler over the tiny fixture's CPU plan: what happens to requests
-// whose consumer is gone, and to the ones after them.
+// whose consumer is gone, and to the ones after them; chunked prefill, preemption, and sampled
+// replies that do not depend on what they were batched with.
 #include "runtime/engine/Scheduler.h"
 #include "runtime/engine/CpuEngine.h"
 
@@ -189,6 +190,43 @@ TEST(Scheduler, SequencesThatOutgrowThePoolArePreemptedAndRecomputed) {
     EXPECT_EQ(together[r]->received(), alone[r]) << "request " << r;
   }
   EXPECT_GE(scheduler.stats().preemptions, 1);
+}
+
+TEST(Scheduler, SampledRepliesInABatchEqualEachAlone) {
+  // Four sampled requests decode together, their rows picked on threads of their own (two or more
+  // sampled rows a step): each draw is keyed by its request's seed and position, so every reply
+  // equals the one it gets alone. One masks its end-of-sequence token in place until min_tokens.
+  Engine engine("--max-seqs 4 --prefill 64 --decode 1x1,4x1");
+  Scheduler scheduler(engine.take(), 8);
+  std::vector<SequenceRequest> requests(4);
+  for (size_t r = 0; r < requests.size(); ++r) {
+    requests[r].prompt = {static_cast<int32_t>(40 + r), 7, static_cast<int32_t>(90 + 3 * r)};
+    requests[r].sampling = SamplingParams{1.0f, 0.9f, 0, 0.0f, 1000 + r};
+    requests[r].maxTokens = 24;
+    requests[r].ignoreEos = true;
+  }
+  requests[3].ignoreEos = false;
+  requests[3].minTokens = 24;
+  requests[3].eosIds = {5, 6};
+  std::vector<std::vector<int32_t>> alone;
+  for (const SequenceRequest &request : requests) {
+    auto sink = std::make_shared<RecordingSink>(false);
+    ASSERT_TRUE(scheduler.submit(request, sink).ok());
+    ASSERT_EQ(sink->wait(), std::make_pair(FinishReason::Length, 24));
+    alone.push_back(sink->received());
+  }
+  std::vector<std::shared_ptr<RecordingSink>> together;
+  for (const SequenceRequest &request : requests) {
+    together.push_back(std::make_shared<RecordingSink>(false));
+    ASSERT_TRUE(scheduler.submit(request, together.back()).ok());
+  }
+  for (size_t r = 0; r < requests.size(); ++r) {
+    EXPECT_EQ(together[r]->wait(), std::make_pair(FinishReason::Length, 24)) << "request " << r;
+    EXPECT_EQ(together[r]->received(), alone[r]) << "request " << r;
+  }
+  for (int32_t token : together[3]->received()) {
+    EXPECT_TRUE(token != 5 && token != 6) << "an end-of-sequence token before min_tokens";
+  }
 }
 
 } // namespace
