@@ -71,7 +71,9 @@ std::vector<int32_t> descendingOrder(std::span<const float> logits, size_t count
   const size_t vocab = logits.size();
   std::vector<int32_t> ids(vocab);
   std::iota(ids.begin(), ids.end(), 0);
-  if (count < vocab / 16) {
+  // The partial sort's cost grows with `count`, the radix sort's does not: on the build machine
+  // they meet near 4000 of 154880 ids (2.1 ms each, whole sampleToken calls at top_k 4000).
+  if (count < vocab / 40) {
     std::partial_sort(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(count), ids.end(),
                       [&](int32_t a, int32_t b) {
                         return logits[a] > logits[b] || (!(logits[b] > logits[a]) && a < b);
