@@ -159,6 +159,40 @@ TEST(Scheduler, ALongPromptIsPrefilledInChunksBetweenDecodeSteps) {
   EXPECT_GE(late->otherAtFirstToken - before, 2);
 }
 
+/// Runs each of `requests` alone, then all at once, and expects every reply of the second run to
+/// equal its first, each running to its maxTokens; returns the replies run together (none if a
+/// request was refused, whose wait would never end).
+std::vector<std::vector<int32_t>>
+expectEachEqualsItselfAlone(Scheduler &scheduler, const std::vector<SequenceRequest> &requests) {
+  std::vector<std::vector<int32_t>> alone, replies;
+  for (const SequenceRequest &request : requests) {
+    auto sink = std::make_shared<RecordingSink>(false);
+    if (Status s = scheduler.submit(request, sink); !s.ok()) {
+      ADD_FAILURE() << "alone: " << s.toString();
+      return {};
+    }
+    EXPECT_EQ(sink->wait(),
+              std::make_pair(FinishReason::Length, static_cast<int>(request.maxTokens)));
+    alone.push_back(sink->received());
+  }
+  std::vector<std::shared_ptr<RecordingSink>> together;
+  for (const SequenceRequest &request : requests) {
+    together.push_back(std::make_shared<RecordingSink>(false));
+    if (Status s = scheduler.submit(request, together.back()); !s.ok()) {
+      ADD_FAILURE() << "together: " << s.toString();
+      return {};
+    }
+  }
+  for (size_t r = 0; r < requests.size(); ++r) {
+    EXPECT_EQ(together[r]->wait(),
+              std::make_pair(FinishReason::Length, static_cast<int>(requests[r].maxTokens)))
+        << "request " << r;
+    replies.push_back(together[r]->received());
+    EXPECT_EQ(replies.back(), alone[r]) << "request " << r;
+  }
+  return replies;
+}
+
 TEST(Scheduler, SequencesThatOutgrowThePoolArePreemptedAndRecomputed) {
   // A pool of 256 tokens and two sequences that grow to 232 tokens each: they cannot both hold
   // their state, so the newer gives its pages back and is prefilled again later. Each reply must
@@ -173,22 +207,7 @@ TEST(Scheduler, SequencesThatOutgrowThePoolArePreemptedAndRecomputed) {
     requests[r].maxTokens = 132;
     requests[r].ignoreEos = true;
   }
-  std::vector<std::vector<int32_t>> alone;
-  for (const SequenceRequest &request : requests) {
-    auto sink = std::make_shared<RecordingSink>(false);
-    ASSERT_TRUE(scheduler.submit(request, sink).ok());
-    ASSERT_EQ(sink->wait(), std::make_pair(FinishReason::Length, 132));
-    alone.push_back(sink->received());
-  }
-  std::vector<std::shared_ptr<RecordingSink>> together;
-  for (const SequenceRequest &request : requests) {
-    together.push_back(std::make_shared<RecordingSink>(false));
-    ASSERT_TRUE(scheduler.submit(request, together.back()).ok());
-  }
-  for (size_t r = 0; r < requests.size(); ++r) {
-    EXPECT_EQ(together[r]->wait(), std::make_pair(FinishReason::Length, 132)) << "request " << r;
-    EXPECT_EQ(together[r]->received(), alone[r]) << "request " << r;
-  }
+  expectEachEqualsItselfAlone(scheduler, requests);
   EXPECT_GE(scheduler.stats().preemptions, 1);
 }
 
@@ -208,23 +227,10 @@ TEST(Scheduler, SampledRepliesInABatchEqualEachAlone) {
   requests[3].ignoreEos = false;
   requests[3].minTokens = 24;
   requests[3].eosIds = {5, 6};
-  std::vector<std::vector<int32_t>> alone;
-  for (const SequenceRequest &request : requests) {
-    auto sink = std::make_shared<RecordingSink>(false);
-    ASSERT_TRUE(scheduler.submit(request, sink).ok());
-    ASSERT_EQ(sink->wait(), std::make_pair(FinishReason::Length, 24));
-    alone.push_back(sink->received());
-  }
-  std::vector<std::shared_ptr<RecordingSink>> together;
-  for (const SequenceRequest &request : requests) {
-    together.push_back(std::make_shared<RecordingSink>(false));
-    ASSERT_TRUE(scheduler.submit(request, together.back()).ok());
-  }
-  for (size_t r = 0; r < requests.size(); ++r) {
-    EXPECT_EQ(together[r]->wait(), std::make_pair(FinishReason::Length, 24)) << "request " << r;
-    EXPECT_EQ(together[r]->received(), alone[r]) << "request " << r;
-  }
-  for (int32_t token : together[3]->received()) {
+  const std::vector<std::vector<int32_t>> together =
+      expectEachEqualsItselfAlone(scheduler, requests);
+  ASSERT_EQ(together.size(), requests.size());
+  for (int32_t token : together[3]) {
     EXPECT_TRUE(token != 5 && token != 6) << "an end-of-sequence token before min_tokens";
   }
 }
