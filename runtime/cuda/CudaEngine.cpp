@@ -8,7 +8,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <functional>
 
 namespace glm::cuda {
 namespace {
@@ -379,15 +378,11 @@ Expected<std::vector<float>> CudaEngine::runOnDevice(Program &program,
            cuMemsetD8Async(program.sampling.address, 0, program.sampling.bytes, ctx_->stream()));
   }
   GLM_RETURN_IF_ERROR(execute(program));
-  // A copy to pageable host memory blocks this thread until the stream reaches it, outside any
-  // wait that watches the other ranks: with NCCL, whose kernels wait for a lost peer for good, a
-  // rank that died during this step's collectives would hang the copy. A rank of a group waits
-  // through its group first, which fails naming the lost rank; the copies then find the stream
-  // idle.
-  if (options_.comm != nullptr) {
-    GLM_RETURN_IF_ERROR(options_.comm->synchronize(ctx_->stream())
-                            .withContext(strCat("running ", program.plan->name()->str())));
-  }
+  // The step is waited for before the copies: a copy to pageable host memory blocks this thread
+  // until the stream reaches it, outside the group's watched wait (waitForStream). The copies
+  // then find the stream idle, and return once done (CUDA's rule for pageable destinations), so
+  // no wait follows them.
+  GLM_RETURN_IF_ERROR(waitForStream().withContext(strCat("running ", program.plan->name()->str())));
   // Only the rows the call used come back (or each group's last, or none).
   int64_t used = 0;
   for (const RowGroup &g : groups) {
@@ -405,12 +400,15 @@ Expected<std::vector<float>> CudaEngine::runOnDevice(Program &program,
                                  count * sizeof(float), ctx_->stream()));
     offset += count;
   }
-  GLM_RETURN_IF_ERROR(
-      ctx_->synchronize().withContext(strCat("running ", program.plan->name()->str())));
   for (const RowGroup &g : groups) {
     sequences_.advance(g.slot, g.count);
   }
   return logits;
+}
+
+Status CudaEngine::waitForStream() {
+  return options_.comm != nullptr ? options_.comm->synchronize(ctx_->stream())
+                                  : ctx_->synchronize();
 }
 
 Expected<CudaEngine::ProgramTiming> CudaEngine::timeProgram(const plan::Program &p, int64_t context,
@@ -461,12 +459,9 @@ Expected<CudaEngine::ProgramTiming> CudaEngine::timeProgram(const plan::Program 
   GLM_RETURN_IF_ERROR(first.status());
 
   ProgramTiming timing;
-  std::function<Status(CUstream)> wait;
-  if (options_.comm != nullptr) {
-    wait = [this](CUstream stream) { return options_.comm->synchronize(stream); };
-  }
-  Expected<EventTiming> replays =
-      timeOnStream(*ctx_, [&]() -> Status { return execute(*program); }, reps, 5, wait);
+  Expected<EventTiming> replays = timeOnStream(
+      *ctx_, [&]() -> Status { return execute(*program); }, reps, 5,
+      [this](CUstream) { return waitForStream(); });
   if (!replays.ok()) {
     return fail(replays.status());
   }
@@ -530,10 +525,7 @@ Expected<std::vector<double>> CudaEngine::timeSteps(const Program &program, int 
       }
     }
     if (status.ok()) {
-      // NCCL's wait watches for a lost rank, where an event wait would hang.
-      status = options_.comm != nullptr
-                   ? options_.comm->synchronize(ctx_->stream())
-                   : check(d.cuEventSynchronize(marks[stepCount]), "cuEventSynchronize");
+      status = waitForStream();
     }
     for (uint32_t s = 0; s < stepCount && status.ok(); ++s) {
       float ms = 0;

@@ -112,6 +112,9 @@ private:
   /// timeProgram's per-step breakdown: the median over `runs` eager runs of each step's time
   /// (a collective step's is its collective's).
   Expected<std::vector<double>> timeSteps(const Program &program, int runs);
+  /// Waits for this engine's stream: through the group's wait when it is a rank of one, which
+  /// watches the other ranks, where a plain wait would hang behind a collective whose peer is gone.
+  Status waitForStream();
   /// The work of run() after the io slots' pages are reserved.
   Expected<std::vector<float>> runOnDevice(Program &program, std::span<const int32_t> tokens,
                                            const std::vector<RowGroup> &groups, LogitsBack back);
