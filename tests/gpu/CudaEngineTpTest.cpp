@@ -254,14 +254,12 @@ public:
     void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
     waitValue_ = lib != nullptr ? reinterpret_cast<WaitValue>(dlsym(lib, "cuStreamWaitValue32_v2"))
                                 : nullptr;
-    Expected<cuda::DeviceMemory> word = gpu()->allocate(sizeof(uint32_t));
+    Expected<cuda::DeviceMemory> word = toDevice(std::vector<uint32_t>{0});
+    ready_ = waitValue_ != nullptr && word.ok() &&
+             gpu()->driver().cuStreamCreate(&release_, /*CU_STREAM_NON_BLOCKING*/ 1) == 0;
     if (word.ok()) {
       word_ = std::move(word).value();
     }
-    const cuda::CudaDriver &d = gpu()->driver();
-    ready_ = waitValue_ != nullptr && word.ok() &&
-             d.cuMemsetD8(word_.ptr(), 0, sizeof(uint32_t)) == 0 &&
-             d.cuStreamCreate(&release_, /*CU_STREAM_NON_BLOCKING*/ 1) == 0;
     watchdog_ = std::thread([this] {
       const auto until = std::chrono::steady_clock::now() + kWatchdog;
       while (!released_.load() && std::chrono::steady_clock::now() < until) {
