@@ -1,6 +1,7 @@
 // Collectives on device memory, ordered on a CUDA stream: what the CUDA engine runs between the
-// CUDA graphs of a tensor-parallel program. LoopbackComm (ranks as threads sharing one GPU) and
-// NcclComm (one process per GPU) implement it.
+// CUDA graphs of a tensor-parallel program. LoopbackComm (ranks as threads sharing one GPU),
+// NcclComm (a GPU per rank), StagedDeviceComm (through host memory over TCP) and GroupDeviceComm
+// (whichever of the last two a group of processes formed with) implement it.
 #pragma once
 
 #include "runtime/common/Status.h"

@@ -39,16 +39,16 @@ void GroupDeviceComm::drop(const std::string &why) {
     return;
   }
   // The staged transport waits for its stream in every collective: nothing of it can be running.
-  bool idle = formed_ != DeviceTransport::Nccl || lastStream_ == nullptr;
-  if (formed_ == DeviceTransport::Nccl) {
+  auto *nccl = dynamic_cast<NcclComm *>(comm_.get());
+  bool idle = nccl == nullptr || lastStream_ == nullptr;
+  if (nccl != nullptr) {
     // Local only (ncclCommAbort): the group it belonged to is gone or being replaced. (The staged
     // transport's abort would end the control group instead, which is the new group's.)
-    auto &nccl = static_cast<NcclComm &>(*comm_);
-    nccl.abort(Status(StatusCode::Unavailable, why));
+    nccl->abort(Status(StatusCode::Unavailable, why));
     // An aborted NCCL kernel leaves the stream promptly; the communicator's buffers are freed only
     // after that. The query runs in the stream's context, which may not be this thread's yet.
-    if (!idle && nccl.context().makeCurrent().ok()) {
-      const cuda::CudaDriver &d = nccl.context().driver();
+    if (!idle && nccl->context().makeCurrent().ok()) {
+      const cuda::CudaDriver &d = nccl->context().driver();
       const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
       while (!idle && std::chrono::steady_clock::now() < until) {
         // Done, or failed (the context is then unusable anyway): nothing left running.
@@ -65,7 +65,6 @@ void GroupDeviceComm::drop(const std::string &why) {
     // Still running after the abort (a driver fault): leaked rather than freed under a kernel.
     (void)comm_.release();
   }
-  formed_.reset();
   lastStream_ = nullptr;
 }
 
@@ -91,7 +90,6 @@ Status GroupDeviceComm::form() {
                          NcclComm::create(control_, device_, std::move(options)));
     comm_ = std::move(made);
   }
-  formed_ = transport;
   return Status::success();
 }
 
@@ -124,8 +122,8 @@ Status GroupDeviceComm::synchronize(cuda::CUstream stream) {
 }
 
 void GroupDeviceComm::abort(const Status &why) {
-  if (comm_ != nullptr && formed_ == DeviceTransport::Nccl) {
-    comm_->abort(why);
+  if (auto *nccl = dynamic_cast<NcclComm *>(comm_.get()); nccl != nullptr) {
+    nccl->abort(why);
   }
   control_.disconnect(why.message());
 }

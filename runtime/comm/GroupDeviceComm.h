@@ -6,7 +6,6 @@
 #include "runtime/comm/TcpComm.h"
 
 #include <memory>
-#include <optional>
 #include <string>
 
 namespace glm::runtime {
@@ -69,8 +68,7 @@ private:
   int device_;
   DeviceTransport transport_;
   int timeoutMs_;
-  std::unique_ptr<DeviceComm> comm_;
-  std::optional<DeviceTransport> formed_;
+  std::unique_ptr<DeviceComm> comm_;    // NcclComm or StagedDeviceComm; null until formed
   cuda::CUstream lastStream_ = nullptr; // what drop() waits for before freeing NCCL's buffers
 };
 
