@@ -1,10 +1,10 @@
 // The compile pipeline, as one readable sequence of passes.
 #include "compiler/pipelines/CompilePipeline.h"
 
+#include "base/Hash.h"
+#include "base/Logging.h"
 #include "compiler/Passes.h"
 #include "compiler/pipelines/EmitPlan.h"
-#include "runtime/common/Hash.h"
-#include "runtime/common/Logging.h"
 #include "runtime/plan/PlanFile.h"
 
 #include "mlir/IR/Diagnostics.h"

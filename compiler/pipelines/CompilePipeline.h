@@ -2,8 +2,8 @@
 // plan file.
 #pragma once
 
+#include "base/Status.h"
 #include "models/glm53/Builder.h"
-#include "runtime/common/Status.h"
 
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Pass/PassManager.h"

@@ -1,7 +1,7 @@
 // Writes a planned module (plan dialect, after plan-verify) as a flatbuffers plan file.
 #pragma once
 
-#include "runtime/common/Status.h"
+#include "base/Status.h"
 #include "runtime/cuda/KernelSelection.h"
 
 #include "mlir/IR/BuiltinOps.h"

@@ -5,7 +5,7 @@
 //   out   f32 [count]     out = a + b; may alias a or b
 #pragma once
 
-#include "runtime/common/Status.h"
+#include "base/Status.h"
 
 #include <cstdint>
 

@@ -7,7 +7,7 @@
 // NaN entries never win (a row of NaNs gives 0).
 #pragma once
 
-#include "runtime/common/Status.h"
+#include "base/Status.h"
 
 #include <cstdint>
 

@@ -1,8 +1,8 @@
 // Compiling kernel sources with NVRTC (loaded with dlopen) and caching the cubins by content hash.
 #include "kernels/common/Nvrtc.h"
 
+#include "base/Hash.h"
 #include "kernels/common/KernelSources.h"
-#include "runtime/common/Hash.h"
 
 #include <cstdlib>
 #include <dlfcn.h>

@@ -3,7 +3,7 @@
 // build the kernels they check; a machine without the CUDA toolkit builds glmc all the same.
 #pragma once
 
-#include "runtime/common/Status.h"
+#include "base/Status.h"
 
 #include <cstdint>
 #include <string>

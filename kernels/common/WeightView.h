@@ -2,8 +2,8 @@
 // element.
 #pragma once
 
-#include "runtime/common/Status.h"
-#include "runtime/weights/DType.h"
+#include "base/DType.h"
+#include "base/Status.h"
 
 #include <array>
 #include <cstdint>

@@ -5,7 +5,7 @@
 //   out        f32 [rows, Σ widths]     out[r] = inputs[0][r] ‖ inputs[1][r] ‖ …
 #pragma once
 
-#include "runtime/common/Status.h"
+#include "base/Status.h"
 
 #include <cstdint>
 #include <span>

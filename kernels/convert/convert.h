@@ -7,7 +7,7 @@
 //   out[i] = x[i], exactly: every bf16 value is an f32 value.
 #pragma once
 
-#include "runtime/common/Status.h"
+#include "base/Status.h"
 
 #include <cstdint>
 

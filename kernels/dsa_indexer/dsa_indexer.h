@@ -33,9 +33,9 @@
 // ≤ R − 1 tokens: exact, since a closed pool's key never changes.
 #pragma once
 
+#include "base/Status.h"
 #include "kernels/common/TopK.h"
 #include "kernels/common/WeightView.h"
-#include "runtime/common/Status.h"
 
 #include <cstdint>
 

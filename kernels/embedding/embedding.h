@@ -10,8 +10,8 @@
 // streams as exact copies of the embedding (glm53_arch.md §2.1).
 #pragma once
 
+#include "base/Status.h"
 #include "kernels/common/WeightView.h"
-#include "runtime/common/Status.h"
 
 #include <cstdint>
 

@@ -20,10 +20,10 @@
 // kernels do in fp16/fp32, and is the reference they are tested against.
 #pragma once
 
+#include "base/Status.h"
 #include "kernels/common/WeightView.h"
 #include "kernels/exl3/exl3_gpu.h"
 #include "kernels/moe_experts/moe_experts.h"
-#include "runtime/common/Status.h"
 #include "runtime/weights/Exl3Tensors.h"
 
 #include <cmath>

@@ -2,9 +2,9 @@
 // Viterbi of reference/exl3_format.md §6, on the CPU.
 #include "kernels/exl3/exl3_quantize.h"
 
+#include "base/Random.h"
 #include "kernels/common/FloatFormats.h"
 #include "kernels/common/ParallelFor.h"
-#include "runtime/common/Random.h"
 
 #include <algorithm>
 #include <array>

@@ -3,8 +3,8 @@
 // tests that need real trellises.
 #pragma once
 
+#include "base/Status.h"
 #include "kernels/exl3/exl3.h"
-#include "runtime/common/Status.h"
 
 #include <cstdint>
 #include <functional>

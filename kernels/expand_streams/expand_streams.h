@@ -4,7 +4,7 @@
 //   out  f32 [tokens, streams, hidden]     out[t][s] = x[t] for every stream s (exact copies)
 #pragma once
 
-#include "runtime/common/Status.h"
+#include "base/Status.h"
 
 #include <cstdint>
 

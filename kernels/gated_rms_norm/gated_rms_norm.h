@@ -10,8 +10,8 @@
 // HF does all of it in fp32 and casts once at the end (eps = rms_norm_eps).
 #pragma once
 
+#include "base/Status.h"
 #include "kernels/common/WeightView.h"
-#include "runtime/common/Status.h"
 
 #include <cstdint>
 

@@ -11,8 +11,8 @@
 // GLM-5.3's indexer hard-codes eps = 1e-6 here (not rms_norm_eps).
 #pragma once
 
+#include "base/Status.h"
 #include "kernels/common/WeightView.h"
-#include "runtime/common/Status.h"
 
 #include <cstdint>
 

@@ -13,7 +13,7 @@
 // comb.transpose(-1, -2) @ residual).
 #pragma once
 
-#include "runtime/common/Status.h"
+#include "base/Status.h"
 
 #include <cstdint>
 

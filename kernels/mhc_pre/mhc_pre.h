@@ -24,8 +24,8 @@
 //   x     = Σ_s pre[s] · X[t][s]
 #pragma once
 
+#include "base/Status.h"
 #include "kernels/common/WeightView.h"
-#include "runtime/common/Status.h"
 
 #include <cstdint>
 

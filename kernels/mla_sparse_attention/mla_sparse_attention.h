@@ -22,8 +22,8 @@
 // with nothing selected outputs zeros; a position after t or beyond the cache is an error.
 #pragma once
 
+#include "base/Status.h"
 #include "kernels/common/WeightView.h"
-#include "runtime/common/Status.h"
 
 #include <cstdint>
 

@@ -16,8 +16,8 @@
 // HF's eager loop does, each over the tokens routed to it.
 #pragma once
 
+#include "base/Status.h"
 #include "kernels/common/WeightView.h"
-#include "runtime/common/Status.h"
 
 #include <cmath>
 #include <cstdint>

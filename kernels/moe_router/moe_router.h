@@ -19,9 +19,9 @@
 // ones torch.topk keeps on CPU (TorchCpu, for golden comparisons); torch leaves them unspecified.
 #pragma once
 
+#include "base/Status.h"
 #include "kernels/common/TopK.h"
 #include "kernels/common/WeightView.h"
-#include "runtime/common/Status.h"
 
 #include <cstdint>
 

@@ -10,8 +10,8 @@
 // product; in an fp32 plan that cast is the identity, so this is all fp32.
 #pragma once
 
+#include "base/Status.h"
 #include "kernels/common/WeightView.h"
-#include "runtime/common/Status.h"
 
 #include <cstdint>
 

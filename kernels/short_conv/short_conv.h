@@ -14,8 +14,8 @@
 // chunk: the state is all a causal conv needs of the past.
 #pragma once
 
+#include "base/Status.h"
 #include "kernels/common/WeightView.h"
-#include "runtime/common/Status.h"
 
 #include <cstdint>
 

@@ -9,7 +9,7 @@
 // the final RMSNorm and lm_head follow as rms_norm and linear.
 #pragma once
 
-#include "runtime/common/Status.h"
+#include "base/Status.h"
 
 #include <cstdint>
 

@@ -14,8 +14,8 @@
 // limit = swiglu_limit; +inf disables the clamps.
 #pragma once
 
+#include "base/Status.h"
 #include "kernels/common/WeightView.h"
-#include "runtime/common/Status.h"
 
 #include <cmath>
 #include <cstdint>

@@ -1,10 +1,10 @@
 // Builds the `glm` IR of GLM-5.3 programs from a Glm53Config: the model description.
 #pragma once
 
+#include "base/Status.h"
 #include "ir/glm/GlmDialect.h"
 #include "models/glm53/Config.h"
 #include "models/glm53/Weights.h"
-#include "runtime/common/Status.h"
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/MLIRContext.h"

@@ -1,8 +1,8 @@
 // The GLM-5.3 checkpoint's tensor table: every weight's Hub name, shape, role and allowed dtypes.
 #pragma once
 
+#include "base/DType.h"
 #include "models/glm53/Config.h"
-#include "runtime/weights/DType.h"
 
 #include <cstdint>
 #include <string>

@@ -2,7 +2,7 @@
 // TCP and NCCL between processes. DeviceComm.h is the same on device memory.
 #pragma once
 
-#include "runtime/common/Status.h"
+#include "base/Status.h"
 
 #include <cstddef>
 #include <cstdint>

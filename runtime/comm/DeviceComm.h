@@ -4,7 +4,7 @@
 // (whichever of the last two a group of processes formed with) implement it.
 #pragma once
 
-#include "runtime/common/Status.h"
+#include "base/Status.h"
 #include "runtime/cuda/CudaDriver.h"
 
 #include <cstddef>

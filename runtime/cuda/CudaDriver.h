@@ -2,7 +2,7 @@
 // every CPU test. Only the entry points glmc uses are declared; their types follow cuda.h's ABI.
 #pragma once
 
-#include "runtime/common/Status.h"
+#include "base/Status.h"
 
 #include <cstddef>
 #include <cstdint>

@@ -3,8 +3,8 @@
 // in each op's kernels/<op>/<op>_gpu.h, so the compiler and the kernels cannot disagree.
 #pragma once
 
+#include "base/Status.h"
 #include "kernels/common/Launch.h"
-#include "runtime/common/Status.h"
 #include "runtime/schema/plan_generated.h"
 
 #include <cstdint>

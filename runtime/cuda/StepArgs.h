@@ -3,9 +3,9 @@
 // graph captures and replays.
 #pragma once
 
+#include "base/Status.h"
 #include "kernels/common/StepContext.h"
 #include "kernels/moe_experts/moe_experts_gpu.h"
-#include "runtime/common/Status.h"
 #include "runtime/plan/StepView.h"
 #include "runtime/schema/plan_generated.h"
 #include "runtime/weights/Exl3Tensors.h"

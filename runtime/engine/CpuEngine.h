@@ -2,9 +2,9 @@
 // numerical oracle the GPU kernels are checked against, so it favours clarity over speed.
 #pragma once
 
+#include "base/Status.h"
 #include "kernels/common/TopK.h"
 #include "runtime/comm/Comm.h"
-#include "runtime/common/Status.h"
 #include "runtime/engine/Engine.h"
 #include "runtime/plan/PlanFile.h"
 #include "runtime/weights/SafeTensors.h"

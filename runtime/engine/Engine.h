@@ -3,7 +3,7 @@
 // implement it over the same plan format and the same sequence bookkeeping.
 #pragma once
 
-#include "runtime/common/Status.h"
+#include "base/Status.h"
 #include "runtime/schema/plan_generated.h"
 
 #include <cstdint>

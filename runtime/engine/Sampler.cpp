@@ -1,7 +1,7 @@
 // The reference sampler; the on-device sampler must pick the same tokens.
 #include "runtime/engine/Sampler.h"
 
-#include "runtime/common/Random.h"
+#include "base/Random.h"
 
 #include <algorithm>
 #include <cmath>

@@ -2,7 +2,7 @@
 // bounded waiting queue. One worker thread owns the engine.
 #pragma once
 
-#include "runtime/common/Status.h"
+#include "base/Status.h"
 #include "runtime/engine/Engine.h"
 #include "runtime/engine/Sampler.h"
 

@@ -2,7 +2,7 @@
 // program splits at them into runs of steps that need no other rank (one CUDA graph each).
 #pragma once
 
-#include "runtime/common/Status.h"
+#include "base/Status.h"
 #include "runtime/schema/plan_generated.h"
 
 #include <cstdint>

@@ -2,7 +2,7 @@
 // hostile plan is refused with a clear error and never read out of bounds.
 #pragma once
 
-#include "runtime/common/Status.h"
+#include "base/Status.h"
 #include "runtime/schema/plan_generated.h"
 
 #include <cstdint>

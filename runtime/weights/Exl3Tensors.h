@@ -8,7 +8,7 @@
 // trellis shape.
 #pragma once
 
-#include "runtime/common/Status.h"
+#include "base/Status.h"
 #include "runtime/weights/SafeTensors.h"
 
 #include <cstdint>

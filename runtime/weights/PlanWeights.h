@@ -1,8 +1,8 @@
 // Binding a checkpoint to a plan: each weight's rank slice copied into the weights arena.
 #pragma once
 
-#include "runtime/common/Progress.h"
-#include "runtime/common/Status.h"
+#include "base/Progress.h"
+#include "base/Status.h"
 #include "runtime/schema/plan_generated.h"
 #include "runtime/weights/Exl3Tensors.h"
 #include "runtime/weights/SafeTensors.h"

@@ -1,7 +1,7 @@
 // Maps safetensors files and checkpoint directories, validating every header field before use.
 #include "runtime/weights/SafeTensors.h"
 
-#include "runtime/common/JsonChecker.h"
+#include "base/JsonChecker.h"
 
 #include <nlohmann/json.hpp>
 

@@ -1,8 +1,8 @@
 // Read-only, validated access to safetensors checkpoints: one file or shards with an index.
 #pragma once
 
-#include "runtime/common/Status.h"
-#include "runtime/weights/DType.h"
+#include "base/DType.h"
+#include "base/Status.h"
 
 #include <cstdint>
 #include <filesystem>

@@ -1,8 +1,8 @@
 // Writes safetensors files tensor by tensor, so a checkpoint larger than memory can be produced.
 #pragma once
 
-#include "runtime/common/Status.h"
-#include "runtime/weights/DType.h"
+#include "base/DType.h"
+#include "base/Status.h"
 
 #include <cstdint>
 #include <filesystem>

@@ -1,7 +1,7 @@
 // Chat-completions request to prompt text: transformers' template variables plus vLLM's extras.
 #include "server/chat/ChatPrompt.h"
 
-#include "runtime/common/JsonChecker.h"
+#include "base/JsonChecker.h"
 
 #include <algorithm>
 #include <optional>

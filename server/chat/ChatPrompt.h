@@ -1,7 +1,7 @@
 // Chat-completions request to prompt text, as transformers' apply_chat_template builds it.
 #pragma once
 
-#include "runtime/common/Status.h"
+#include "base/Status.h"
 #include "server/chat/ChatTemplate.h"
 
 #include <nlohmann/json.hpp>

@@ -1,7 +1,7 @@
 // A checkpoint's chat template, parsed once and rendered per request as transformers renders it.
 #pragma once
 
-#include "runtime/common/Status.h"
+#include "base/Status.h"
 
 #include <nlohmann/json.hpp>
 

@@ -1,7 +1,7 @@
 // The Jinja interpreter: renders a parsed template with jinja2's runtime semantics.
 #pragma once
 
-#include "runtime/common/Status.h"
+#include "base/Status.h"
 #include "server/chat/JinjaAst.h"
 #include "server/chat/JinjaValue.h"
 

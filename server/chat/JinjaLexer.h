@@ -1,7 +1,7 @@
 // The Jinja lexer: template text to tokens, with jinja2's whitespace control.
 #pragma once
 
-#include "runtime/common/Status.h"
+#include "base/Status.h"
 
 #include <cstdint>
 #include <string>

@@ -1,7 +1,7 @@
 // The Jinja parser: tokens to a syntax tree, refusing at load time what cannot be run.
 #pragma once
 
-#include "runtime/common/Status.h"
+#include "base/Status.h"
 #include "server/chat/JinjaAst.h"
 
 #include <memory>

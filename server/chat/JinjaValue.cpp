@@ -1,7 +1,7 @@
 // Values of the Jinja-subset interpreter: printing, comparison and JSON as Python does them.
 #include "server/chat/JinjaValue.h"
 
-#include "runtime/common/Utf8.h"
+#include "base/Utf8.h"
 
 #include <nlohmann/json.hpp>
 

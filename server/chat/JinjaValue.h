@@ -1,8 +1,8 @@
 // Values of the Jinja-subset interpreter: Python's data model as far as chat templates use it.
 #pragma once
 
-#include "runtime/common/Status.h"
-#include "runtime/common/Utf8.h"
+#include "base/Status.h"
+#include "base/Utf8.h"
 
 #include <nlohmann/json_fwd.hpp>
 

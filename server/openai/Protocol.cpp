@@ -1,9 +1,9 @@
 // The OpenAI wire protocol: request validation and the JSON of responses (reference/server.md §1).
 #include "server/openai/Protocol.h"
 
-#include "runtime/common/JsonChecker.h"
+#include "base/JsonChecker.h"
 
-#include "runtime/common/Status.h"
+#include "base/Status.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,7 +1,7 @@
 // Parsing GLM tool calls out of streamed content into OpenAI tool_calls.
 #include "server/openai/ToolCallParser.h"
 
-#include "runtime/common/Random.h"
+#include "base/Random.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,9 +1,9 @@
 // Added tokens: id assignment as tokenizers does it, and the left-to-right longest-match split.
 #include "server/tokenizer/AddedVocabulary.h"
 
+#include "base/Utf8.h"
 #include "server/tokenizer/JsonFields.h"
 #include "server/tokenizer/Regex.h"
-#include "runtime/common/Utf8.h"
 
 #include <algorithm>
 

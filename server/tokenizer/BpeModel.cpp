@@ -1,9 +1,9 @@
 // Byte-level BPE: loading tokenizer.json's model and merging words by rank, as `tokenizers` does.
 #include "server/tokenizer/BpeModel.h"
 
+#include "base/Utf8.h"
 #include "server/tokenizer/ByteLevel.h"
 #include "server/tokenizer/JsonFields.h"
-#include "runtime/common/Utf8.h"
 
 #include <algorithm>
 #include <mutex>

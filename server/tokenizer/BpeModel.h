@@ -2,7 +2,7 @@
 // pre-tokenized word at a time with a shared, thread-safe cache of recent words.
 #pragma once
 
-#include "runtime/common/Status.h"
+#include "base/Status.h"
 
 #include <nlohmann/json_fwd.hpp>
 

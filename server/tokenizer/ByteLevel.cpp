@@ -1,7 +1,7 @@
 // The GPT-2 byte <-> code point tables.
 #include "server/tokenizer/ByteLevel.h"
 
-#include "runtime/common/Utf8.h"
+#include "base/Utf8.h"
 
 #include <array>
 

@@ -1,7 +1,7 @@
 // Typed, exception-free reads of tokenizer.json fields, with errors that name the field's path.
 #pragma once
 
-#include "runtime/common/Status.h"
+#include "base/Status.h"
 
 #include <nlohmann/json.hpp>
 

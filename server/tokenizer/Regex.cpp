@@ -1,7 +1,7 @@
 // PCRE2-backed patterns for the pre-tokenizer, with the Oniguruma differences translated away.
 #include "server/tokenizer/Regex.h"
 
-#include "runtime/common/Utf8.h"
+#include "base/Utf8.h"
 
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>

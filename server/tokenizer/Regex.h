@@ -2,7 +2,7 @@
 // PCRE2, JIT when available, and iterated the way Hugging Face's onig-backed find_iter does.
 #pragma once
 
-#include "runtime/common/Status.h"
+#include "base/Status.h"
 
 #include <memory>
 #include <string>

@@ -1,7 +1,7 @@
 // Incremental detokenization with UTF-8 hold-back.
 #include "server/tokenizer/StreamingDetokenizer.h"
 
-#include "runtime/common/Utf8.h"
+#include "base/Utf8.h"
 
 namespace glm::server {
 

@@ -1,10 +1,10 @@
 // Loading tokenizer.json and running the encode and decode pipelines.
 #include "server/tokenizer/Tokenizer.h"
 
+#include "base/Utf8.h"
 #include "server/tokenizer/ByteLevel.h"
 #include "server/tokenizer/JsonFields.h"
 #include "server/tokenizer/PreTokenizer.h"
-#include "runtime/common/Utf8.h"
 
 #include <algorithm>
 #include <cstdint>

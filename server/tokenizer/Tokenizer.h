@@ -2,7 +2,7 @@
 // text to ids and decoding ids to text exactly as the `tokenizers` library does.
 #pragma once
 
-#include "runtime/common/Status.h"
+#include "base/Status.h"
 #include "server/tokenizer/AddedVocabulary.h"
 
 #include <memory>

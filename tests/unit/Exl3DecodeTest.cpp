@@ -1,12 +1,12 @@
 // EXL3 decode against reference/exl3_format.md: the codebook and trellis test vectors (§3.4, §9)
 // bit for bit, the bitstream rules for every K, the tile order, the Hadamard, reconstruction
 // against its definition, the linear and MoE references, and the checkpoint reader's checks.
+#include "base/Random.h"
 #include "kernels/common/FloatFormats.h"
 #include "kernels/exl3/exl3.h"
 #include "kernels/linear/linear.h"
 #include "models/glm53/Config.h"
 #include "models/glm53/synth/Synth.h"
-#include "runtime/common/Random.h"
 #include "runtime/weights/Exl3Tensors.h"
 #include "runtime/weights/PlanWeights.h"
 #include "runtime/weights/SafeTensors.h"

@@ -2,11 +2,11 @@
 // docs/exl3.md documents, and `glmc quantize --experts-only` of a tiny model whose EXL3 plan gives
 // the logits of its dequantized bf16 twin (TP 1 and TP 2, CPU engine), with the arena layout of
 // the loaded experts checked against the checkpoint.
+#include "base/Random.h"
 #include "kernels/common/FloatFormats.h"
 #include "kernels/exl3/exl3.h"
 #include "kernels/exl3/exl3_quantize.h"
 #include "runtime/comm/LoopbackComm.h"
-#include "runtime/common/Random.h"
 #include "runtime/engine/CpuEngine.h"
 #include "runtime/weights/Exl3Tensors.h"
 #include "runtime/weights/PlanWeights.h"

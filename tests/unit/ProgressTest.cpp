@@ -1,5 +1,5 @@
 // Tests of the progress reporter: bar on a terminal, periodic lines otherwise, final summary.
-#include "runtime/common/Progress.h"
+#include "base/Progress.h"
 
 #include <gtest/gtest.h>
 

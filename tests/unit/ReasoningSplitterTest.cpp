@@ -1,7 +1,7 @@
 // Tests of ReasoningSplitter: reasoning / content split at <think> / </think>, in any pieces.
 #include "server/openai/ReasoningSplitter.h"
 
-#include "runtime/common/Random.h"
+#include "base/Random.h"
 
 #include <gtest/gtest.h>
 

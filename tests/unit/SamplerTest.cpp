@@ -8,7 +8,7 @@
 // same order and the same arithmetic give the same token, every time.
 #include "runtime/engine/Sampler.h"
 
-#include "runtime/common/Random.h"
+#include "base/Random.h"
 
 #include <gtest/gtest.h>
 

@@ -1,5 +1,5 @@
 // Tests of Status, Expected and the error-propagation macros.
-#include "runtime/common/Status.h"
+#include "base/Status.h"
 
 #include <gtest/gtest.h>
 

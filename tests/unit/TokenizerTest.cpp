@@ -1,12 +1,12 @@
 // Tests of the byte-level BPE tokenizer against Hugging Face goldens, synthetic tokenizers and
 // hostile tokenizer.json files, and of the streaming detokenizer.
 #include "server/tokenizer/Tokenizer.h"
+#include "base/Random.h"
+#include "base/Utf8.h"
 #include "models/glm53/synth/SynthTokenizer.h"
-#include "runtime/common/Random.h"
 #include "server/tokenizer/ByteLevel.h"
 #include "server/tokenizer/Regex.h"
 #include "server/tokenizer/StreamingDetokenizer.h"
-#include "runtime/common/Utf8.h"
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>

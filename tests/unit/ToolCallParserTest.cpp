@@ -1,7 +1,7 @@
 // Tests of ToolCallParser: GLM <tool_call> blocks out of streamed content, typed by the tools.
 #include "server/openai/ToolCallParser.h"
 
-#include "runtime/common/Random.h"
+#include "base/Random.h"
 
 #include <gtest/gtest.h>
 

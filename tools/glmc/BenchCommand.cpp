@@ -3,9 +3,9 @@
 // time of the bytes the plan moves, and a labelled GB10 projection; optionally JSON and an SVG
 // of where the time goes. A tensor-parallel plan's ranks run as threads of this process, placed
 // as `glmc generate` places them (openEngine), and every program is timed on all of them at once.
+#include "base/Progress.h"
 #include "runtime/comm/LoopbackComm.h"
 #include "runtime/comm/NcclComm.h"
-#include "runtime/common/Progress.h"
 #include "runtime/cuda/Ceilings.h"
 #include "runtime/cuda/CudaEngine.h"
 #include "runtime/plan/Collectives.h"

@@ -1,7 +1,7 @@
 // A small strict command-line parser for glmc's subcommands: --flag VALUE, --flag=VALUE, switches.
 #pragma once
 
-#include "runtime/common/Status.h"
+#include "base/Status.h"
 
 #include <map>
 #include <optional>

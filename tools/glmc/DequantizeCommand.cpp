@@ -1,9 +1,9 @@
 // `glmc dequantize`: an EXL3 GLM-5.3 checkpoint into its dense bf16 equivalent, each EXL3 layer
 // reconstructed as the CPU engine multiplies by it (kernels/exl3/exl3.h).
+#include "base/Progress.h"
 #include "kernels/exl3/exl3.h"
 #include "models/glm53/Config.h"
 #include "models/glm53/Weights.h"
-#include "runtime/common/Progress.h"
 #include "runtime/weights/Exl3Tensors.h"
 #include "runtime/weights/SafeTensors.h"
 #include "runtime/weights/SafeTensorsWriter.h"

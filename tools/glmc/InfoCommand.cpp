@@ -1,8 +1,8 @@
 // `glmc info`: what a GLM-5.3 checkpoint is, what it costs to run, and whether its files are whole.
+#include "base/Progress.h"
 #include "models/glm53/Budget.h"
 #include "models/glm53/Config.h"
 #include "models/glm53/Weights.h"
-#include "runtime/common/Progress.h"
 #include "runtime/weights/SafeTensors.h"
 #include "tools/glmc/CommandLine.h"
 #include "tools/glmc/Commands.h"

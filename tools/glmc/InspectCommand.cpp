@@ -1,6 +1,6 @@
 // `glmc inspect`: what a plan holds: target, programs, arenas, kernels, collectives, bytes per
 // step.
-#include "runtime/common/Progress.h"
+#include "base/Progress.h"
 #include "runtime/plan/PlanFile.h"
 #include "runtime/plan/StepView.h"
 #include "tools/glmc/CommandLine.h"

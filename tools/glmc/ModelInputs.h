@@ -2,8 +2,8 @@
 // directory: program shapes and each weight's storage format.
 #pragma once
 
+#include "base/Status.h"
 #include "models/glm53/Builder.h"
-#include "runtime/common/Status.h"
 #include "tools/glmc/CommandLine.h"
 
 #include <optional>

@@ -1,11 +1,11 @@
 // `glmc quantize`: a dense GLM-5.3 checkpoint into an EXL3 one in exllamav3's layout
 // (reference/exl3_format.md §1), with our own encoder (kernels/exl3/exl3_quantize.h).
+#include "base/Hash.h"
+#include "base/Progress.h"
 #include "kernels/common/WeightView.h"
 #include "kernels/exl3/exl3_quantize.h"
 #include "models/glm53/Config.h"
 #include "models/glm53/Weights.h"
-#include "runtime/common/Hash.h"
-#include "runtime/common/Progress.h"
 #include "runtime/weights/Exl3Tensors.h"
 #include "runtime/weights/Exl3Writer.h"
 #include "runtime/weights/SafeTensors.h"

@@ -1,8 +1,8 @@
 // Event timing, random device data and the ceilings for glm-kernel-bench.
 #include "tools/kernel-bench/Bench.h"
 
+#include "base/Random.h"
 #include "kernels/common/FloatFormats.h"
-#include "runtime/common/Random.h"
 #include "runtime/cuda/Ceilings.h"
 
 #include <algorithm>

@@ -1,6 +1,7 @@
 // The elementwise family of glm-kernel-bench: mHC (mhc_pre, mhc_post, expand_streams,
 // stream_mean), norms (rms_norm, layer_norm), swiglu, add, concat and embedding, in bf16 at the
 // model's decode (batch 1 and 4; rms_norm also 8) and prefill (2048 rows) shapes.
+#include "base/Random.h"
 #include "kernels/add/add_gpu.h"
 #include "kernels/concat/concat_gpu.h"
 #include "kernels/embedding/embedding_gpu.h"
@@ -11,7 +12,6 @@
 #include "kernels/rms_norm/rms_norm_gpu.h"
 #include "kernels/stream_mean/stream_mean_gpu.h"
 #include "kernels/swiglu/swiglu_gpu.h"
-#include "runtime/common/Random.h"
 #include "tools/kernel-bench/Bench.h"
 
 #include <algorithm>

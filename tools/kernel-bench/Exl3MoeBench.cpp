@@ -14,9 +14,9 @@
 // half of a token's selections local), one step timed with events, judged by FLOP/s (2 · 3 ·
 // selections · hidden · inter) against the bf16 cuBLAS rate the suite measured (measured here
 // when the linear family did not run); rows for its GEMM launches alone follow.
+#include "base/Random.h"
 #include "kernels/exl3_moe/exl3_moe_gpu.h"
 #include "kernels/exl3_moe/exl3_moe_prefill_gpu.h"
-#include "runtime/common/Random.h"
 #include "runtime/cuda/Ceilings.h"
 #include "tools/kernel-bench/Bench.h"
 

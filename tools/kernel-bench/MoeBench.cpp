@@ -1,10 +1,10 @@
 // The moe family: the router, the routed experts and the sampler at the model's shapes
 // (GLM-5.3-Flash: hidden 4096, 288 experts of inter 2048, top 8; vocabulary 154,880), at decode
 // (1 and 4 tokens) and prefill (2048 rows).
+#include "base/Random.h"
 #include "kernels/moe_experts/moe_experts_gpu.h"
 #include "kernels/moe_router/moe_router_gpu.h"
 #include "kernels/sample/sample_gpu.h"
-#include "runtime/common/Random.h"
 #include "tools/kernel-bench/Bench.h"
 
 #include <bit>

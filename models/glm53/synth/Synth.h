@@ -2,7 +2,7 @@
 // benchmarks.
 #pragma once
 
-#include "runtime/common/Status.h"
+#include "base/Status.h"
 
 #include <cstdint>
 #include <filesystem>

@@ -2,8 +2,8 @@
 // tokenizer.json; also the tokenizer config and the embedded chat template.
 #include "models/glm53/synth/SynthTokenizer.h"
 
-#include "runtime/common/Random.h"
-#include "runtime/common/Utf8.h"
+#include "base/Random.h"
+#include "base/Utf8.h"
 
 #include <nlohmann/json.hpp>
 

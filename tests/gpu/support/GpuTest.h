@@ -2,11 +2,11 @@
 // for it, host <-> device copies, and comparisons against the CPU reference.
 #pragma once
 
+#include "base/Random.h"
 #include "kernels/common/FloatFormats.h"
 #include "kernels/common/Launch.h"
 #include "kernels/common/Nvrtc.h"
 #include "models/glm53/Config.h"
-#include "runtime/common/Random.h"
 #include "runtime/cuda/CudaContext.h"
 
 #include <gtest/gtest.h>

@@ -3,8 +3,8 @@
 // StepContext sees them (kernels/common/StepContext.h).
 #pragma once
 
+#include "base/Random.h"
 #include "kernels/common/StepContext.h"
-#include "runtime/common/Random.h"
 #include "runtime/cuda/CudaContext.h"
 
 #include <cstdint>

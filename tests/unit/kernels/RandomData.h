@@ -1,8 +1,8 @@
 // Seeded random test data for the reference-kernel tests (same values on every platform).
 #pragma once
 
+#include "base/Random.h"
 #include "kernels/common/FloatFormats.h"
-#include "runtime/common/Random.h"
 
 #include <algorithm>
 #include <cmath>

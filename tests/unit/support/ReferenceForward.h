@@ -3,12 +3,12 @@
 // support: the runtime's CPU backend runs the same kernels from a plan.
 #pragma once
 
+#include "base/Status.h"
 #include "kernels/common/WeightView.h"
 #include "kernels/dsa_indexer/dsa_indexer.h"
 #include "kernels/mla_sparse_attention/mla_sparse_attention.h"
 #include "kernels/moe_experts/moe_experts.h"
 #include "models/glm53/Config.h"
-#include "runtime/common/Status.h"
 #include "runtime/weights/SafeTensors.h"
 
 #include <cstdint>

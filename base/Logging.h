@@ -1,7 +1,7 @@
 // Leveled logging to stderr; GLM_LOG_LEVEL=debug|info|warning|error chooses what is shown.
 #pragma once
 
-#include "runtime/common/Status.h"
+#include "base/Status.h"
 
 #include <string_view>
 

@@ -1,5 +1,5 @@
 // Sizes and safetensors names of the checkpoint element types.
-#include "runtime/weights/DType.h"
+#include "base/DType.h"
 
 #include <array>
 

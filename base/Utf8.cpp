@@ -1,5 +1,5 @@
 // UTF-8 validation, stepping and lossy conversion for the tokenizer.
-#include "runtime/common/Utf8.h"
+#include "base/Utf8.h"
 
 namespace glm {
 namespace {

@@ -1,5 +1,5 @@
 // Status printing.
-#include "runtime/common/Status.h"
+#include "base/Status.h"
 
 namespace glm {
 

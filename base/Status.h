@@ -1,4 +1,4 @@
-// Status and Expected<T>: how runtime code reports failure without exceptions.
+// Status and Expected<T>: how code outside the compiler reports failure without exceptions.
 #pragma once
 
 #include <cassert>

@@ -1,5 +1,5 @@
 // Progress bar / periodic progress lines.
-#include "runtime/common/Progress.h"
+#include "base/Progress.h"
 
 #include <cstdio>
 #include <unistd.h>

@@ -29,9 +29,9 @@ public:
   /// 3.5 sigma, which random test weights do not miss.
   float normal() {
     const uint64_t r = next();
-    const float sum = static_cast<float>((r & 0xFFFF) + ((r >> 16) & 0xFFFF) +
-                                         ((r >> 32) & 0xFFFF) + (r >> 48)) /
-                      65536.0f;
+    const float sum =
+        static_cast<float>((r & 0xFFFF) + ((r >> 16) & 0xFFFF) + ((r >> 32) & 0xFFFF) + (r >> 48)) /
+        65536.0f;
     return (sum - 2.0f) * 1.7320508f;
   }
 

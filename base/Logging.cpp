@@ -1,5 +1,5 @@
 // Leveled logging to stderr.
-#include "runtime/common/Logging.h"
+#include "base/Logging.h"
 
 #include <atomic>
 #include <cstdio>
