@@ -106,12 +106,32 @@ def PlanAssignArenasPass : Pass<"plan-assign-arenas", "mlir::ModuleOp"> {
   ];
 }
 
+def PlanSelectKernelsPass : Pass<"plan-select-kernels", "mlir::ModuleOp"> {
+  let summary = "chooses each step's kernels, launch geometry and arguments for the GPU target";
+  let description = [{
+    For the plan's GPU target, each step that is not a collective asks its
+    op's adapter (kernels/OpTable.h) for the kernel instances it launches, their
+    grid, block and shared memory, and its argument structs, and records them as
+    `launches`: every field of each struct, a constant or an address (an
+    operand, result, weight, state or the workspace) by name and offset. The
+    distinct instances form the module's plan.kernel table; the workspace arena
+    is sized for the step that needs the most scratch. A step whose op or shape
+    has no CUDA kernel yet gets `no_kernel` with the reason (and a warning). The
+    CPU target is left alone. Runs after plan-assign-arenas (arguments hold
+    page sizes and offsets).
+  }];
+}
+
 def PlanFormSegmentsPass : Pass<"plan-form-segments", "mlir::ModuleOp"> {
   let summary = "groups each program's steps into CUDA-graph segments";
   let description = [{
     Every step reads and writes planned slices and takes its per-step inputs
-    from io slots, so nothing inside a program needs the host: each program is
-    one segment, captured once as one CUDA graph.
+    from io slots, so a program needs the host only where a step must run on
+    it: a collective, which the host runs through its communicator between
+    graphs. Each segment ends after such a step (end "collective") or at the
+    program's end ("program_end"), with the boundary's reason in words; the
+    CUDA engine captures each segment's kernels as one graph and replays
+    exactly these.
   }];
 }
 
@@ -120,7 +140,21 @@ def PlanVerifyPass : Pass<"plan-verify", "mlir::ModuleOp"> {
   let description = [{
     Every buffer, weight and state has a slice inside its arena, live buffers
     never overlap, every program is covered by its segments, and the per-rank
-    arenas fit the target's memory (an error gives the numbers).
+    arenas fit the target's memory (an error gives the numbers). On GPU
+    targets, every launch names a kernel of the table, its grid, block and
+    shared memory are within the target's limits, its argument fields lie
+    inside its struct and its addresses name what the step has; errors name
+    the step.
+  }];
+}
+
+def PlanCompileKernelsPass : Pass<"plan-compile-kernels", "mlir::ModuleOp"> {
+  let summary = "compiles the kernel table with NVRTC for the plan's target";
+  let description = [{
+    Each plan.kernel without a cubin is compiled by NVRTC for the target
+    (sm_90a, sm_121a), in parallel; the pass records its mangled entry, its
+    cubin (a resource blob) and its source hash. The last pass before the plan
+    file is written.
   }];
 }
 

@@ -8,8 +8,8 @@
 //    plan.alloc named after its NameLoc.
 // 3. Steps: each glm op becomes a plan.step with its weights and states in the
 //    op's contract order (contractWeights below), its remaining attributes as
-//    parameters, the kernel chosen for the target, and the bytes and FLOPs it
-//    moves, which `glmc inspect` and the roofline report.
+//    parameters, and the bytes and FLOPs it moves, which `glmc inspect` and the
+//    roofline report. (Kernels are chosen later, per target: plan-select-kernels.)
 //
 //===----------------------------------------------------------------------===//
 
@@ -24,6 +24,7 @@
 #include "mlir/IR/SymbolTable.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/StringSet.h"
 #include "llvm/ADT/TypeSwitch.h"
 
 namespace glm::compiler {
@@ -45,54 +46,14 @@ uint64_t numel(ArrayRef<int64_t> shape) {
   return n;
 }
 
-/// The weights and states an op names, in the order its kernel contract takes them.
+/// The weights and states an op names, in the order its kernel contract takes them (the op's
+/// SymbolContract, declared with it in GlmOps.td; an absent optional one is skipped).
 struct Operands {
   SmallVector<FlatSymbolRefAttr> weights;
   SmallVector<FlatSymbolRefAttr> states;
   /// Attribute names that are symbols, so not parameters.
   SmallVector<StringRef> symbolAttrs;
 };
-
-Operands contractOperands(Operation *op) {
-  Operands r;
-  auto add = [&](StringRef name, SmallVector<FlatSymbolRefAttr> &into) {
-    if (auto ref = op->getAttrOfType<FlatSymbolRefAttr>(name)) {
-      into.push_back(ref);
-    }
-    r.symbolAttrs.push_back(name);
-  };
-  auto weights = [&](std::initializer_list<StringRef> names) {
-    for (StringRef n : names) {
-      add(n, r.weights);
-    }
-  };
-  llvm::TypeSwitch<Operation *>(op)
-      .Case<EmbeddingOp, RmsNormOp>([&](auto) { weights({"weight"}); })
-      .Case<LinearOp>([&](auto) { weights({"weight", "bias"}); })
-      .Case<LayerNormOp>([&](auto) { weights({"weight", "bias"}); })
-      .Case<MhcPreOp>([&](auto) { weights({"fn", "base", "scale"}); })
-      .Case<ShortConvOp>([&](auto) {
-        weights({"weight"});
-        add("state", r.states);
-      })
-      .Case<KdaOp>([&](auto) {
-        weights({"a_log", "dt_bias"});
-        add("state", r.states);
-      })
-      .Case<GatedNormOp>([&](auto) { weights({"weight"}); })
-      .Case<DsaIndexerOp>([&](auto) {
-        weights({"ape"});
-        add("state", r.states);
-      })
-      .Case<MlaSparseAttentionOp>([&](auto) {
-        weights({"kv_b"});
-        add("state", r.states);
-      })
-      .Case<MoeRouterOp>([&](auto) { weights({"weight", "bias"}); })
-      .Case<MoeExpertsOp>([&](auto) { weights({"gate", "up", "down"}); })
-      .Default([](Operation *) {});
-  return r;
-}
 
 class Lowering {
 public:
@@ -102,6 +63,10 @@ public:
         exl3Bits_(exl3Bits), maxSeqs_(maxSeqs), maxContext_(maxContext), pageTokens_(pageTokens) {}
 
   LogicalResult run() {
+    // Which symbols are states (the rest of the symbols ops name are weights).
+    for (auto st : module_.getOps<StateOp>()) {
+      states_.insert(st.getSymName());
+    }
     int64_t tp = 1;
     if (auto attr = module_->getAttrOfType<IntegerAttr>("glm.tp")) {
       tp = attr.getInt();
@@ -356,15 +321,35 @@ private:
         planir::StepOp::create(
             b_, op.getLoc(), b_.getStringAttr("convert"), b_.getStringAttr(name + ".f32"),
             ValueRange{narrow}, ValueRange{wide}, b_.getArrayAttr({}), b_.getArrayAttr({}),
-            b_.getDictionaryAttr({}), b_.getStringAttr(std::string("convert.bf16.") + target_.name),
+            b_.getDictionaryAttr({}),
             b_.getI64IntegerAttr(
                 static_cast<int64_t>(cast<planir::BufferType>(narrow.getType()).getByteSize())),
             b_.getI64IntegerAttr(
                 static_cast<int64_t>(cast<planir::BufferType>(wide.getType()).getByteSize())),
-            b_.getI64IntegerAttr(0));
+            b_.getI64IntegerAttr(0), nullptr, nullptr, nullptr);
       }
     }
     return success();
+  }
+
+  Operands contractOperands(Operation *op) const {
+    Operands r;
+    auto contract = dyn_cast<SymbolContract>(op);
+    if (!contract) {
+      return r;
+    }
+    for (StringRef name : contract.getContractSymbols()) {
+      r.symbolAttrs.push_back(name);
+      if (auto ref = op->getAttrOfType<FlatSymbolRefAttr>(name)) {
+        (states_.contains(ref.getValue()) ? r.states : r.weights).push_back(ref);
+      }
+    }
+    // The indexer's open pool lives in a per-sequence state of its own (lowerState): its second.
+    if (isa<DsaIndexerOp>(op) && !r.states.empty()) {
+      r.states.push_back(
+          FlatSymbolRefAttr::get(b_.getContext(), (r.states.front().getValue() + ".tail").str()));
+    }
+    return r;
   }
 
   void lowerStep(Operation *op, const std::string &name, ArrayRef<Value> opInputs,
@@ -412,13 +397,12 @@ private:
     const auto [weightRead, flops] = cost(op, weightBytes);
     read += weightRead;
     const std::string kind = op->getName().stripDialect().str();
-    const std::string kernel = kind + (f32_ ? ".f32." : ".bf16.") + target_.name;
-    planir::StepOp::create(b_, op->getLoc(), b_.getStringAttr(kind), b_.getStringAttr(name), inputs,
-                           results, b_.getArrayAttr(weights), b_.getArrayAttr(states),
-                           b_.getDictionaryAttr(params), b_.getStringAttr(kernel),
-                           b_.getI64IntegerAttr(static_cast<int64_t>(read)),
-                           b_.getI64IntegerAttr(static_cast<int64_t>(written)),
-                           b_.getI64IntegerAttr(static_cast<int64_t>(flops)));
+    planir::StepOp::create(
+        b_, op->getLoc(), b_.getStringAttr(kind), b_.getStringAttr(name), inputs, results,
+        b_.getArrayAttr(weights), b_.getArrayAttr(states), b_.getDictionaryAttr(params),
+        b_.getI64IntegerAttr(static_cast<int64_t>(read)),
+        b_.getI64IntegerAttr(static_cast<int64_t>(written)),
+        b_.getI64IntegerAttr(static_cast<int64_t>(flops)), nullptr, nullptr, nullptr);
   }
 
   /// Weight bytes a step reads and the FLOPs it does: whole weights for dense ops, one row per
@@ -465,6 +449,7 @@ private:
   int64_t maxContext_;
   int64_t pageTokens_;
   llvm::StringMap<std::pair<int64_t, int64_t>> indexerShape_;
+  llvm::StringSet<> states_; // the module's state symbols
   /// The current program's step-context io buffers.
   struct {
     Value positions, slots, pageTable, sampling;

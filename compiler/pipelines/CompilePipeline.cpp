@@ -46,9 +46,13 @@ void buildCompilePipeline(mlir::OpPassManager &pm, const CompileOptions &options
   pm.addPass(createGlmToPlanPass(lower));
   // Slices of arenas: weights, state slots and pages, activations by liveness, io.
   pm.addPass(createPlanAssignArenasPass());
-  // One CUDA graph per program.
+  // GPU targets: each step's kernels, grids and argument structs, the kernel table, the
+  // workspace arena.
+  pm.addPass(createPlanSelectKernelsPass());
+  // One CUDA graph per run of steps between the points where the host must act.
   pm.addPass(createPlanFormSegmentsPass());
-  // Slices inside arenas, no live overlap, segments, memory fit.
+  // Slices inside arenas, no live overlap, segments, launches within the target's limits,
+  // memory fit.
   pm.addPass(createPlanVerifyPass());
 }
 
@@ -85,36 +89,13 @@ Expected<std::vector<uint8_t>> compileGlm53Plan(mlir::MLIRContext &context,
       config.qkHeadDim(), "/", config.vHeadDim, " index ", config.indexNHeads, "x",
       config.indexHeadDim, " topk ", config.indexTopk, "/", config.indexKpool);
   const std::string hash = Fnv1a64().add(summary).hex();
-  GLM_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, emitPlan(*module, summary, hash));
-  if (options.target == "cpu") {
-    return bytes;
+  // GPU plans: the kernel table's cubins, then the file, written once from the IR.
+  mlir::PassManager compile(&context);
+  compile.addPass(createPlanCompileKernelsPass());
+  if (mlir::failed(compile.run(*module))) {
+    return invalidArgument("compiling the plan's kernels failed (the diagnostics above say why)");
   }
-  // GPU plans: choose each step's kernels on the emitted plan, compile them, emit with cubins.
-  GLM_ASSIGN_OR_RETURN(std::unique_ptr<runtime::PlanFile> draft,
-                       runtime::PlanFile::fromBytes(bytes, "emitted plan"));
-  GLM_ASSIGN_OR_RETURN(cuda::PlanKernels kernels,
-                       cuda::buildPlanKernels(draft->root(), options.target));
-  if (!kernels.missing.empty()) {
-    logWarning(kernels.missing.size(),
-               " steps have no CUDA kernel yet and launch nothing (the "
-               "plan cannot run on a GPU until they do); the first: ",
-               kernels.missing.front());
-  }
-  // plan-verify checked the arenas; the kernels' shared scratch must fit beside them.
-  const plan::Plan &p = draft->root();
-  uint64_t arenas = 0;
-  for (const plan::Arena *a : *p.arenas()) {
-    arenas += a->size();
-  }
-  const uint64_t memory = p.target()->memory_bytes();
-  if (memory != 0 && arenas + kernels.workspaceBytes > memory) {
-    auto gb = [](uint64_t bytes) { return strCat(static_cast<double>(bytes) / 1e9, " GB"); };
-    return invalidArgument("the plan needs ", gb(arenas + kernels.workspaceBytes), " per rank but ",
-                           p.target()->name()->str(), " has ", gb(memory), ": arenas ", gb(arenas),
-                           ", kernel workspace ", gb(kernels.workspaceBytes),
-                           " (lower --max-context or --max-seqs, use --kv fp8, or more ranks)");
-  }
-  return emitPlan(*module, summary, hash, &kernels);
+  return emitPlan(*module, summary, hash);
 }
 
 } // namespace glm::compiler

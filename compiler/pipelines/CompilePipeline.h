@@ -29,14 +29,16 @@ struct CompileOptions {
 /// prefill chunk of min(512, max-context) tokens. `programs` replaces the defaults of its kinds.
 std::vector<glm53::ProgramShape> defaultPrograms(const CompileOptions &options);
 
-/// Adds the passes after the model description, in pipeline order.
 /// The fusion passes, in pipeline order (after partitioning): `glmc dump-ir --stage fused`.
 void addFusionPasses(mlir::OpPassManager &pm);
 
+/// The passes after the model description up to plan-verify, in pipeline order: `glmc dump-ir
+/// --stage plan` (compileGlm53Plan then compiles the kernels and writes the file).
 void buildCompilePipeline(mlir::OpPassManager &pm, const CompileOptions &options);
 
 /// Builds, lowers and emits a plan. Diagnostics from the passes go to the context's handler; the
-/// returned error summarises them.
+/// returned error summarises them. The bytes are what the IR says; runtime::PlanFile validates
+/// them as it would any file.
 Expected<std::vector<uint8_t>> compileGlm53Plan(mlir::MLIRContext &context,
                                                 const glm53::Glm53Config &config,
                                                 const glm53::WeightFormatFn &formats,

@@ -1,9 +1,14 @@
-// The plan emitter: a planned module, field by field, into runtime/schema/plan.fbs.
+// The plan emitter: a planned module, field by field, into runtime/schema/plan.fbs. Every field
+// comes from the IR; nothing is decided here.
 #include "compiler/pipelines/EmitPlan.h"
 
+#include "compiler/target/IrOpStep.h"
 #include "ir/plan/PlanOps.h"
-#include "runtime/plan/PlanFile.h"
+#include "kernels/common/GpuLaunch.h"
+#include "runtime/schema/PlanVersion.h"
+#include "runtime/schema/plan_generated.h"
 
+#include "mlir/IR/BuiltinAttributes.h"
 #include "llvm/ADT/StringMap.h"
 
 namespace glm::compiler {
@@ -34,41 +39,6 @@ Expected<plan::ElementType> elementOf(Type t) {
     return plan::ElementType::I64;
   }
   return internalError("no plan element type for an MLIR type");
-}
-
-/// The glm op mnemonics, in plan::OpKind order.
-const char *const kOpNames[] = {"embedding",
-                                "expand_streams",
-                                "stream_mean",
-                                "rms_norm",
-                                "layer_norm",
-                                "linear",
-                                "mhc_pre",
-                                "mhc_post",
-                                "short_conv",
-                                "kda",
-                                "gated_norm",
-                                "dsa_indexer",
-                                "mla_sparse_attention",
-                                "swiglu",
-                                "moe_router",
-                                "moe_experts",
-                                "add",
-                                "concat",
-                                "sample",
-                                "all_gather",
-                                "all_reduce",
-                                "convert"};
-static_assert(sizeof(kOpNames) / sizeof(kOpNames[0]) == static_cast<size_t>(plan::OpKind::MAX) + 1,
-              "every OpKind has a mnemonic");
-
-Expected<plan::OpKind> opKindOf(StringRef name) {
-  for (size_t i = 0; i < sizeof(kOpNames) / sizeof(kOpNames[0]); ++i) {
-    if (name == kOpNames[i]) {
-      return static_cast<plan::OpKind>(i);
-    }
-  }
-  return internalError("no plan OpKind for step op '", name.str(), "'");
 }
 
 Expected<plan::IoKind> ioKindOf(StringRef name) {
@@ -151,9 +121,13 @@ plan::Arch archOf(StringRef target) {
   return plan::Arch::Cpu;
 }
 
+plan::SegmentEnd segmentEndOf(StringRef end) {
+  return end == "collective" ? plan::SegmentEnd::Collective : plan::SegmentEnd::ProgramEnd;
+}
+
 class Emitter {
 public:
-  Emitter(ModuleOp module, const cuda::PlanKernels *kernels) : module_(module), kernels_(kernels) {}
+  explicit Emitter(ModuleOp module) : module_(module) {}
 
   Expected<std::vector<uint8_t>> run(const std::string &summary, const std::string &hash) {
     auto targets = llvm::to_vector(module_.getOps<planir::TargetOp>());
@@ -171,7 +145,8 @@ public:
           {"weights", plan::ArenaKind::Weights},
           {"activations", plan::ArenaKind::Activations},
           {"state", plan::ArenaKind::State},
-          {"io", plan::ArenaKind::Io}};
+          {"io", plan::ArenaKind::Io},
+          {"workspace", plan::ArenaKind::Workspace}};
       arenas.push_back(plan::CreateArenaDirect(
           b_, a.getSymName().str().c_str(), kinds.lookup(a.getKind()),
           static_cast<uint64_t>(a.getSize()), static_cast<uint32_t>(a.getAlignment())));
@@ -198,7 +173,7 @@ public:
       stateIndex_[s.getSymName()] = static_cast<uint32_t>(states.size());
       GLM_ASSIGN_OR_RETURN(plan::ElementType element, elementOf(s.getElement()));
       std::vector<int64_t> unit(s.getUnitShape().begin(), s.getUnitShape().end());
-      uint64_t bytes = runtime::elementSize(element);
+      uint64_t bytes = dtypeSize(dtypeOf(s.getElement()));
       for (int64_t d : unit) {
         bytes *= static_cast<uint64_t>(d);
       }
@@ -220,22 +195,30 @@ public:
         static_cast<uint64_t>(p.getPageBytes().value_or(0)),
         static_cast<uint32_t>(p.getPageCount().value_or(0)), &poolSlice);
 
-    std::vector<fb::Offset<plan::Program>> programs;
-    size_t programIndex = 0;
-    for (auto program : module_.getOps<planir::ProgramOp>()) {
-      GLM_ASSIGN_OR_RETURN(auto emitted, emitProgram(program, programIndex++));
-      programs.push_back(emitted);
+    // GPU plans carry the cubins of the kernel instances their steps launch (plan-compile-kernels
+    // put them in the IR).
+    std::vector<fb::Offset<plan::Kernel>> kernels;
+    for (auto k : module_.getOps<planir::KernelOp>()) {
+      kernelIndex_[k.getSymName()] = static_cast<uint32_t>(kernels.size());
+      std::vector<fb::Offset<plan::Cubin>> cubins;
+      if (auto blob = dyn_cast_or_null<DenseUI8ResourceElementsAttr>(k.getCubinAttr())) {
+        std::optional<ArrayRef<uint8_t>> image = blob.tryGetAsArrayRef();
+        if (!image) {
+          return internalError("emitPlan: kernel ", k.getSymName().str(), "'s cubin is missing");
+        }
+        std::vector<uint8_t> bytes(image->begin(), image->end());
+        cubins.push_back(plan::CreateCubinDirect(b_, arch, &bytes,
+                                                 k.getSourceHash().value_or("").str().c_str()));
+      }
+      kernels.push_back(plan::CreateKernelDirect(b_, k.getInstance().str().c_str(),
+                                                 k.getHeader().str().c_str(),
+                                                 k.getEntry().value_or("").str().c_str(), &cubins));
     }
 
-    // GPU plans carry the cubins of the kernel instances their steps launch.
-    std::vector<fb::Offset<plan::Kernel>> kernels;
-    if (kernels_ != nullptr) {
-      for (const cuda::PlanKernels::Instance &k : kernels_->kernels) {
-        std::vector<fb::Offset<plan::Cubin>> cubins = {
-            plan::CreateCubinDirect(b_, arch, &k.cubin, k.hash.c_str())};
-        kernels.push_back(plan::CreateKernelDirect(b_, k.name.c_str(), k.header.c_str(),
-                                                   k.entry.c_str(), &cubins));
-      }
+    std::vector<fb::Offset<plan::Program>> programs;
+    for (auto program : module_.getOps<planir::ProgramOp>()) {
+      GLM_ASSIGN_OR_RETURN(auto emitted, emitProgram(program));
+      programs.push_back(emitted);
     }
 
     auto targetDesc = plan::CreateTargetDescDirect(
@@ -244,16 +227,12 @@ public:
         static_cast<uint64_t>(target.getMemoryBytes()),
         target.getBandwidthBytesPerS().convertToDouble());
     auto root = plan::CreatePlanDirect(
-        b_, runtime::kPlanFormatVersion, "glmc", summary.c_str(), hash.c_str(), targetDesc,
+        b_, plan::kPlanFormatVersion, "glmc", summary.c_str(), hash.c_str(), targetDesc,
         static_cast<uint32_t>(target.getTp()),
         target.getPrecision() == "f32" ? plan::Precision::F32 : plan::Precision::BF16, &arenas,
-        &weights, &states, pool, &kernels, &programs,
-        kernels_ != nullptr ? kernels_->workspaceBytes : 0);
+        &weights, &states, pool, &kernels, &programs);
     plan::FinishPlanBuffer(b_, root);
-    std::vector<uint8_t> bytes(b_.GetBufferPointer(), b_.GetBufferPointer() + b_.GetSize());
-    // The runtime's own checks, so a plan the runtime would refuse is never written.
-    GLM_RETURN_IF_ERROR(runtime::PlanFile::fromBytes(bytes, "emitted plan").status());
-    return bytes;
+    return std::vector<uint8_t>(b_.GetBufferPointer(), b_.GetBufferPointer() + b_.GetSize());
   }
 
 private:
@@ -268,7 +247,52 @@ private:
     return plan::CreateTensorRefDirect(b_, alloc.getName().str().c_str(), element, &shape, &slice);
   }
 
-  Expected<fb::Offset<plan::Program>> emitProgram(planir::ProgramOp program, size_t programIndex) {
+  /// A launch attribute as the plan file holds it: the kernel's index, the geometry, the
+  /// argument struct's bytes (its constants) and its bindings.
+  Expected<fb::Offset<plan::KernelLaunch>> launch(planir::StepOp step, planir::LaunchAttr l) {
+    auto kernel = kernelIndex_.find(l.getKernel().getValue());
+    if (kernel == kernelIndex_.end()) {
+      return internalError("step ", step.getName().str(), " launches @",
+                           l.getKernel().getValue().str(), ", which is not in the kernel table");
+    }
+    std::vector<kernels::ArgConstant> constants;
+    std::vector<plan::ArgBinding> bindings;
+    for (Attribute field : l.getFields()) {
+      if (auto c = dyn_cast<planir::ArgFieldAttr>(field)) {
+        kernels::ArgConstant k;
+        k.offset = static_cast<uint32_t>(c.getOffset());
+        if (auto f = dyn_cast<FloatAttr>(c.getValue())) {
+          k.isFloat = true;
+          k.width = static_cast<uint8_t>(f.getType().getIntOrFloatBitWidth() / 8);
+          k.floatValue = f.getValueAsDouble();
+        } else if (auto i = dyn_cast<IntegerAttr>(c.getValue())) {
+          k.width = static_cast<uint8_t>(i.getType().getIntOrFloatBitWidth() / 8);
+          k.intValue = i.getValue().getSExtValue();
+        }
+        constants.push_back(k);
+      } else if (auto a = dyn_cast<planir::ArgBindAttr>(field)) {
+        kernels::ArgSource source = kernels::ArgSource::Operand;
+        if (!kernels::parseArgSource(a.getSource().str(), source)) {
+          return internalError("step ", step.getName().str(), ": argument source '",
+                               a.getSource().str(), "'");
+        }
+        bindings.emplace_back(
+            static_cast<uint32_t>(a.getOffset()), static_cast<plan::ArgSource>(source),
+            static_cast<uint32_t>(a.getIndex()), static_cast<uint64_t>(a.getAdd()));
+      }
+    }
+    std::vector<uint8_t> args =
+        kernels::assembleArgs(static_cast<uint32_t>(l.getArgsSize()), constants);
+    if (args.empty()) {
+      return internalError("step ", step.getName().str(), ": arguments outside their struct");
+    }
+    std::vector<uint32_t> grid(l.getGrid().begin(), l.getGrid().end());
+    std::vector<uint32_t> block(l.getBlock().begin(), l.getBlock().end());
+    return plan::CreateKernelLaunchDirect(b_, kernel->second, &grid, &block,
+                                          static_cast<uint32_t>(l.getSmem()), &args, &bindings);
+  }
+
+  Expected<fb::Offset<plan::Program>> emitProgram(planir::ProgramOp program) {
     std::vector<fb::Offset<plan::IoSlot>> io;
     std::vector<fb::Offset<plan::Step>> steps;
     for (Operation &op : program.getBody().front()) {
@@ -281,7 +305,6 @@ private:
         continue;
       }
       auto step = cast<planir::StepOp>(op);
-      GLM_ASSIGN_OR_RETURN(plan::OpKind kind, opKindOf(step.getOp()));
       std::vector<fb::Offset<plan::TensorRef>> inputs, outputs;
       for (Value v : step.getInputs()) {
         GLM_ASSIGN_OR_RETURN(auto t, tensor(v));
@@ -315,36 +338,36 @@ private:
             plan::CreateAttributeDirect(b_, attr.getName().str().c_str(), i, f, nullptr));
       }
       fb::Offset<plan::Collective> collective = 0;
-      const bool isCollective = kind == plan::OpKind::AllReduce || kind == plan::OpKind::AllGather;
-      if (isCollective) {
+      const bool isAllReduce = step.getOp() == "all_reduce";
+      if (isAllReduce || step.getOp() == "all_gather") {
         auto world = step.getParams().getAs<IntegerAttr>("world");
         auto axis = step.getParams().getAs<IntegerAttr>("axis");
-        collective = plan::CreateCollective(b_,
-                                            kind == plan::OpKind::AllReduce
-                                                ? plan::CollectiveKind::AllReduce
-                                                : plan::CollectiveKind::AllGather,
-                                            axis ? static_cast<uint32_t>(axis.getInt()) : 0,
-                                            world ? static_cast<uint32_t>(world.getInt()) : 1);
+        collective = plan::CreateCollective(
+            b_, isAllReduce ? plan::CollectiveKind::AllReduce : plan::CollectiveKind::AllGather,
+            axis ? static_cast<uint32_t>(axis.getInt()) : 0,
+            world ? static_cast<uint32_t>(world.getInt()) : 1);
       }
       std::vector<fb::Offset<plan::KernelLaunch>> launches;
-      if (kernels_ != nullptr) {
-        for (const cuda::PlanKernels::Launch &l : kernels_->launches[programIndex][steps.size()]) {
-          std::vector<uint32_t> grid(l.dims.grid, l.dims.grid + 3);
-          std::vector<uint32_t> block(l.dims.block, l.dims.block + 3);
-          launches.push_back(
-              plan::CreateKernelLaunchDirect(b_, l.kernel, &grid, &block, l.dims.sharedMemory));
+      if (auto l = step.getLaunches()) {
+        for (auto attr : l->getAsRange<planir::LaunchAttr>()) {
+          GLM_ASSIGN_OR_RETURN(auto emitted, launch(step, attr));
+          launches.push_back(emitted);
         }
       }
+      const std::string noKernel = step.getNoKernel().value_or("").str();
       steps.push_back(plan::CreateStepDirect(
-          b_, kind, step.getName().str().c_str(), &inputs, &outputs, &weights, &states, &attributes,
-          &launches, collective, static_cast<uint64_t>(step.getBytesRead()),
+          b_, step.getOp().str().c_str(), step.getName().str().c_str(), &inputs, &outputs, &weights,
+          &states, &attributes, &launches, noKernel.empty() ? nullptr : noKernel.c_str(),
+          collective, static_cast<uint64_t>(step.getBytesRead()),
           static_cast<uint64_t>(step.getBytesWritten()), static_cast<uint64_t>(step.getFlops())));
     }
     std::vector<fb::Offset<plan::Segment>> segments;
     if (auto s = program.getSegments()) {
-      for (size_t i = 0; i + 1 < s->size(); i += 2) {
-        segments.push_back(plan::CreateSegment(b_, static_cast<uint32_t>((*s)[i]),
-                                               static_cast<uint32_t>((*s)[i + 1])));
+      for (auto segment : s->getAsRange<planir::SegmentAttr>()) {
+        segments.push_back(plan::CreateSegmentDirect(b_, static_cast<uint32_t>(segment.getFirst()),
+                                                     static_cast<uint32_t>(segment.getCount()),
+                                                     segmentEndOf(segment.getEnd()),
+                                                     segment.getReason().str().c_str()));
       }
     }
     return plan::CreateProgramDirect(
@@ -359,15 +382,14 @@ private:
   llvm::StringMap<uint32_t> arenaIndex_;
   llvm::StringMap<uint32_t> weightIndex_;
   llvm::StringMap<uint32_t> stateIndex_;
-  const cuda::PlanKernels *kernels_;
+  llvm::StringMap<uint32_t> kernelIndex_;
 };
 
 } // namespace
 
 Expected<std::vector<uint8_t>> emitPlan(ModuleOp module, const std::string &modelSummary,
-                                        const std::string &configHash,
-                                        const cuda::PlanKernels *kernels) {
-  return Emitter(module, kernels).run(modelSummary, configHash);
+                                        const std::string &configHash) {
+  return Emitter(module).run(modelSummary, configHash);
 }
 
 } // namespace glm::compiler

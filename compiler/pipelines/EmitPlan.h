@@ -2,7 +2,6 @@
 #pragma once
 
 #include "base/Status.h"
-#include "runtime/cuda/KernelSelection.h"
 
 #include "mlir/IR/BuiltinOps.h"
 
@@ -12,11 +11,9 @@
 
 namespace glm::compiler {
 
-/// The bytes of the plan file; they pass runtime::validatePlan before they are returned, so what
-/// the compiler writes is exactly what the runtime accepts. `kernels`, for GPU plans, is the kernel
-/// table and the launches of every step (buildPlanKernels over the plan emitted without them).
+/// The bytes of the plan file, written once, field by field, from a module after plan-verify (and,
+/// for GPU targets, plan-compile-kernels).
 Expected<std::vector<uint8_t>> emitPlan(mlir::ModuleOp module, const std::string &modelSummary,
-                                        const std::string &configHash,
-                                        const cuda::PlanKernels *kernels = nullptr);
+                                        const std::string &configHash);
 
 } // namespace glm::compiler

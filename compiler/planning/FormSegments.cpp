@@ -1,16 +1,19 @@
-//===- FormSegments.cpp - one CUDA graph per program ----------------------===//
+//===- FormSegments.cpp - where each program's CUDA graphs break ----------===//
 //
-// Every step reads and writes planned slices and takes what changes per step
-// from io slots the host writes before replay, so no step needs the host in
-// the middle of a program: each program is a single segment, captured once.
-// A future step that must return to the host (a data-dependent shape, say)
-// would end a segment here.
+// Every step reads and writes planned slices and takes what changes per step from io slots the
+// host writes before replay, so the host is needed inside a program only where a step runs on
+// the host itself: a collective, which it runs through its communicator between graphs (NCCL
+// collectives are not captured; a transport whose collectives can be captured would keep them
+// inside a segment). So a segment ends after each collective and at the program's end, and says
+// why; the CUDA engine captures each segment's kernels as one graph and replays exactly these.
 //
 //===----------------------------------------------------------------------===//
 
 #include "compiler/Passes.h"
 
 #include "mlir/IR/Builders.h"
+
+#include <string>
 
 namespace glm::compiler {
 #define GEN_PASS_DEF_PLANFORMSEGMENTSPASS
@@ -24,16 +27,28 @@ namespace {
 
 struct FormSegmentsPass : glm::compiler::impl::PlanFormSegmentsPassBase<FormSegmentsPass> {
   void runOnOperation() override {
-    OpBuilder b(&getContext());
+    MLIRContext *context = &getContext();
+    OpBuilder b(context);
     for (auto program : getOperation().getOps<planir::ProgramOp>()) {
-      const auto steps = std::distance(program.getBody().front().getOps<planir::StepOp>().begin(),
-                                       program.getBody().front().getOps<planir::StepOp>().end());
-      // Segments as flattened (first step, step count) pairs; an empty program has none.
-      SmallVector<int64_t> segments;
-      if (steps > 0) {
-        segments = {0, static_cast<int64_t>(steps)};
+      SmallVector<Attribute> segments;
+      int64_t first = 0, index = 0;
+      for (auto step : program.getBody().front().getOps<planir::StepOp>()) {
+        if (step.getOp() == "all_reduce" || step.getOp() == "all_gather") {
+          const std::string reason = (step.getOp() + " " + step.getName() +
+                                      ": the host runs collectives through its communicator, "
+                                      "between graphs")
+                                         .str();
+          segments.push_back(
+              planir::SegmentAttr::get(context, first, index + 1 - first, "collective", reason));
+          first = index + 1;
+        }
+        ++index;
       }
-      program.setSegmentsAttr(b.getDenseI64ArrayAttr(segments));
+      if (first < index) {
+        segments.push_back(planir::SegmentAttr::get(context, first, index - first, "program_end",
+                                                    "the program's end"));
+      }
+      program.setSegmentsAttr(b.getArrayAttr(segments));
     }
   }
 };

@@ -2,8 +2,13 @@
 //
 // 1. Every weight, state and buffer has a slice, inside its arena.
 // 2. No two activation buffers that are live at once share a byte.
-// 3. Segments cover each program's steps in order.
-// 4. The arenas fit the target's memory per rank; otherwise the error gives
+// 3. Segments cover each program's steps in order, and a collective (which
+//    the host runs between graphs) only ever ends a segment.
+// 4. GPU targets: each launch names a kernel of the module's table; its grid,
+//    block and shared memory are within the target's limits; its argument
+//    fields lie inside its struct, and its addresses name an operand, result,
+//    weight or state the step has, or the workspace. Errors name the step.
+// 5. The arenas fit the target's memory per rank; otherwise the error gives
 //    each arena's size so the user can see what to shrink (--max-context,
 //    --max-seqs, --kv fp8, more ranks).
 //
@@ -12,6 +17,7 @@
 #include "compiler/Passes.h"
 #include "compiler/planning/Liveness.h"
 
+#include "mlir/IR/SymbolTable.h"
 #include "llvm/ADT/StringMap.h"
 
 #include <cstdio>
@@ -96,15 +102,114 @@ struct VerifyPlanPass : glm::compiler::impl::PlanVerifyPassBase<VerifyPlanPass> 
     if (targets.size() != 1) {
       return module.emitError() << "plan-verify: expected one plan.target";
     }
+    if (targets.front().getName() != "cpu") {
+      SymbolTable symbols(module);
+      const bool hasWorkspace = arenas.count("workspace") != 0;
+      WalkResult walked = module.walk([&](planir::StepOp step) {
+        return failed(checkLaunches(step, symbols, targets.front(), hasWorkspace))
+                   ? WalkResult::interrupt()
+                   : WalkResult::advance();
+      });
+      if (walked.wasInterrupted()) {
+        return failure();
+      }
+    }
     const uint64_t memory = static_cast<uint64_t>(targets.front().getMemoryBytes());
     if (memory != 0 && total > memory) {
-      return module.emitError()
-             << "the plan needs " << gigabytes(total) << " per rank but "
-             << targets.front().getName() << " has " << gigabytes(memory) << ": weights "
-             << gigabytes(arenas["weights"]) << ", state " << gigabytes(arenas["state"])
-             << ", activations " << gigabytes(arenas["activations"]) << ", io "
-             << gigabytes(arenas["io"])
-             << " (lower --max-context or --max-seqs, use --kv fp8, or more ranks)";
+      auto diag = module.emitError()
+                  << "the plan needs " << gigabytes(total) << " per rank but "
+                  << targets.front().getName() << " has " << gigabytes(memory) << ": weights "
+                  << gigabytes(arenas["weights"]) << ", state " << gigabytes(arenas["state"])
+                  << ", activations " << gigabytes(arenas["activations"]) << ", io "
+                  << gigabytes(arenas["io"]);
+      if (arenas.count("workspace")) {
+        diag << ", kernel workspace " << gigabytes(arenas["workspace"]);
+      }
+      diag << " (lower --max-context or --max-seqs, use --kv fp8, or more ranks)";
+      return diag;
+    }
+    return success();
+  }
+
+  /// CUDA's limits on a launch (the same on sm_90 and sm_121), and the size of argument struct
+  /// every CUDA version takes (4 KB; newer drivers allow more, which no kernel here needs).
+  static constexpr int64_t kMaxBlock[3] = {1024, 1024, 64};
+  static constexpr int64_t kMaxGrid[3] = {2147483647, 65535, 65535};
+  static constexpr int64_t kMaxThreads = 1024;
+  static constexpr int64_t kMaxArgsBytes = 4096;
+
+  LogicalResult checkLaunches(planir::StepOp step, SymbolTable &symbols, planir::TargetOp target,
+                              bool hasWorkspace) {
+    auto fail = [&]() { return step.emitOpError() << "(" << step.getName() << "): "; };
+    auto launches = step.getLaunches();
+    if (!launches) {
+      return success();
+    }
+    const int64_t sharedMemory = target.getSharedMemoryPerBlock();
+    for (auto launch : launches->getAsRange<planir::LaunchAttr>()) {
+      const StringRef kernel = launch.getKernel().getValue();
+      if (!symbols.lookup<planir::KernelOp>(kernel)) {
+        return fail() << "launches kernel @" << kernel << ", which is not in the kernel table";
+      }
+      if (launch.getGrid().size() != 3 || launch.getBlock().size() != 3) {
+        return fail() << "launch of @" << kernel << " needs 3 grid and 3 block dimensions";
+      }
+      int64_t threads = 1;
+      for (int d = 0; d < 3; ++d) {
+        const int64_t g = launch.getGrid()[d], bl = launch.getBlock()[d];
+        if (g < 1 || g > kMaxGrid[d] || bl < 1 || bl > kMaxBlock[d]) {
+          return fail() << "launch of @" << kernel << " has grid [" << launch.getGrid()
+                        << "] and block [" << launch.getBlock()
+                        << "], outside CUDA's limits (grid up to [2147483647, 65535, 65535], "
+                           "block up to [1024, 1024, 64])";
+        }
+        threads *= bl;
+      }
+      if (threads > kMaxThreads) {
+        return fail() << "launch of @" << kernel << " has " << threads
+                      << " threads a block (at most 1024)";
+      }
+      if (launch.getSmem() < 0 || launch.getSmem() > sharedMemory) {
+        return fail() << "launch of @" << kernel << " needs " << launch.getSmem()
+                      << " bytes of shared memory a block; " << target.getName() << " has "
+                      << sharedMemory;
+      }
+      const int64_t size = launch.getArgsSize();
+      if (size <= 0 || size > kMaxArgsBytes) {
+        return fail() << "launch of @" << kernel << " has a " << size
+                      << "-byte argument struct (1 to 4096)";
+      }
+      for (Attribute field : launch.getFields()) {
+        if (auto c = dyn_cast<planir::ArgFieldAttr>(field)) {
+          const int64_t width =
+              (cast<TypedAttr>(c.getValue()).getType().getIntOrFloatBitWidth() + 7) / 8;
+          if (c.getOffset() < 0 || c.getOffset() + width > size) {
+            return fail() << "argument " << c.getName() << " of @" << kernel << " lies outside its "
+                          << size << "-byte struct";
+          }
+        } else if (auto a = dyn_cast<planir::ArgBindAttr>(field)) {
+          const int64_t width = a.getSource() == "rank_times" ? 4 : 8;
+          if (a.getOffset() < 0 || a.getOffset() + width > size) {
+            return fail() << "argument " << a.getName() << " of @" << kernel << " lies outside its "
+                          << size << "-byte struct";
+          }
+          const StringRef source = a.getSource();
+          const int64_t count = source == "operand"  ? step.getInputs().size()
+                                : source == "result" ? step.getOutputs().size()
+                                : source == "weight" ? step.getWeights().size()
+                                : source == "state"  ? step.getStates().size()
+                                                     : -1;
+          if (source == "workspace" ? !hasWorkspace
+                                    : source != "rank_times" && (count < 0 || a.getIndex() < 0 ||
+                                                                 a.getIndex() >= count)) {
+            return fail() << "argument " << a.getName() << " of @" << kernel << " points at "
+                          << source << " " << a.getIndex() << ", which the step does not have";
+          }
+        } else {
+          return fail() << "launch of @" << kernel << " has an argument that is neither "
+                        << "#plan.field nor #plan.bind";
+        }
+      }
     }
     return success();
   }
@@ -128,15 +233,39 @@ struct VerifyPlanPass : glm::compiler::impl::PlanVerifyPassBase<VerifyPlanPass> 
 
   LogicalResult checkSegments(planir::ProgramOp program, int64_t steps) {
     auto segments = program.getSegments();
-    if (!segments || segments->size() % 2 != 0) {
+    if (!segments) {
       return program.emitOpError() << "has no segments (run plan-form-segments)";
     }
+    SmallVector<planir::StepOp> ordered(program.getBody().front().getOps<planir::StepOp>());
+    auto isCollective = [](planir::StepOp s) {
+      return s.getOp() == "all_reduce" || s.getOp() == "all_gather";
+    };
     int64_t next = 0;
-    for (size_t i = 0; i < segments->size(); i += 2) {
-      if ((*segments)[i] != next || (*segments)[i + 1] <= 0) {
+    for (auto segment : segments->getAsRange<planir::SegmentAttr>()) {
+      if (segment.getFirst() != next || segment.getCount() <= 0 ||
+          segment.getFirst() + segment.getCount() > steps) {
         return program.emitOpError() << "segments do not cover the steps in order";
       }
-      next += (*segments)[i + 1];
+      const int64_t last = segment.getFirst() + segment.getCount() - 1;
+      const bool endsInCollective = segment.getEnd() == "collective";
+      if (!endsInCollective && segment.getEnd() != "program_end") {
+        return program.emitOpError()
+               << "segment ends at '" << segment.getEnd() << "' (collective or program_end)";
+      }
+      if (endsInCollective != isCollective(ordered[last])) {
+        return program.emitOpError()
+               << "segment [" << segment.getFirst() << ", +" << segment.getCount()
+               << ") ends at step " << ordered[last].getName() << " but says it ends "
+               << (endsInCollective ? "at a collective" : "without one");
+      }
+      for (int64_t i = segment.getFirst(); i < last; ++i) {
+        if (isCollective(ordered[i])) {
+          return program.emitOpError()
+                 << "collective " << ordered[i].getName()
+                 << " is inside a segment: the host runs collectives between graphs";
+        }
+      }
+      next += segment.getCount();
     }
     if (next != steps) {
       return program.emitOpError() << "segments cover " << next << " of " << steps << " steps";

@@ -15,6 +15,8 @@
 using namespace mlir;
 using namespace glm::ir;
 
+#include "ir/glm/GlmInterfaces.cpp.inc"
+
 #define GET_OP_CLASSES
 #include "ir/glm/GlmOps.cpp.inc"
 

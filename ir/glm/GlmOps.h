@@ -9,5 +9,7 @@
 #include "mlir/Interfaces/InferTypeOpInterface.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
+#include "ir/glm/GlmInterfaces.h.inc"
+
 #define GET_OP_CLASSES
 #include "ir/glm/GlmOps.h.inc"

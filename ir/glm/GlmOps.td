@@ -10,6 +10,7 @@
 #define GLM_IR_GLMOPS_TD
 
 include "ir/glm/GlmBase.td"
+include "ir/glm/GlmInterfaces.td"
 include "mlir/IR/SymbolInterfaces.td"
 include "mlir/Interfaces/InferTypeOpInterface.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
@@ -67,7 +68,7 @@ def Glm_StateOp : Glm_Op<"state", [Symbol]> {
 // Embedding, norms, linear
 //===----------------------------------------------------------------------===//
 
-def Glm_EmbeddingOp : Glm_Op<"embedding", [Pure, DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+def Glm_EmbeddingOp : Glm_Op<"embedding", [Glm_SymbolContract, Pure, DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
   let summary = "gathers embedding rows";
   let description = [{
     `y[n] = W[ids[n]]` for W: [V, H]. Ids outside [0, V) are a runtime error the
@@ -76,6 +77,7 @@ def Glm_EmbeddingOp : Glm_Op<"embedding", [Pure, DeclareOpInterfaceMethods<Symbo
   let arguments = (ins Glm_TokenIds:$ids, FlatSymbolRefAttr:$weight);
   let results = (outs Glm_Rows:$result);
   let assemblyFormat = "$ids `,` $weight attr-dict `:` type($ids) `->` type($result)";
+  let extraClassDeclaration = Glm_ContractOf<["weight"]>.decl;
 }
 
 def Glm_ExpandStreamsOp : Glm_Op<"expand_streams", [Pure]> {
@@ -96,7 +98,7 @@ def Glm_StreamMeanOp : Glm_Op<"stream_mean", [Pure]> {
   let hasVerifier = 1;
 }
 
-def Glm_RmsNormOp : Glm_Op<"rms_norm", [Pure, SameOperandsAndResultType,
+def Glm_RmsNormOp : Glm_Op<"rms_norm", [Glm_SymbolContract, Pure, SameOperandsAndResultType,
     DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
   let summary = "RMSNorm over the last dimension, weighted or not";
   let description = [{
@@ -110,9 +112,10 @@ def Glm_RmsNormOp : Glm_Op<"rms_norm", [Pure, SameOperandsAndResultType,
   let results = (outs Glm_Activation:$result);
   let assemblyFormat = "$input (`,` $weight^)? attr-dict `:` type($result)";
   let hasVerifier = 1;
+  let extraClassDeclaration = Glm_ContractOf<["weight"]>.decl;
 }
 
-def Glm_LayerNormOp : Glm_Op<"layer_norm", [Pure, SameOperandsAndResultType,
+def Glm_LayerNormOp : Glm_Op<"layer_norm", [Glm_SymbolContract, Pure, SameOperandsAndResultType,
     DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
   let summary = "LayerNorm with weight and bias over the last dimension";
   let description = [{ `y = (x - mean) * rsqrt(var + eps) * w + b`, biased variance. }];
@@ -120,9 +123,10 @@ def Glm_LayerNormOp : Glm_Op<"layer_norm", [Pure, SameOperandsAndResultType,
                        F64Attr:$eps);
   let results = (outs Glm_Rows:$result);
   let assemblyFormat = "$input `,` $weight `,` $bias attr-dict `:` type($result)";
+  let extraClassDeclaration = Glm_ContractOf<["weight", "bias"]>.decl;
 }
 
-def Glm_LinearOp : Glm_Op<"linear", [Pure, DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+def Glm_LinearOp : Glm_Op<"linear", [Glm_SymbolContract, Pure, DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
   let summary = "y = x W^T (+ b), W stored [out, in] in its checkpoint format";
   let description = [{
     x: [N, in], W: [out, in] (bf16, f16, f32, fp8 with block scales, or EXL3,
@@ -133,13 +137,14 @@ def Glm_LinearOp : Glm_Op<"linear", [Pure, DeclareOpInterfaceMethods<SymbolUserO
                        OptionalAttr<FlatSymbolRefAttr>:$bias);
   let results = (outs Glm_Rows:$result);
   let assemblyFormat = "$input `,` $weight (`bias` $bias^)? attr-dict `:` type($input) `->` type($result)";
+  let extraClassDeclaration = Glm_ContractOf<["weight", "bias"]>.decl;
 }
 
 //===----------------------------------------------------------------------===//
 // mHC residual streams
 //===----------------------------------------------------------------------===//
 
-def Glm_MhcPreOp : Glm_Op<"mhc_pre", [Pure, DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+def Glm_MhcPreOp : Glm_Op<"mhc_pre", [Glm_SymbolContract, Pure, DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
   let summary = "mHC mixer: mixing weights from the streams, and the collapsed input";
   let description = [{
     For each row: `a = flatten(X)` ([S*H]), `a = a * rsqrt(mean(a^2) + norm_eps)`,
@@ -158,6 +163,7 @@ def Glm_MhcPreOp : Glm_Op<"mhc_pre", [Pure, DeclareOpInterfaceMethods<SymbolUser
     $streams `,` $fn `,` $base `,` $scale attr-dict `:` functional-type(operands, results)
   }];
   let hasVerifier = 1;
+  let extraClassDeclaration = Glm_ContractOf<["fn", "base", "scale"]>.decl;
 }
 
 def Glm_MhcPostOp : Glm_Op<"mhc_post", [Pure]> {
@@ -179,7 +185,7 @@ def Glm_MhcPostOp : Glm_Op<"mhc_post", [Pure]> {
 // Kimi Delta Attention
 //===----------------------------------------------------------------------===//
 
-def Glm_ShortConvOp : Glm_Op<"short_conv", [SameOperandsAndResultType,
+def Glm_ShortConvOp : Glm_Op<"short_conv", [Glm_SymbolContract, SameOperandsAndResultType,
     DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
   let summary = "causal depthwise convolution with carried state, then SiLU";
   let description = [{
@@ -190,9 +196,10 @@ def Glm_ShortConvOp : Glm_Op<"short_conv", [SameOperandsAndResultType,
   let arguments = (ins Glm_Rows:$input, FlatSymbolRefAttr:$weight, FlatSymbolRefAttr:$state);
   let results = (outs Glm_Rows:$result);
   let assemblyFormat = "$input `,` $weight `,` `state` $state attr-dict `:` type($result)";
+  let extraClassDeclaration = Glm_ContractOf<["weight", "state"]>.decl;
 }
 
-def Glm_KdaOp : Glm_Op<"kda", [DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+def Glm_KdaOp : Glm_Op<"kda", [Glm_SymbolContract, DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
   let summary = "Kimi Delta Attention: gated delta rule over the recurrent state";
   let description = [{
     Per head h (H heads of width d), per row t in order:
@@ -210,9 +217,10 @@ def Glm_KdaOp : Glm_Op<"kda", [DeclareOpInterfaceMethods<SymbolUserOpInterface>]
     $q `,` $k `,` $v `,` $f `,` $b `,` $a_log `,` $dt_bias `,` `state` $state attr-dict `:` functional-type(operands, results)
   }];
   let hasVerifier = 1;
+  let extraClassDeclaration = Glm_ContractOf<["a_log", "dt_bias", "state"]>.decl;
 }
 
-def Glm_GatedNormOp : Glm_Op<"gated_norm", [Pure, DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+def Glm_GatedNormOp : Glm_Op<"gated_norm", [Glm_SymbolContract, Pure, DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
   let summary = "per-head RMSNorm gated by sigmoid: KDA's output norm";
   let description = [{
     For each group of `group` channels: `y = x rsqrt(mean(x^2) + eps) w sigmoid(gate)`,
@@ -222,13 +230,14 @@ def Glm_GatedNormOp : Glm_Op<"gated_norm", [Pure, DeclareOpInterfaceMethods<Symb
                        F64Attr:$eps, I64Attr:$group);
   let results = (outs Glm_Rows:$result);
   let assemblyFormat = "$input `,` $gate `,` $weight attr-dict `:` functional-type(operands, results)";
+  let extraClassDeclaration = Glm_ContractOf<["weight"]>.decl;
 }
 
 //===----------------------------------------------------------------------===//
 // Sparse MLA and the KPool indexer
 //===----------------------------------------------------------------------===//
 
-def Glm_DsaIndexerOp : Glm_Op<"dsa_indexer", [DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+def Glm_DsaIndexerOp : Glm_Op<"dsa_indexer", [Glm_SymbolContract, DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
   let summary = "KPool lightning indexer: which past tokens each row attends to";
   let description = [{
     Appends this step's indexer keys kI and gates gI ([N, d]) to the sequence's
@@ -251,10 +260,11 @@ def Glm_DsaIndexerOp : Glm_Op<"dsa_indexer", [DeclareOpInterfaceMethods<SymbolUs
     $queries `,` $keys `,` $gates `,` $head_weights `,` $ape `,` `state` $state attr-dict `:` functional-type(operands, results)
   }];
   let hasVerifier = 1;
+  let extraClassDeclaration = Glm_ContractOf<["ape", "state"]>.decl;
 }
 
 def Glm_MlaSparseAttentionOp : Glm_Op<"mla_sparse_attention",
-    [DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+    [Glm_SymbolContract, DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
   let summary = "NoPE multi-head latent attention over the indexer's token set";
   let description = [{
     Appends this step's latent rows c ([N, r]) to `state`. Per head h, with
@@ -271,6 +281,7 @@ def Glm_MlaSparseAttentionOp : Glm_Op<"mla_sparse_attention",
     $queries `,` $latent `,` $selection `,` $kv_b `,` `state` $state attr-dict `:` functional-type(operands, results)
   }];
   let hasVerifier = 1;
+  let extraClassDeclaration = Glm_ContractOf<["kv_b", "state"]>.decl;
 }
 
 //===----------------------------------------------------------------------===//
@@ -284,7 +295,7 @@ def Glm_SwiGluOp : Glm_Op<"swiglu", [Pure, SameOperandsAndResultType]> {
   let assemblyFormat = "$gate `,` $up attr-dict `:` type($result)";
 }
 
-def Glm_MoeRouterOp : Glm_Op<"moe_router", [Pure, DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+def Glm_MoeRouterOp : Glm_Op<"moe_router", [Glm_SymbolContract, Pure, DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
   let summary = "sigmoid router with bias-corrected top-k selection";
   let description = [{
     `s = sigmoid(x W^T)` in f32 (W: [E, H]); experts chosen by top-k of
@@ -298,9 +309,10 @@ def Glm_MoeRouterOp : Glm_Op<"moe_router", [Pure, DeclareOpInterfaceMethods<Symb
   let results = (outs Glm_IndexTensor:$experts, Glm_Rows:$weights);
   let assemblyFormat = "$input `,` $weight `,` $bias attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
+  let extraClassDeclaration = Glm_ContractOf<["weight", "bias"]>.decl;
 }
 
-def Glm_MoeExpertsOp : Glm_Op<"moe_experts", [Pure, DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+def Glm_MoeExpertsOp : Glm_Op<"moe_experts", [Glm_SymbolContract, Pure, DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
   let summary = "the selected routed experts, weighted and summed";
   let description = [{
     `y[n] = Σ_k w[n,k] Expert_{e[n,k]}(x[n])`, each expert a clamped SwiGLU MLP
@@ -318,6 +330,7 @@ def Glm_MoeExpertsOp : Glm_Op<"moe_experts", [Pure, DeclareOpInterfaceMethods<Sy
     $input `,` $experts `,` $weights `,` $gate `,` $up `,` $down attr-dict `:` functional-type(operands, results)
   }];
   let hasVerifier = 1;
+  let extraClassDeclaration = Glm_ContractOf<["gate", "up", "down"]>.decl;
 }
 
 def Glm_AddOp : Glm_Op<"add", [Pure, SameOperandsAndResultType, Commutative]> {

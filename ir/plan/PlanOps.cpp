@@ -14,6 +14,9 @@ using namespace glm::planir;
 #define GET_TYPEDEF_CLASSES
 #include "ir/plan/PlanTypes.cpp.inc"
 
+#define GET_ATTRDEF_CLASSES
+#include "ir/plan/PlanAttrs.cpp.inc"
+
 #define GET_OP_CLASSES
 #include "ir/plan/PlanOps.cpp.inc"
 
@@ -21,6 +24,10 @@ void PlanDialect::initialize() {
   addTypes<
 #define GET_TYPEDEF_LIST
 #include "ir/plan/PlanTypes.cpp.inc"
+      >();
+  addAttributes<
+#define GET_ATTRDEF_LIST
+#include "ir/plan/PlanAttrs.cpp.inc"
       >();
   addOperations<
 #define GET_OP_LIST

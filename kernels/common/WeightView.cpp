@@ -2,7 +2,6 @@
 #include "kernels/common/WeightView.h"
 
 #include "kernels/common/FloatFormats.h"
-#include "runtime/weights/SafeTensors.h"
 
 #include <cassert>
 #include <cstring>
@@ -110,20 +109,6 @@ std::string shapeString(const int64_t *dims, size_t n) {
 }
 
 } // namespace
-
-WeightView WeightView::of(const TensorView &tensor, const TensorView *scaleInv) {
-  WeightView v;
-  v.data = tensor.data;
-  v.dtype = tensor.dtype;
-  assert(tensor.shape.size() <= static_cast<size_t>(kMaxRank));
-  for (int64_t d : tensor.shape) {
-    v.shape[v.rank++] = d;
-  }
-  if (scaleInv != nullptr) {
-    v.blockScaleInv = reinterpret_cast<const float *>(scaleInv->data);
-  }
-  return v;
-}
 
 WeightView WeightView::f32(const float *data, std::initializer_list<int64_t> shape) {
   return makeView(data, DType::F32, shape);

@@ -10,10 +10,6 @@
 #include <initializer_list>
 #include <string_view>
 
-namespace glm {
-struct TensorView;
-} // namespace glm
-
 namespace glm::kernels {
 
 /// Reference kernels read weights where the checkpoint holds them (bf16, f16, f32, or fp8 e4m3 with
@@ -47,8 +43,6 @@ struct WeightView {
   /// Every element, widened into out[0, numel()).
   void loadAll(float *out) const;
 
-  /// A view of a checkpoint tensor; `scaleInv` is its fp8 block-scale companion, if any.
-  static WeightView of(const TensorView &tensor, const TensorView *scaleInv = nullptr);
   /// A view of fp32 data (tests, and weights computed at load time).
   static WeightView f32(const float *data, std::initializer_list<int64_t> shape);
   /// A view of raw data in any float dtype.

@@ -21,10 +21,11 @@
 #pragma once
 
 #include "base/Status.h"
+#include "kernels/common/OpStep.h"
 #include "kernels/common/WeightView.h"
+#include "kernels/exl3/exl3_format.h"
 #include "kernels/exl3/exl3_gpu.h"
 #include "kernels/moe_experts/moe_experts.h"
-#include "runtime/weights/Exl3Tensors.h"
 
 #include <cmath>
 #include <cstdint>
@@ -71,12 +72,11 @@ struct Exl3MatrixView {
 
   int64_t k() const { return exl3Padded(in); }
   int64_t n() const { return exl3Padded(out); }
-
-  /// A checkpoint group, given the layer's unpadded features.
-  static Exl3MatrixView of(const Exl3Tensors &tensors, int64_t in, int64_t out);
-  /// Matrix m of an EXL3 slice of the weights arena (layout in runtime/weights/Exl3Tensors.h).
-  static Exl3MatrixView inArena(const uint8_t *slice, const Exl3ArenaLayout &layout, int64_t m);
 };
+
+/// Matrix m of an EXL3 binding's slice of the weights arena, laid out as `geometry` says; its K and
+/// codebook are read from the slice.
+Exl3MatrixView exl3MatrixAt(const uint8_t *slice, const Exl3Geometry &geometry, int64_t m);
 
 /// Checks the view: pointers present, bits in 1..8, features positive.
 Status checkExl3Matrix(const Exl3MatrixView &matrix, std::string_view what);

@@ -1,8 +1,8 @@
 // exl3 on the GPU: an EXL3 binding of the weights arena as kernels see it, and the exact
 // reconstruction of its matrices into the bf16 dense weights the CPU engine multiplies by.
 //
-// An EXL3 binding (runtime/weights/Exl3Tensors.h, Exl3ArenaLayout) holds `matrices` matrices of
-// [out, in] features, padded to k = pad128(in), n = pad128(out):
+// An EXL3 binding (runtime/weights/Exl3Tensors.h, Exl3ArenaLayout; Exl3Geometry here) holds
+// `matrices` matrices of [out, in] features, padded to k = pad128(in), n = pad128(out):
 //
 //   trellis  u16 [matrices][k/16][n/16][16·K]   each matrix at its own `trellisStride` bytes
 //   suh      f16 [matrices][k]
@@ -28,7 +28,7 @@
 #include "kernels/common/DeviceTypes.h"
 #ifndef __CUDACC_RTC__
 #include "kernels/common/Launch.h"
-#include "runtime/weights/Exl3Tensors.h"
+#include "kernels/common/OpStep.h"
 #endif
 
 namespace glm::kernels {
@@ -74,17 +74,18 @@ constexpr int kExl3ReconstructColumns = 32; // columns of a block per pass over 
 constexpr unsigned kExl3ReconstructSmem = 128 * 128 * 2 + 128 * (kExl3ReconstructColumns + 1) * 8;
 
 #ifndef __CUDACC_RTC__
-inline Exl3GpuWeights exl3GpuWeights(const void *slice, const Exl3ArenaLayout &l) {
+/// The binding at `slice`, laid out as `g` says.
+inline Exl3GpuWeights exl3GpuWeights(const void *slice, const Exl3Geometry &g) {
   return {static_cast<const uint8_t *>(slice),
-          l.matrices,
-          l.in,
-          l.out,
-          l.k,
-          l.n,
-          l.trellisStride(),
-          l.suhOffset(),
-          l.svhOffset(),
-          l.metaOffset()};
+          g.matrices,
+          g.in,
+          g.out,
+          g.k,
+          g.n,
+          g.trellisStride,
+          g.suhOffset,
+          g.svhOffset,
+          g.metaOffset};
 }
 
 inline LaunchDims exl3SelectLaunch() {

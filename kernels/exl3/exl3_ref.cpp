@@ -212,34 +212,17 @@ bool exl3StatesChain(const uint16_t *states, int bits) {
 void exl3Hadamard(double *x, int64_t length) { hadamardBlocks(x, length); }
 void exl3Hadamard(float *x, int64_t length) { hadamardBlocks(x, length); }
 
-Exl3MatrixView Exl3MatrixView::of(const Exl3Tensors &tensors, int64_t in, int64_t out) {
-  Exl3MatrixView m;
-  m.trellis = reinterpret_cast<const uint16_t *>(tensors.trellis->data);
-  m.suh = reinterpret_cast<const uint16_t *>(tensors.suh->data);
-  m.svh = reinterpret_cast<const uint16_t *>(tensors.svh->data);
-  if (tensors.bias != nullptr) {
-    m.bias = tensors.bias->data;
-    m.biasDType = tensors.bias->dtype;
-  }
-  m.bits = tensors.bits;
-  m.codebook = tensors.codebook;
-  m.in = in;
-  m.out = out;
-  return m;
-}
-
-Exl3MatrixView Exl3MatrixView::inArena(const uint8_t *slice, const Exl3ArenaLayout &layout,
-                                       int64_t m) {
+Exl3MatrixView exl3MatrixAt(const uint8_t *slice, const Exl3Geometry &g, int64_t m) {
   Exl3MatrixView v;
   const auto index = static_cast<uint64_t>(m);
-  v.trellis = reinterpret_cast<const uint16_t *>(slice + index * layout.trellisStride());
-  v.suh = reinterpret_cast<const uint16_t *>(slice + layout.suhOffset()) + index * layout.k;
-  v.svh = reinterpret_cast<const uint16_t *>(slice + layout.svhOffset()) + index * layout.n;
-  const auto *meta = reinterpret_cast<const uint32_t *>(slice + layout.metaOffset()) + 2 * index;
+  v.trellis = reinterpret_cast<const uint16_t *>(slice + index * g.trellisStride);
+  v.suh = reinterpret_cast<const uint16_t *>(slice + g.suhOffset) + index * g.k;
+  v.svh = reinterpret_cast<const uint16_t *>(slice + g.svhOffset) + index * g.n;
+  const auto *meta = reinterpret_cast<const uint32_t *>(slice + g.metaOffset) + 2 * index;
   v.bits = static_cast<int>(meta[0]);
   v.codebook = static_cast<Exl3Codebook>(meta[1]);
-  v.in = layout.in;
-  v.out = layout.out;
+  v.in = g.in;
+  v.out = g.out;
   return v;
 }
 

@@ -10,7 +10,6 @@
 #include "runtime/weights/SafeTensors.h"
 
 #include <cstdint>
-#include <map>
 #include <memory>
 #include <span>
 #include <vector>
@@ -48,12 +47,13 @@ private:
 
   Expected<std::vector<float>> run(const plan::Program &program, std::span<const int32_t> tokens,
                                    const std::vector<RowGroup> &groups, LogitsBack back) override;
-  Status runStep(const plan::Step &step, int64_t rows, const std::vector<RowGroup> &groups);
+  /// Runs `step` of `program` over the first `rows` rows, which belong to `groups`.
+  Status runStep(const plan::Program &program, const plan::Step &step, int64_t rows,
+                 const std::vector<RowGroup> &groups);
+  Status runCollective(const plan::Step &step, int64_t rows);
 
   uint8_t *address(const plan::Slice &slice);
   bool matchesDump(const std::string &name) const;
-  /// Row `row` of a paged state of sequence `slot`, `rowsPerPage` rows of it to a page.
-  float *pagedRow(const plan::StateLayout &state, int slot, int64_t row, int64_t rowsPerPage);
   float *floats(const plan::TensorRef &t) { return reinterpret_cast<float *>(address(*t.slice())); }
 
   std::unique_ptr<PlanFile> plan_;
@@ -61,8 +61,6 @@ private:
   std::vector<std::vector<uint64_t>> arenas_; // 8-byte aligned storage per arena
   int64_t runs_ = 0;
   int rank_ = 0;
-  uint64_t pageBytes_ = 0;
-  std::map<uint32_t, uint32_t> tailOf_; // indexer state -> its open-pool tail slot
 };
 
 } // namespace glm::runtime

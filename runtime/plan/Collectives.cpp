@@ -1,7 +1,5 @@
-// Reading collective steps, and splitting programs at them.
+// Reading collective steps.
 #include "runtime/plan/Collectives.h"
-
-#include "runtime/plan/StepView.h"
 
 #include <algorithm>
 
@@ -28,10 +26,17 @@ std::string shapeText(const plan::TensorRef &t) {
 } // namespace
 
 Expected<CollectiveShape> collectiveShape(const plan::Step &step, int64_t world) {
-  const char *op = plan::EnumNameOpKind(step.op());
-  if (step.op() != plan::OpKind::AllReduce && step.op() != plan::OpKind::AllGather) {
-    return invalidArgument("a collective step of op ", op, " (only AllReduce and AllGather are)");
+  if (step.collective() == nullptr) {
+    return invalidArgument("step ", step.name() ? step.name()->str() : "?", " (",
+                           step.op() ? step.op()->str() : "?",
+                           ") is not a collective (all_reduce or all_gather)");
   }
+  const plan::CollectiveKind kind = step.collective()->kind();
+  if (kind != plan::CollectiveKind::AllReduce && kind != plan::CollectiveKind::AllGather) {
+    return unimplemented("a ", plan::EnumNameCollectiveKind(kind),
+                         " step (the engines run AllReduce and AllGather)");
+  }
+  const char *op = plan::EnumNameCollectiveKind(kind);
   if (step.operands() == nullptr || step.operands()->size() != 1 || step.results() == nullptr ||
       step.results()->size() != 1) {
     return invalidArgument(op, " needs one operand and one result");
@@ -48,46 +53,27 @@ Expected<CollectiveShape> collectiveShape(const plan::Step &step, int64_t world)
                            " (a collective keeps the element type)");
   }
   CollectiveShape shape;
-  shape.op = step.op();
+  shape.kind = kind;
   shape.element = in.element();
-  shape.rows = tensorDim(in, 0);
+  shape.rows = in.shape()->Get(0);
   shape.width = elements(in) / std::max<int64_t>(shape.rows, 1);
-  if (step.op() == plan::OpKind::AllReduce) {
+  if (kind == plan::CollectiveKind::AllReduce) {
     if (elements(out) != elements(in)) {
       return invalidArgument("AllReduce of ", shapeText(in), " into ", shapeText(out));
     }
     return shape;
   }
-  // As the CPU backend has always read it: concatenation along columns unless the step says.
-  shape.axis = static_cast<int>(intAttribute(step, "axis", 1));
+  // Concatenation along columns unless the step says otherwise.
+  shape.axis = static_cast<int>(step.collective()->axis());
   if (shape.axis != 0 && shape.axis != 1) {
     return invalidArgument("AllGather along axis ", shape.axis, " (0 and 1 are supported)");
   }
   if (elements(out) != world * elements(in) ||
-      (shape.axis == 1 && tensorDim(out, 0) != shape.rows)) {
+      (shape.axis == 1 && out.shape()->Get(0) != shape.rows)) {
     return invalidArgument("AllGather of ", shapeText(in), " along axis ", shape.axis, " over ",
                            world, " ranks into ", shapeText(out));
   }
   return shape;
-}
-
-std::vector<StepRun> splitAtCollectives(const plan::Program &program) {
-  std::vector<StepRun> runs;
-  StepRun run;
-  const uint32_t steps = program.steps() != nullptr ? program.steps()->size() : 0;
-  for (uint32_t s = 0; s < steps; ++s) {
-    if (isCollective(*program.steps()->Get(s))) {
-      run.collective = s;
-      runs.push_back(run);
-      run = StepRun{s + 1, 0, -1};
-    } else {
-      ++run.count;
-    }
-  }
-  if (run.count > 0 || runs.empty()) {
-    runs.push_back(run);
-  }
-  return runs;
 }
 
 } // namespace glm::runtime

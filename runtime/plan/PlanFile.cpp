@@ -32,6 +32,8 @@ namespace {
 /// Largest plan accepted: far above any real plan (cubins for every kernel are a few MB), small
 /// enough that a lying file cannot make us allocate without bound.
 constexpr uint64_t kMaxPlanBytes = 4ull << 30;
+/// The argument struct every CUDA version takes by value (plan-verify's limit too).
+constexpr size_t kMaxArgsBytes = 4096;
 
 /// Validates one plan, remembering where it is for messages ("program decode_b1_r1, step 12
 /// (blk.3.attn.q_proj)").
@@ -70,10 +72,17 @@ private:
     if (plan_.arenas() == nullptr || plan_.arenas()->size() == 0) {
       return fail("", "no arenas");
     }
-    for (const plan::Arena *arena : *plan_.arenas()) {
+    for (uint32_t i = 0; i < plan_.arenas()->size(); ++i) {
+      const plan::Arena *arena = plan_.arenas()->Get(i);
       const uint32_t a = arena->alignment();
       if (a == 0 || (a & (a - 1)) != 0) {
         return fail("arena " + name(arena->name()), "alignment ", a, " is not a power of two");
+      }
+      if (arena->kind() == plan::ArenaKind::Workspace) {
+        if (workspaceArena_ >= 0) {
+          return fail("arena " + name(arena->name()), "is a second workspace");
+        }
+        workspaceArena_ = static_cast<int64_t>(i);
       }
     }
     return Status::success();
@@ -245,22 +254,12 @@ private:
         }
         GLM_RETURN_IF_ERROR(checkIndices(where, step->weights(), weightCount, "weight"));
         GLM_RETURN_IF_ERROR(checkIndices(where, step->states(), stateCount, "state"));
+        if (step->op() == nullptr || step->op()->size() == 0) {
+          return fail(where, "names no op");
+        }
         const auto *launches = step->launches();
         for (uint32_t l = 0; launches != nullptr && l < launches->size(); ++l) {
-          const plan::KernelLaunch *launch = launches->Get(l);
-          if (launch->kernel() >= kernelCount) {
-            return fail(where, "launches kernel ", launch->kernel(), " of ", kernelCount);
-          }
-          for (const auto *dims : {launch->grid(), launch->block()}) {
-            if (dims == nullptr || dims->size() != 3) {
-              return fail(where, "launch needs 3 grid and 3 block dimensions");
-            }
-            for (uint32_t d : *dims) {
-              if (d == 0) {
-                return fail(where, "launch has a zero dimension");
-              }
-            }
-          }
+          GLM_RETURN_IF_ERROR(checkLaunch(where, *step, *launches->Get(l), kernelCount));
         }
         if (const plan::Collective *c = step->collective()) {
           if (c->world() != plan_.tp()) {
@@ -269,15 +268,31 @@ private:
           }
         }
       }
-      // Segments must cover the steps exactly, in order.
+      // Segments must cover the steps exactly, in order; a collective (which the host runs
+      // between graphs) only ever ends one, and a segment ending at one says so.
       uint64_t next = 0;
       if (program->segments() != nullptr) {
         for (const plan::Segment *segment : *program->segments()) {
-          if (segment->first_step() != next || segment->step_count() == 0) {
+          if (segment->first_step() != next || segment->step_count() == 0 ||
+              segment->step_count() > stepCount - next) {
             return fail(pname,
                         "segments do not cover the steps in order (expected one starting "
                         "at step ",
                         next, ")");
+          }
+          const uint64_t last = next + segment->step_count() - 1;
+          for (uint64_t i = next; i <= last; ++i) {
+            const plan::Step *step = program->steps()->Get(static_cast<flatbuffers::uoffset_t>(i));
+            const bool ends = i == last && segment->end() == plan::SegmentEnd::Collective;
+            if ((step->collective() != nullptr) != ends) {
+              return fail(
+                  pname, "segment at step ", next,
+                  step->collective() != nullptr
+                      ? strCat(" holds collective ", name(step->name()),
+                               " but does not end at it (the host runs collectives "
+                               "between graphs)")
+                      : strCat(" ends at ", name(step->name()), ", which is not a collective"));
+            }
           }
           next += segment->step_count();
         }
@@ -289,11 +304,86 @@ private:
     return Status::success();
   }
 
+  /// A launch's kernel, geometry, argument struct and bindings: the engine writes 8-byte
+  /// addresses (4-byte ranks) at each binding's offset, so each must lie inside the struct and
+  /// name something the step has.
+  Status checkLaunch(const std::string &where, const plan::Step &step,
+                     const plan::KernelLaunch &launch, size_t kernelCount) {
+    if (launch.kernel() >= kernelCount) {
+      return fail(where, "launches kernel ", launch.kernel(), " of ", kernelCount);
+    }
+    for (const auto *dims : {launch.grid(), launch.block()}) {
+      if (dims == nullptr || dims->size() != 3) {
+        return fail(where, "launch needs 3 grid and 3 block dimensions");
+      }
+      for (uint32_t d : *dims) {
+        if (d == 0) {
+          return fail(where, "launch has a zero dimension");
+        }
+      }
+    }
+    const size_t size = launch.args() != nullptr ? launch.args()->size() : 0;
+    if (size == 0 || size > kMaxArgsBytes) {
+      return fail(where, "launch has a ", size, "-byte argument struct (1 to ", kMaxArgsBytes, ")");
+    }
+    if (launch.bindings() == nullptr) {
+      return Status::success();
+    }
+    for (const plan::ArgBinding *b : *launch.bindings()) {
+      const size_t width = b->source() == plan::ArgSource::RankTimes ? 4 : 8;
+      if (b->offset() > size || width > size - b->offset()) {
+        return fail(where, "argument binding at byte ", b->offset(), " overruns its ", size,
+                    "-byte struct");
+      }
+      size_t count = 0;
+      switch (b->source()) {
+      case plan::ArgSource::Operand:
+        count = step.operands() ? step.operands()->size() : 0;
+        break;
+      case plan::ArgSource::Result:
+        count = step.results() ? step.results()->size() : 0;
+        break;
+      case plan::ArgSource::Weight:
+        count = step.weights() ? step.weights()->size() : 0;
+        break;
+      case plan::ArgSource::State:
+        count = step.states() ? step.states()->size() : 0;
+        break;
+      case plan::ArgSource::Workspace:
+        count = workspaceArena_ >= 0 ? 1 : 0;
+        if (count != 0 && b->add() > plan_.arenas()->Get(workspaceArena_)->size()) {
+          return fail(where, "argument binding points ", b->add(), " bytes into a workspace of ",
+                      plan_.arenas()->Get(workspaceArena_)->size());
+        }
+        break;
+      case plan::ArgSource::RankTimes:
+        continue;
+      }
+      if (b->index() >= count && b->source() != plan::ArgSource::Workspace) {
+        return fail(where, "argument binding names ", plan::EnumNameArgSource(b->source()), " ",
+                    b->index(), " of ", count);
+      }
+      if (count == 0) {
+        return fail(where, "argument binding names a workspace the plan does not have");
+      }
+    }
+    return Status::success();
+  }
+
   const plan::Plan &plan_;
   const std::string &source_;
+  int64_t workspaceArena_ = -1;
 };
 
 } // namespace
+
+std::string shortKernelName(std::string name) {
+  const std::string prefix = "glm::kernels::";
+  for (size_t at = name.find(prefix); at != std::string::npos; at = name.find(prefix)) {
+    name.erase(at, prefix.size());
+  }
+  return name;
+}
 
 Status validatePlan(const plan::Plan &plan, const std::string &source) {
   return Validator(plan, source).run();

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "base/Status.h"
+#include "runtime/schema/PlanVersion.h"
 #include "runtime/schema/plan_generated.h"
 
 #include <cstdint>
@@ -14,7 +15,7 @@
 namespace glm::runtime {
 
 /// The plan format this runtime reads; the compiler writes the same number.
-inline constexpr uint32_t kPlanFormatVersion = 2;
+using plan::kPlanFormatVersion;
 
 /// Bytes per element of a plan element type.
 size_t elementSize(plan::ElementType type);
@@ -44,6 +45,9 @@ private:
   std::string source_;
   const plan::Plan *root_ = nullptr;
 };
+
+/// A kernel instance without the glm::kernels:: qualifications, for tables.
+std::string shortKernelName(std::string name);
 
 /// The semantic checks behind PlanFile: every slice inside its arena, every tensor inside its
 /// slice, every index in range, segments covering the steps in order. Exposed for the compiler's

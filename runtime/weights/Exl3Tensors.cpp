@@ -178,4 +178,15 @@ Expected<Exl3ArenaLayout> Exl3ArenaLayout::fromSlice(int64_t matrices, int64_t o
                          " [", out, ", ", in, "] matrices at any K in 1..8");
 }
 
+Expected<Exl3ArenaLayout> Exl3ArenaLayout::ofBinding(std::string_view name,
+                                                     std::span<const int64_t> rankShape,
+                                                     bool stacked, uint64_t sliceBytes) {
+  const size_t base = stacked ? 1 : 0;
+  if (rankShape.size() != base + 2) {
+    return invalidArgument("EXL3 weight ", name, " has rank ", rankShape.size(), ", not ",
+                           base + 2);
+  }
+  return fromSlice(stacked ? rankShape[0] : 1, rankShape[base], rankShape[base + 1], sliceBytes);
+}
+
 } // namespace glm

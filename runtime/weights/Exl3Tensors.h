@@ -9,34 +9,20 @@
 #pragma once
 
 #include "base/Status.h"
+#include "kernels/exl3/exl3_format.h"
 #include "runtime/weights/SafeTensors.h"
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 
 namespace glm {
 
-/// The codebook that maps a 16-bit trellis state to an fp16 weight (§3).
-enum class Exl3Codebook : uint8_t { Inst3 = 0, Mcg = 1, Mul1 = 2 };
-
 /// "3inst", "mcg", "mul1": the spelling of quantization_config.codebook and `glmc quantize`.
 std::string_view exl3CodebookName(Exl3Codebook codebook);
 std::optional<Exl3Codebook> parseExl3Codebook(std::string_view name);
-
-/// The marker tensors' values (§1.1); exllamav3 no longer reads them, so they only need to exist.
-inline constexpr uint32_t kExl3McgMarker = 0xCBAC1FEDu;
-inline constexpr uint32_t kExl3Mul1Marker = 0x83DCD12Du;
-
-/// Dimensions are padded to this, and Hadamard rotations act on blocks of this many features.
-inline constexpr int64_t kExl3Block = 128;
-inline constexpr int kExl3MinBits = 1;
-inline constexpr int kExl3MaxBits = 8;
-
-inline int64_t exl3Padded(int64_t features) {
-  return (features + kExl3Block - 1) / kExl3Block * kExl3Block;
-}
 
 /// The module key of a Hub weight name: "...q_proj.weight" -> "...q_proj"; a name without the
 /// ".weight" suffix (GLM's bare `index_kpool_compress_gate`) is its own key.
@@ -111,6 +97,11 @@ struct Exl3ArenaLayout {
   /// The layout of a slice of `sliceBytes` bytes; slotBits is recovered from the size, which must
   /// be exactly that of one K in 1..8.
   static Expected<Exl3ArenaLayout> fromSlice(int64_t matrices, int64_t out, int64_t in,
+                                             uint64_t sliceBytes);
+  /// The layout of a binding `name` of logical (bf16) shape `rankShape` ([experts, out, in] when
+  /// `stacked`, else [out, in]) in a slice of `sliceBytes` bytes.
+  static Expected<Exl3ArenaLayout> ofBinding(std::string_view name,
+                                             std::span<const int64_t> rankShape, bool stacked,
                                              uint64_t sliceBytes);
 };
 

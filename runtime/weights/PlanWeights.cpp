@@ -171,14 +171,9 @@ Status loadPlanWeights(const plan::Plan &plan, const Checkpoint &checkpoint, uin
 }
 
 Expected<Exl3ArenaLayout> exl3BindingLayout(const plan::WeightBinding &binding) {
-  const auto &shape = *binding.rank_shape();
-  const uint32_t base = binding.experts() > 0 ? 1 : 0;
-  if (shape.size() != base + 2) {
-    return invalidArgument("EXL3 weight ", binding.name()->str(), " has rank ", shape.size(),
-                           ", not ", base + 2);
-  }
-  return Exl3ArenaLayout::fromSlice(base == 1 ? shape.Get(0) : 1, shape.Get(base),
-                                    shape.Get(base + 1), binding.slice()->size());
+  const std::vector<int64_t> shape(binding.rank_shape()->begin(), binding.rank_shape()->end());
+  return Exl3ArenaLayout::ofBinding(binding.name()->str(), shape, binding.experts() > 0,
+                                    binding.slice()->size());
 }
 
 std::vector<WeightWindow> planWeightWindows(const plan::Plan &plan, uint64_t maxBytes) {

@@ -8,7 +8,7 @@
 // the CPU backend replays (TopkTieRule::TorchCpu) to match the golden to 5e-6. The GPU implements
 // the serving rule, ties to the lower pool, and from the first tie on selects other tokens than
 // HF did; the CPU backend with that same rule is the reference it must equal.
-#include "runtime/cuda/CudaEngine.h"
+#include "runtime/engine/CudaEngine.h"
 #include "runtime/engine/CpuEngine.h"
 #include "tests/gpu/support/GpuTest.h"
 #include "tests/gpu/support/TinyModel.h"

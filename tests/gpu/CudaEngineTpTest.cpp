@@ -7,7 +7,7 @@
 // whose collective never completes (a peer lost under NCCL) fails the call through its group's
 // wait, which names the lost rank, instead of blocking for good in the copy of the logits.
 #include "runtime/comm/LoopbackComm.h"
-#include "runtime/cuda/CudaEngine.h"
+#include "runtime/engine/CudaEngine.h"
 #include "runtime/engine/LockstepEngine.h"
 #include "runtime/plan/Collectives.h"
 #include "tests/gpu/support/GpuTest.h"

@@ -5,7 +5,7 @@
 // greedy tokens; a worker killed during generation fails the call in flight at once, naming rank
 // 1, rather than after the timeout; a restarted worker is taken back and the same run comes out.
 #include "runtime/comm/NcclComm.h"
-#include "runtime/cuda/CudaEngine.h"
+#include "runtime/engine/CudaEngine.h"
 #include "runtime/engine/LockstepEngine.h"
 #include "tests/gpu/support/GpuTest.h"
 #include "tests/gpu/support/TinyModel.h"

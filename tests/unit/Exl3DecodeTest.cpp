@@ -8,6 +8,7 @@
 #include "models/glm53/Config.h"
 #include "models/glm53/synth/Synth.h"
 #include "runtime/weights/Exl3Tensors.h"
+#include "runtime/weights/KernelViews.h"
 #include "runtime/weights/PlanWeights.h"
 #include "runtime/weights/SafeTensors.h"
 #include "runtime/weights/SafeTensorsWriter.h"
@@ -561,7 +562,7 @@ TEST_F(Exl3Reader, DequantizingACheckpointLayerEqualsTheReferenceDecode) {
   EXPECT_EQ(layer->n, 128);
   EXPECT_EQ(layer->storedBytes(), uint64_t(384 * 128 * 5 / 8 + 2 * 384 + 2 * 128 + 4));
   std::vector<uint16_t> fromFile(70 * 300), fromMemory(70 * 300);
-  ASSERT_TRUE(exl3ReconstructBf16Ref(Exl3MatrixView::of(*layer, 300, 70), fromFile.data()).ok());
+  ASSERT_TRUE(exl3ReconstructBf16Ref(exl3MatrixOf(*layer, 300, 70), fromFile.data()).ok());
   ASSERT_TRUE(exl3ReconstructBf16Ref(r.view, fromMemory.data()).ok());
   EXPECT_EQ(fromFile, fromMemory);
   // Without a marker the codebook is 3INST.
@@ -646,8 +647,7 @@ TEST_F(Exl3Reader, TensorParallelRanksHoldTheirBlocksOfTheLayer) {
           Exl3ArenaLayout::fromSlice(1, local[0], local[1], bytes).value();
       std::vector<uint16_t> part(128 * 256);
       ASSERT_TRUE(
-          exl3ReconstructBf16Ref(Exl3MatrixView::inArena(arena.data(), layout, 0), part.data())
-              .ok());
+          exl3ReconstructBf16Ref(exl3MatrixInArena(arena.data(), layout, 0), part.data()).ok());
       for (int64_t o = 0; o < local[0]; ++o) {
         for (int64_t i = 0; i < local[1]; ++i) {
           const int64_t go = dim == 0 ? rank * 128 + o : o, gi = dim == 1 ? rank * 128 + i : i;

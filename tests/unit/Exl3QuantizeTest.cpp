@@ -9,6 +9,7 @@
 #include "runtime/comm/LoopbackComm.h"
 #include "runtime/engine/CpuEngine.h"
 #include "runtime/weights/Exl3Tensors.h"
+#include "runtime/weights/KernelViews.h"
 #include "runtime/weights/PlanWeights.h"
 
 #include "tests/unit/support/Compare.h"
@@ -324,7 +325,7 @@ TEST(Exl3Glmc, QuantizedTinyModelGivesTheLogitsOfItsDequantizedTwin) {
           std::memcmp(slice + layout->suhOffset() + e * 256, q->find(name + ".suh")->data, 256), 0);
       EXPECT_EQ(
           std::memcmp(slice + layout->svhOffset() + e * 256, q->find(name + ".svh")->data, 256), 0);
-      const kernels::Exl3MatrixView view = kernels::Exl3MatrixView::inArena(slice, *layout, e);
+      const kernels::Exl3MatrixView view = exl3MatrixInArena(slice, *layout, e);
       EXPECT_EQ(view.bits, 4);
       EXPECT_EQ(view.codebook, Exl3Codebook::Mcg);
       std::vector<uint16_t> fromArena(128 * 64);

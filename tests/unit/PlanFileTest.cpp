@@ -21,12 +21,21 @@ struct PlanEdits {
   uint32_t weightIndex = 0;
   uint32_t kernelIndex = 0;
   bool withLaunch = true;
-  std::vector<std::pair<uint32_t, uint32_t>> segments = {{0, 2}};
+  uint32_t argsSize = 48;
+  uint32_t bindingOffset = 8;
+  plan::ArgSource bindingSource = plan::ArgSource::Operand;
+  uint32_t bindingIndex = 0;
+  struct Segment {
+    uint32_t first, count;
+    plan::SegmentEnd end;
+  };
+  std::vector<Segment> segments = {{0, 2, plan::SegmentEnd::Collective}};
   uint32_t collectiveWorld = 1;
   bool duplicateProgram = false;
 };
 
-/// A two-step decode program: a linear op with a kernel launch, then an all-reduce.
+/// A two-step decode program: a linear op with a kernel launch, then an all-reduce that ends the
+/// program's one segment.
 std::vector<uint8_t> buildPlan(const PlanEdits &e = {}) {
   fb::FlatBufferBuilder b;
   auto target = plan::CreateTargetDescDirect(b, "sm_90a", plan::Arch::Sm90a, 132, 232448,
@@ -58,20 +67,23 @@ std::vector<uint8_t> buildPlan(const PlanEdits &e = {}) {
   std::vector<uint32_t> weightIdx = {e.weightIndex};
   std::vector<uint32_t> grid = {1, 1, 1}, block = {128, 1, 1};
   std::vector<fb::Offset<plan::KernelLaunch>> launches;
+  std::vector<uint8_t> args(e.argsSize, 0);
+  std::vector<plan::ArgBinding> bindings = {{e.bindingOffset, e.bindingSource, e.bindingIndex, 0}};
   if (e.withLaunch) {
-    launches.push_back(plan::CreateKernelLaunchDirect(b, e.kernelIndex, &grid, &block, 0));
+    launches.push_back(
+        plan::CreateKernelLaunchDirect(b, e.kernelIndex, &grid, &block, 0, &args, &bindings));
   }
   std::vector<fb::Offset<plan::Step>> steps = {
-      plan::CreateStepDirect(b, plan::OpKind::Linear, "blk.0.attn.q_proj", &in, &out, &weightIdx,
-                             nullptr, nullptr, &launches, 0, 512, 128, 512),
+      plan::CreateStepDirect(b, "linear", "blk.0.attn.q_proj", &in, &out, &weightIdx, nullptr,
+                             nullptr, &launches, nullptr, 0, 512, 128, 512),
       plan::CreateStepDirect(
-          b, plan::OpKind::AllReduce, "blk.0.attn.o_proj.reduce", &out, &out, nullptr, nullptr,
+          b, "all_reduce", "blk.0.attn.o_proj.reduce", &out, &out, nullptr, nullptr, nullptr,
           nullptr, nullptr,
           plan::CreateCollective(b, plan::CollectiveKind::AllReduce, 0, e.collectiveWorld)),
   };
   std::vector<fb::Offset<plan::Segment>> segments;
-  for (auto [first, count] : e.segments) {
-    segments.push_back(plan::CreateSegment(b, first, count));
+  for (const PlanEdits::Segment &s : e.segments) {
+    segments.push_back(plan::CreateSegmentDirect(b, s.first, s.count, s.end, "test"));
   }
   std::vector<fb::Offset<plan::Program>> programs = {plan::CreateProgramDirect(
       b, "decode_b1_r1", plan::ProgramKind::Decode, 1, 1, nullptr, &steps, &segments)};
@@ -142,10 +154,37 @@ TEST(PlanFile, RefusesIndicesOutOfRange) {
   expectRefused(buildPlan({.kernelIndex = 1}), "launches kernel 1 of 1");
 }
 
+TEST(PlanFile, RefusesLaunchArgumentsThatOverrunOrNameNothing) {
+  expectRefused(buildPlan({.argsSize = 0}), "launch has a 0-byte argument struct");
+  expectRefused(buildPlan({.argsSize = 8192}), "launch has a 8192-byte argument struct");
+  expectRefused(buildPlan({.bindingOffset = 44}),
+                "argument binding at byte 44 overruns its 48-byte struct");
+  expectRefused(buildPlan({.bindingIndex = 1}), "argument binding names Operand 1 of 1");
+  expectRefused(buildPlan({.bindingSource = plan::ArgSource::State}),
+                "argument binding names State 0 of 0");
+  expectRefused(buildPlan({.bindingSource = plan::ArgSource::Workspace}),
+                "names a workspace the plan does not have");
+  // A rank is written as 4 bytes: it fits where an address would not.
+  EXPECT_TRUE(PlanFile::fromBytes(
+                  buildPlan({.bindingOffset = 44, .bindingSource = plan::ArgSource::RankTimes}),
+                  "test.glmp")
+                  .ok());
+}
+
 TEST(PlanFile, RefusesBadSegmentsAndPrograms) {
-  expectRefused(buildPlan({.segments = {{0, 1}}}), "segments cover 1 of 2 steps");
-  expectRefused(buildPlan({.segments = {{1, 1}, {0, 1}}}), "segments do not cover the steps");
-  expectRefused(buildPlan({.segments = {{0, 1}, {1, 0}, {1, 1}}}), "segments do not cover");
+  constexpr plan::SegmentEnd kEnd = plan::SegmentEnd::ProgramEnd,
+                             kCollective = plan::SegmentEnd::Collective;
+  expectRefused(buildPlan({.segments = {{0, 1, kEnd}}}), "segments cover 1 of 2 steps");
+  expectRefused(buildPlan({.segments = {{1, 1, kCollective}, {0, 1, kEnd}}}),
+                "segments do not cover the steps");
+  expectRefused(buildPlan({.segments = {{0, 1, kEnd}, {1, 0, kEnd}, {1, 1, kCollective}}}),
+                "segments do not cover");
+  expectRefused(buildPlan({.segments = {{0, 3, kCollective}}}), "segments do not cover");
+  // The host runs a collective between graphs: one must end its segment, and only one may.
+  expectRefused(buildPlan({.segments = {{0, 2, kEnd}}}),
+                "holds collective blk.0.attn.o_proj.reduce but does not end at it");
+  expectRefused(buildPlan({.segments = {{0, 1, kCollective}, {1, 1, kCollective}}}),
+                "ends at blk.0.attn.q_proj, which is not a collective");
   expectRefused(buildPlan({.duplicateProgram = true}), "program decode_b1_r1: appears twice");
   expectRefused(buildPlan({.alignment = 96}), "alignment 96 is not a power of two");
   expectRefused(buildPlan({.tp = 2}), "collective over 1 ranks in a TP 2 plan");

@@ -4,6 +4,7 @@
 #include "models/glm53/Config.h"
 #include "models/glm53/Weights.h"
 #include "runtime/weights/Exl3Tensors.h"
+#include "runtime/weights/KernelViews.h"
 #include "runtime/weights/SafeTensors.h"
 
 #include <gtest/gtest.h>
@@ -104,9 +105,7 @@ TEST_F(Synth, Exl3ExpertsAreValidEncodedLayersOfTheDenseSpread) {
   // Decoded, the random trellis has about the spread of the dense experts (1/sqrt(fan-in) = 1/8):
   // the codebook's RMS is near 1 and the rotations keep norms.
   std::vector<float> weight(128 * 64);
-  ASSERT_TRUE(
-      kernels::exl3ReconstructRef(kernels::Exl3MatrixView::of(*tensors, 64, 128), weight.data())
-          .ok());
+  ASSERT_TRUE(kernels::exl3ReconstructRef(exl3MatrixOf(*tensors, 64, 128), weight.data()).ok());
   double sum = 0.0;
   for (float v : weight) {
     ASSERT_TRUE(std::isfinite(v));

@@ -7,9 +7,8 @@
 #include "runtime/comm/LoopbackComm.h"
 #include "runtime/comm/NcclComm.h"
 #include "runtime/cuda/Ceilings.h"
-#include "runtime/cuda/CudaEngine.h"
+#include "runtime/engine/CudaEngine.h"
 #include "runtime/plan/Collectives.h"
-#include "runtime/plan/StepView.h"
 #include "tools/glmc/CommandLine.h"
 #include "tools/glmc/Commands.h"
 #include "tools/glmc/OpenEngine.h"
@@ -303,7 +302,7 @@ int runBench(const std::vector<std::string> &args) {
       for (size_t r = 0; r < timings->size() && collective; ++r) {
         collectiveUs[r] += (*timings)[r].stepUs[i];
       }
-      OpTotals &o = byOp[plan::EnumNameOpKind(s->op())];
+      OpTotals &o = byOp[s->op()->c_str()];
       ++o.steps;
       o.us += t->stepUs[i];
       o.bytes += stepBytes;
@@ -316,7 +315,7 @@ int runBench(const std::vector<std::string> &args) {
         }
       }
       steps.push_back({{"name", s->name()->str()},
-                       {"op", plan::EnumNameOpKind(s->op())},
+                       {"op", s->op()->c_str()},
                        {"kernel", kernel},
                        {"us", t->stepUs[i]},
                        {"bytes", stepBytes},

@@ -5,6 +5,7 @@
 #include "models/glm53/Config.h"
 #include "models/glm53/Weights.h"
 #include "runtime/weights/Exl3Tensors.h"
+#include "runtime/weights/KernelViews.h"
 #include "runtime/weights/SafeTensors.h"
 #include "runtime/weights/SafeTensorsWriter.h"
 #include "tools/glmc/CommandLine.h"
@@ -65,8 +66,7 @@ Status dequantizeCheckpoint(const fs::path &modelDir, const fs::path &outDir) {
     }
     GLM_ASSIGN_OR_RETURN(Exl3Tensors layer, findExl3Tensors(*checkpoint, exl3ModuleKey(w.name),
                                                             w.shape[1], w.shape[0]));
-    const kernels::Exl3MatrixView matrix =
-        kernels::Exl3MatrixView::of(layer, w.shape[1], w.shape[0]);
+    const kernels::Exl3MatrixView matrix = exl3MatrixOf(layer, w.shape[1], w.shape[0]);
     specs.push_back(
         {w.name, DType::BF16, w.shape, [matrix, failure, name = w.name](std::span<uint8_t> out) {
            Status s =

@@ -1,8 +1,7 @@
-// `glmc inspect`: what a plan holds: target, programs, arenas, kernels, collectives, bytes per
-// step.
+// `glmc inspect`: what a plan holds: target, programs, arenas, kernels, collectives, segments and
+// why each ends where it does, bytes per step.
 #include "base/Progress.h"
 #include "runtime/plan/PlanFile.h"
-#include "runtime/plan/StepView.h"
 #include "tools/glmc/CommandLine.h"
 #include "tools/glmc/Commands.h"
 
@@ -33,6 +32,20 @@ uint64_t collectiveBytes(const plan::Step &step) {
   return bytes;
 }
 
+/// The workspace arena's bytes (0 for a plan without one: the CPU's).
+uint64_t workspaceBytes(const plan::Plan &p) {
+  for (const plan::Arena *a : *p.arenas()) {
+    if (a->kind() == plan::ArenaKind::Workspace) {
+      return a->size();
+    }
+  }
+  return 0;
+}
+
+const char *segmentEndName(plan::SegmentEnd end) {
+  return end == plan::SegmentEnd::Collective ? "collective" : "program_end";
+}
+
 OrderedJson toJson(const plan::Plan &p) {
   OrderedJson j;
   j["format_version"] = p.format_version();
@@ -47,8 +60,8 @@ OrderedJson toJson(const plan::Plan &p) {
     total += a->size();
   }
   j["arenas"] = arenas;
-  j["workspace"] = p.workspace_bytes();
-  j["bytes_per_rank"] = total + p.workspace_bytes();
+  j["workspace"] = workspaceBytes(p);
+  j["bytes_per_rank"] = total;
   j["weights"] = p.weights() ? p.weights()->size() : 0;
   j["states"] = p.states() ? p.states()->size() : 0;
   OrderedJson kernels = OrderedJson::array();
@@ -72,6 +85,16 @@ OrderedJson toJson(const plan::Plan &p) {
     pj["batch"] = program->batch();
     pj["rows"] = program->rows();
     pj["segments"] = program->segments() ? program->segments()->size() : 0;
+    OrderedJson segments = OrderedJson::array();
+    if (program->segments()) {
+      for (const plan::Segment *seg : *program->segments()) {
+        segments.push_back({{"first_step", seg->first_step()},
+                            {"step_count", seg->step_count()},
+                            {"end", segmentEndName(seg->end())},
+                            {"reason", str(seg->reason())}});
+      }
+    }
+    pj["segment_list"] = segments;
     uint64_t read = 0, written = 0, flops = 0, collectives = 0, collectiveBytesTotal = 0;
     OrderedJson steps = OrderedJson::array();
     if (program->steps()) {
@@ -80,7 +103,7 @@ OrderedJson toJson(const plan::Plan &p) {
         written += s->bytes_written();
         flops += s->flops();
         OrderedJson sj = {{"name", str(s->name())},
-                          {"op", plan::EnumNameOpKind(s->op())},
+                          {"op", s->op()->c_str()},
                           {"bytes_read", s->bytes_read()},
                           {"bytes_written", s->bytes_written()},
                           {"flops", s->flops()}};
@@ -90,6 +113,9 @@ OrderedJson toJson(const plan::Plan &p) {
             kernels.push_back(str(p.kernels()->Get(l->kernel())->name()));
           }
           sj["kernels"] = kernels;
+        }
+        if (s->no_kernel()) {
+          sj["no_kernel"] = str(s->no_kernel());
         }
         if (s->collective()) {
           ++collectives;
@@ -119,14 +145,9 @@ void printText(const plan::Plan &p, bool allSteps) {
   uint64_t total = 0;
   std::printf("arenas (per rank)\n");
   for (const plan::Arena *a : *p.arenas()) {
-    std::printf("  %-12s %14s\n", str(a->name()).c_str(), bytesText(a->size()).c_str());
+    std::printf("  %-12s %14s%s\n", str(a->name()).c_str(), bytesText(a->size()).c_str(),
+                a->kind() == plan::ArenaKind::Workspace ? "  (kernel scratch)" : "");
     total += a->size();
-  }
-  if (p.workspace_bytes() > 0) {
-    // Not an arena of the plan, but device memory the engine allocates for the kernels.
-    std::printf("  %-12s %14s  (kernel scratch)\n", "workspace",
-                bytesText(p.workspace_bytes()).c_str());
-    total += p.workspace_bytes();
   }
   std::printf("  %-12s %14s", "total", bytesText(total).c_str());
   if (p.target()->memory_bytes() > 0) {
@@ -158,18 +179,21 @@ void printText(const plan::Plan &p, bool allSteps) {
     std::printf("kernels: CPU reference (by op)\n");
   }
   if (p.target()->arch() != plan::Arch::Cpu) {
-    // Steps compiled without a kernel (an op whose CUDA kernel is not written yet).
-    std::map<std::string, int> missing;
+    // Steps compiled without a kernel (an op or shape whose CUDA kernel is not written yet).
+    std::map<std::string, std::pair<int, std::string>> missing; // op -> steps, the first reason
     for (const plan::Program *program : *p.programs()) {
       for (const plan::Step *s : *program->steps()) {
         if (!s->collective() && (!s->launches() || s->launches()->size() == 0)) {
-          missing[plan::EnumNameOpKind(s->op())]++;
+          auto &[n, reason] = missing[str(s->op())];
+          if (n++ == 0) {
+            reason = str(s->no_kernel());
+          }
         }
       }
     }
-    for (const auto &[op, n] : missing) {
-      std::printf("  %d %s steps have no CUDA kernel yet: the plan cannot run on a GPU\n", n,
-                  op.c_str());
+    for (const auto &[op, entry] : missing) {
+      std::printf("  %d %s steps have no CUDA kernel yet: the plan cannot run on a GPU (%s)\n",
+                  entry.first, op.c_str(), entry.second.c_str());
     }
   }
   for (const plan::Program *program : *p.programs()) {
@@ -203,6 +227,14 @@ void printText(const plan::Plan &p, bool allSteps) {
       std::printf(", %s per rank per step", bytesText(collectiveBytesTotal).c_str());
     }
     std::printf("\n");
+    // Each CUDA graph of the program and why it ends where it does.
+    if (program->segments()) {
+      for (uint32_t i = 0; i < program->segments()->size(); ++i) {
+        const plan::Segment *seg = program->segments()->Get(i);
+        std::printf("  segment %u: steps %u-%u, ends at %s\n", i, seg->first_step(),
+                    seg->first_step() + seg->step_count() - 1, str(seg->reason()).c_str());
+      }
+    }
     if (!allSteps) {
       continue;
     }
@@ -220,9 +252,8 @@ void printText(const plan::Plan &p, bool allSteps) {
                     "x" + std::to_string(l->grid()->Get(2)) + "]";
         }
       }
-      std::printf("  %5u %-40s %-20s %-34s %12s\n", i, str(s->name()).c_str(),
-                  plan::EnumNameOpKind(s->op()), kernel.c_str(),
-                  bytesText(s->bytes_read() + s->bytes_written()).c_str());
+      std::printf("  %5u %-40s %-20s %-34s %12s\n", i, str(s->name()).c_str(), s->op()->c_str(),
+                  kernel.c_str(), bytesText(s->bytes_read() + s->bytes_written()).c_str());
     }
   }
 }

@@ -3,7 +3,7 @@
 
 #include "runtime/comm/NcclComm.h"
 #include "runtime/comm/TcpComm.h"
-#include "runtime/cuda/CudaEngine.h"
+#include "runtime/engine/CudaEngine.h"
 #include "runtime/engine/LockstepEngine.h"
 
 #include <cstdlib>

@@ -8,6 +8,7 @@
 #include "models/glm53/Weights.h"
 #include "runtime/weights/Exl3Tensors.h"
 #include "runtime/weights/Exl3Writer.h"
+#include "runtime/weights/KernelViews.h"
 #include "runtime/weights/SafeTensors.h"
 #include "runtime/weights/SafeTensorsWriter.h"
 #include "tools/glmc/CommandLine.h"
@@ -138,7 +139,7 @@ Status quantizeCheckpoint(const Options &o) {
     layer.trellis = [job, &o, &progress, failure](std::span<uint8_t> bytes) {
       const glm53::WeightInfo &info = *job->info;
       std::vector<float> dense(static_cast<size_t>(info.numel()));
-      kernels::WeightView::of(*job->source).loadAll(dense.data());
+      weightViewOf(*job->source).loadAll(dense.data());
       kernels::Exl3QuantizeOptions options;
       options.bits = o.bits;
       options.codebook = o.codebook;

@@ -18,6 +18,7 @@
 #include "kernels/exl3_moe/exl3_moe_gpu.h"
 #include "kernels/exl3_moe/exl3_moe_prefill_gpu.h"
 #include "runtime/cuda/Ceilings.h"
+#include "runtime/weights/KernelViews.h"
 #include "tools/kernel-bench/Bench.h"
 
 #include <cstdio>
@@ -129,9 +130,9 @@ Status addPrefillBenches(Suite &suite, const cuda::DeviceMemory &gate, const cud
         reinterpret_cast<const kernels::Bf16 *>(x.ptr()),
         reinterpret_cast<const int32_t *>(ids.ptr()),
         reinterpret_cast<const kernels::Bf16 *>(weights.ptr()),
-        kernels::exl3GpuWeights(reinterpret_cast<const void *>(gate.ptr()), gateLayout),
-        kernels::exl3GpuWeights(reinterpret_cast<const void *>(up.ptr()), gateLayout),
-        kernels::exl3GpuWeights(reinterpret_cast<const void *>(down.ptr()), downLayout),
+        exl3GpuWeights(reinterpret_cast<const void *>(gate.ptr()), gateLayout),
+        exl3GpuWeights(reinterpret_cast<const void *>(up.ptr()), gateLayout),
+        exl3GpuWeights(reinterpret_cast<const void *>(down.ptr()), downLayout),
         reinterpret_cast<kernels::Bf16 *>(out.ptr()),
         nullptr,
         kTokens,
@@ -255,9 +256,9 @@ Status addExl3MoeBenches(Suite &suite) {
           reinterpret_cast<const kernels::Bf16 *>(x.ptr()),
           reinterpret_cast<const int32_t *>(ids[s].ptr()),
           reinterpret_cast<const kernels::Bf16 *>(weights.ptr()),
-          kernels::exl3GpuWeights(reinterpret_cast<const void *>(gate.ptr()), gateLayout),
-          kernels::exl3GpuWeights(reinterpret_cast<const void *>(up.ptr()), gateLayout),
-          kernels::exl3GpuWeights(reinterpret_cast<const void *>(down.ptr()), downLayout),
+          exl3GpuWeights(reinterpret_cast<const void *>(gate.ptr()), gateLayout),
+          exl3GpuWeights(reinterpret_cast<const void *>(up.ptr()), gateLayout),
+          exl3GpuWeights(reinterpret_cast<const void *>(down.ptr()), downLayout),
           reinterpret_cast<kernels::Bf16 *>(out.ptr()),
           nullptr,
           c.tokens,

@@ -4,6 +4,7 @@
 // bf16 weights exl3ReconstructBf16Ref (`glmc dequantize`) produces.
 #include "kernels/exl3/exl3.h"
 #include "kernels/exl3/exl3_gpu.h"
+#include "runtime/weights/KernelViews.h"
 #include "tests/gpu/support/GpuTest.h"
 
 namespace glm::testing {
@@ -41,7 +42,7 @@ struct Binding {
   std::vector<uint8_t> bytes;
 
   kernels::Exl3MatrixView matrix(int64_t m) const {
-    return kernels::Exl3MatrixView::inArena(bytes.data(), layout, m);
+    return exl3MatrixInArena(bytes.data(), layout, m);
   }
 };
 
@@ -122,7 +123,7 @@ protected:
       GLM_ASSERT_OK(launchAndWait(m->function(2), kernels::exl3SelectLaunch(), select));
     }
     const kernels::Exl3ReconstructGpuArgs args{
-        kernels::exl3GpuWeights(reinterpret_cast<const void *>(slice.ptr()), b.layout),
+        exl3GpuWeights(reinterpret_cast<const void *>(slice.ptr()), b.layout),
         ids != nullptr ? reinterpret_cast<const int32_t *>(mask.ptr()) : nullptr,
         reinterpret_cast<kernels::Bf16 *>(out.ptr())};
     GLM_ASSERT_OK(launchAndWait(

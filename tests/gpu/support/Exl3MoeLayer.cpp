@@ -1,5 +1,6 @@
 // What the exl3_moe GPU tests share (Exl3MoeLayer.h).
 #include "tests/gpu/support/Exl3MoeLayer.h"
+#include "runtime/weights/KernelViews.h"
 
 #include <cmath>
 #include <cstring>
@@ -177,9 +178,9 @@ Expected<DeviceStep> uploadStep(const Layer &l, const Shape &d, const std::vecto
       s.x.as<const kernels::Bf16>(),
       s.ids.as<const int32_t>(),
       s.weights.as<const kernels::Bf16>(),
-      kernels::exl3GpuWeights(reinterpret_cast<const void *>(s.gate.ptr()), l.gate.layout),
-      kernels::exl3GpuWeights(reinterpret_cast<const void *>(s.up.ptr()), l.up.layout),
-      kernels::exl3GpuWeights(reinterpret_cast<const void *>(s.down.ptr()), l.down.layout),
+      exl3GpuWeights(reinterpret_cast<const void *>(s.gate.ptr()), l.gate.layout),
+      exl3GpuWeights(reinterpret_cast<const void *>(s.up.ptr()), l.up.layout),
+      exl3GpuWeights(reinterpret_cast<const void *>(s.down.ptr()), l.down.layout),
       s.out.as<kernels::Bf16>(),
       nullptr,
       tokens,

@@ -8,6 +8,7 @@
 
 #include "kernels/exl3/exl3.h"
 #include "kernels/exl3_moe/exl3_moe_gpu.h"
+#include "runtime/weights/KernelViews.h"
 #include "tests/gpu/support/GpuTest.h"
 
 #include <algorithm>
@@ -36,7 +37,7 @@ struct Binding {
   std::vector<uint8_t> bytes;
 
   kernels::Exl3MatrixView view(int64_t m) const {
-    return kernels::Exl3MatrixView::inArena(bytes.data(), layout, m);
+    return exl3MatrixInArena(bytes.data(), layout, m);
   }
 };
 

@@ -1,6 +1,7 @@
 // ReferenceModel: loads a GLM-5.3 checkpoint's tensors as weight views and runs the text forward
 // pass op by op with the CPU reference kernels, mirroring HF Glm5NextTextModel.forward.
 #include "tests/unit/support/ReferenceForward.h"
+#include "runtime/weights/KernelViews.h"
 
 #include "kernels/embedding/embedding.h"
 #include "kernels/gated_rms_norm/gated_rms_norm.h"
@@ -105,7 +106,7 @@ private:
         status_ = notFound("fp8 tensor '", name, "' has no '", name, "_scale_inv'");
       }
     }
-    return WeightView::of(t, scale);
+    return weightViewOf(t, scale);
   }
 
   const Checkpoint &checkpoint_;

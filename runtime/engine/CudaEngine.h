@@ -1,7 +1,8 @@
 // The CUDA backend: a plan's arenas on one GPU, its kernels loaded from the plan's cubins, and
-// each program captured once as a CUDA graph and replayed per step with only the io slots
-// rewritten (DESIGN.md §2). A tensor-parallel plan's programs are split at their collectives:
-// one graph per run of steps between them, the collectives run through a DeviceComm.
+// each of a program's segments captured once as a CUDA graph and replayed per step with only the
+// io slots rewritten (DESIGN.md §2). The engine decides nothing: every launch's kernel, grid and
+// argument struct is in the plan, and it only adds arena addresses to the arguments' bindings; the
+// segments are the plan's too, and the collective that ends one runs through a DeviceComm.
 #pragma once
 
 #include "runtime/comm/DeviceComm.h"
@@ -17,8 +18,6 @@
 #include <vector>
 
 namespace glm::cuda {
-
-struct DeviceLayout; // StepArgs.h
 
 struct CudaEngineOptions {
   int device = 0;
@@ -85,8 +84,10 @@ private:
     runtime::CommElement element = runtime::CommElement::F32;
     CUdeviceptr in = 0, out = 0;
   };
-  /// A run of steps that needs no other rank (one graph), then the collective after it, if any.
+  /// One of the plan's segments: its steps' kernels (one graph), then the collective that ends
+  /// it, if any.
   struct Segment {
+    uint32_t firstStep = 0, stepCount = 0;   // the plan's segment
     size_t firstLaunch = 0, launchCount = 0; // its steps' kernels, in Program::launches
     CUgraphExec graph = nullptr;             // when captured (options.graphs) and not empty
     std::optional<Collective> collective;
@@ -101,9 +102,15 @@ private:
   CudaEngine() = default;
   Status clearSlots(int slot) override;
   Status prepare(Program &program);
-  /// Appends `step`'s kernel launches (argument structs built for `layout`) to the program's.
-  Status addLaunches(Program &program, const plan::Step &step, const DeviceLayout &layout);
-  Expected<Collective> collectiveOf(const plan::Step &step, const DeviceLayout &layout) const;
+  /// Appends `step`'s kernel launches to the program's, with their argument structs' addresses
+  /// filled in.
+  Status addLaunches(Program &program, const plan::Step &step);
+  /// The device address a binding of `step`'s arguments names.
+  Expected<CUdeviceptr> bindingAddress(const plan::Step &step, const plan::ArgBinding &b) const;
+  CUdeviceptr address(const plan::Slice &slice) const {
+    return arenas_[slice.arena()].ptr() + slice.offset();
+  }
+  Expected<Collective> collectiveOf(const plan::Step &step) const;
   Status enqueue(const Launch &launch);
   Status enqueue(const Program &program, const Segment &segment);
   /// Every segment of `program` with the collectives between them, on this engine's stream.
@@ -127,7 +134,7 @@ private:
   std::unique_ptr<runtime::PlanFile> plan_;
   std::unique_ptr<CudaContext> ctx_;
   std::vector<DeviceMemory> arenas_;
-  DeviceMemory workspace_;
+  int64_t workspaceArena_ = -1;                  // the plan's workspace arena, if it has one
   std::vector<std::unique_ptr<Module>> modules_; // one per plan kernel
   std::vector<Program> programs_;
 };

@@ -1,9 +1,7 @@
-// Plan execution on one GPU: arenas, weights, kernels, one CUDA graph per program (per run of steps
-// between collectives in a tensor-parallel plan).
-#include "runtime/cuda/CudaEngine.h"
+// Plan execution on one GPU: arenas, weights, kernels, one CUDA graph per segment of a program.
+#include "runtime/engine/CudaEngine.h"
 
 #include "runtime/cuda/Ceilings.h"
-#include "runtime/cuda/StepArgs.h"
 #include "runtime/weights/PlanWeights.h"
 
 #include <algorithm>
@@ -59,10 +57,14 @@ Expected<std::unique_ptr<CudaEngine>> CudaEngine::create(std::unique_ptr<runtime
   GLM_RETURN_IF_ERROR(planFile.checkRunnableOn(arch));
   GLM_RETURN_IF_ERROR(engine->initCommon(p, planFile.source()));
 
-  // One allocation per arena, zeroed; the weights come in a window of whole bindings at a time
+  // One allocation per arena (the kernels' workspace among them), zeroed; the weights come in a
+  // window of whole bindings at a time
   // through a bounded host buffer (a rank's weights arena is 86 GB for GLM-5.3-Flash, and a GB10
   // cannot hold a second copy).
   for (const plan::Arena *a : *p.arenas()) {
+    if (a->kind() == plan::ArenaKind::Workspace) {
+      engine->workspaceArena_ = static_cast<int64_t>(engine->arenas_.size());
+    }
     GLM_ASSIGN_OR_RETURN(DeviceMemory m, ctx.allocate(a->size()));
     GLM_CU(&ctx.driver(), cuMemsetD8(m.ptr(), 0, a->size()));
     engine->arenas_.push_back(std::move(m));
@@ -91,17 +93,9 @@ Expected<std::unique_ptr<CudaEngine>> CudaEngine::create(std::unique_ptr<runtime
       }
     }
   }
-  // One scratch buffer serves every step: steps run one after another on one stream.
-  uint64_t workspace = 0;
   for (const plan::Program *program : *p.programs()) {
     engine->programs_.push_back(Program{program});
-    for (const plan::Step *step : *program->steps()) {
-      GLM_ASSIGN_OR_RETURN(uint64_t bytes,
-                           stepWorkspaceBytes(runtime::StepView(p, *program, *step)));
-      workspace = std::max(workspace, bytes);
-    }
   }
-  GLM_ASSIGN_OR_RETURN(engine->workspace_, ctx.allocate(workspace));
   for (Program &program : engine->programs_) {
     GLM_RETURN_IF_ERROR(engine->prepare(program).withContext(program.plan->name()->str()));
   }
@@ -109,14 +103,8 @@ Expected<std::unique_ptr<CudaEngine>> CudaEngine::create(std::unique_ptr<runtime
 }
 
 Status CudaEngine::prepare(Program &program) {
-  DeviceLayout layout;
-  for (const DeviceMemory &m : arenas_) {
-    layout.arenas.push_back(m.ptr());
-  }
-  layout.workspace = reinterpret_cast<void *>(workspace_.ptr());
-  layout.rank = options_.comm != nullptr ? options_.comm->rank() : 0; // which experts are ours
   for (const plan::IoSlot *io : *program.plan->io()) {
-    const IoSlot slot{layout.address(*io->tensor()->slice()), io->tensor()->slice()->size()};
+    const IoSlot slot{address(*io->tensor()->slice()), io->tensor()->slice()->size()};
     switch (io->kind()) {
     case plan::IoKind::TokenIds:
       program.tokens = slot;
@@ -141,24 +129,22 @@ Status CudaEngine::prepare(Program &program) {
       break;
     }
   }
-  layout.context = kernels::StepContext{
-      reinterpret_cast<const int32_t *>(program.positions.address),
-      reinterpret_cast<const int32_t *>(program.slots.address),
-      reinterpret_cast<const int32_t *>(program.pageTable.address),
-      static_cast<int32_t>(program.plan->rows()), static_cast<int32_t>(program.maxPages)};
-
-  // A program splits at its collectives (a TP 1 plan's is one segment, one graph): the other
-  // ranks' data comes in between the graphs.
-  for (const runtime::StepRun &run : runtime::splitAtCollectives(*program.plan)) {
+  // The plan's segments, as the compiler formed them: each one graph of its steps' kernels, then
+  // the collective that ends it, if any (the other ranks' data comes in between the graphs).
+  const auto &steps = *program.plan->steps();
+  for (const plan::Segment *s : *program.plan->segments()) {
     Segment segment;
+    segment.firstStep = s->first_step();
+    segment.stepCount = s->step_count();
     segment.firstLaunch = program.launches.size();
-    for (uint32_t s = run.first; s < run.first + run.count; ++s) {
-      GLM_RETURN_IF_ERROR(addLaunches(program, *program.plan->steps()->Get(s), layout));
+    const bool collective = s->end() == plan::SegmentEnd::Collective;
+    const uint32_t end = s->first_step() + s->step_count();
+    for (uint32_t i = s->first_step(); i < (collective ? end - 1 : end); ++i) {
+      GLM_RETURN_IF_ERROR(addLaunches(program, *steps.Get(i)));
     }
     segment.launchCount = program.launches.size() - segment.firstLaunch;
-    if (run.collective >= 0) {
-      const plan::Step &step = *program.plan->steps()->Get(static_cast<uint32_t>(run.collective));
-      GLM_ASSIGN_OR_RETURN(segment.collective, collectiveOf(step, layout));
+    if (collective) {
+      GLM_ASSIGN_OR_RETURN(segment.collective, collectiveOf(*steps.Get(end - 1)));
     }
     program.segments.push_back(std::move(segment));
   }
@@ -185,31 +171,62 @@ Status CudaEngine::prepare(Program &program) {
   return Status::success();
 }
 
-Status CudaEngine::addLaunches(Program &program, const plan::Step &step,
-                               const DeviceLayout &layout) {
-  const runtime::StepView view(plan(), *program.plan, step);
+Expected<CUdeviceptr> CudaEngine::bindingAddress(const plan::Step &step,
+                                                 const plan::ArgBinding &b) const {
+  // PlanFile's validator checked every index against the step.
+  switch (b.source()) {
+  case plan::ArgSource::Operand:
+    return address(*step.operands()->Get(b.index())->slice()) + b.add();
+  case plan::ArgSource::Result:
+    return address(*step.results()->Get(b.index())->slice()) + b.add();
+  case plan::ArgSource::Weight:
+    return address(*plan().weights()->Get(step.weights()->Get(b.index()))->slice()) + b.add();
+  case plan::ArgSource::State:
+    return address(*plan().states()->Get(step.states()->Get(b.index()))->slice()) + b.add();
+  case plan::ArgSource::Workspace:
+    if (workspaceArena_ < 0) {
+      return internalError("step ", step.name()->str(), " binds the workspace of a plan without");
+    }
+    return arenas_[static_cast<size_t>(workspaceArena_)].ptr() + b.add();
+  case plan::ArgSource::RankTimes:
+    break;
+  }
+  return internalError("step ", step.name()->str(), ": binding source ",
+                       static_cast<int>(b.source()), " is not an address");
+}
+
+Status CudaEngine::addLaunches(Program &program, const plan::Step &step) {
   const auto *launches = step.launches();
   if (launches == nullptr || launches->size() == 0) {
-    return unimplemented("step ", view.name(), " (", plan::EnumNameOpKind(step.op()),
-                         ") has no CUDA kernel in this plan: glmc compile wrote it without "
-                         "one (its warning said why)");
+    return unimplemented("step ", step.name()->str(), " (", step.op()->str(),
+                         ") has no CUDA kernel in this plan: ",
+                         step.no_kernel() != nullptr ? step.no_kernel()->str()
+                                                     : "glmc compile wrote it without one");
   }
-  Expected<std::vector<std::vector<uint8_t>>> built = buildStepArgs(view, layout);
-  if (!built.ok()) {
-    return built.status().withContext(strCat("step ", view.name()));
-  }
-  std::vector<std::vector<uint8_t>> args = std::move(built).value();
-  if (launches->size() != args.size()) {
-    return internalError("step ", view.name(), " has ", launches->size(),
-                         " launches in the plan but ", args.size(), " argument structs");
-  }
-  for (uint32_t i = 0; i < launches->size(); ++i) {
-    const plan::KernelLaunch *l = launches->Get(i);
-    Launch launch{
-        modules_[l->kernel()]->function(0), {}, {}, l->shared_memory(), std::move(args[i])};
+  const int rank = options_.comm != nullptr ? options_.comm->rank() : 0;
+  for (const plan::KernelLaunch *l : *launches) {
+    Launch launch{modules_[l->kernel()]->function(0),
+                  {},
+                  {},
+                  l->shared_memory(),
+                  std::vector<uint8_t>(l->args()->begin(), l->args()->end())};
     for (int d = 0; d < 3; ++d) {
       launch.grid[d] = l->grid()->Get(static_cast<uint32_t>(d));
       launch.block[d] = l->block()->Get(static_cast<uint32_t>(d));
+    }
+    // Every address in the arguments is fixed (arenas, io slots, the state pool), so the structs
+    // are what the CUDA graph captures and replays.
+    if (l->bindings() != nullptr) {
+      for (const plan::ArgBinding *b : *l->bindings()) {
+        if (b->source() == plan::ArgSource::RankTimes) {
+          const auto value = static_cast<int32_t>(static_cast<uint64_t>(rank) * b->add());
+          std::memcpy(launch.args.data() + b->offset(), &value, sizeof value);
+          continue;
+        }
+        GLM_ASSIGN_OR_RETURN(CUdeviceptr at, bindingAddress(step, *b));
+        const uint64_t value = at;
+        std::memcpy(launch.args.data() + b->offset(), &value, sizeof value);
+      }
     }
     if (launch.sharedMemory > 48 * 1024) {
       GLM_CU(&ctx_->driver(), cuFuncSetAttribute(launch.function, kFuncAttrMaxDynamicSharedSize,
@@ -220,8 +237,7 @@ Status CudaEngine::addLaunches(Program &program, const plan::Step &step,
   return Status::success();
 }
 
-Expected<CudaEngine::Collective> CudaEngine::collectiveOf(const plan::Step &step,
-                                                          const DeviceLayout &layout) const {
+Expected<CudaEngine::Collective> CudaEngine::collectiveOf(const plan::Step &step) const {
   const std::string name = step.name() != nullptr ? step.name()->str() : "?";
   if (options_.comm == nullptr) {
     return internalError("step ", name, " is a collective in a TP 1 plan");
@@ -239,8 +255,8 @@ Expected<CudaEngine::Collective> CudaEngine::collectiveOf(const plan::Step &step
   return Collective{name, *shape,
                     shape->element == plan::ElementType::F32 ? runtime::CommElement::F32
                                                              : runtime::CommElement::BF16,
-                    layout.address(*step.operands()->Get(0)->slice()),
-                    layout.address(*step.results()->Get(0)->slice())};
+                    address(*step.operands()->Get(0)->slice()),
+                    address(*step.results()->Get(0)->slice())};
 }
 
 Status CudaEngine::enqueue(const Launch &l) {
@@ -261,7 +277,7 @@ Status CudaEngine::enqueue(const Program &program, const Segment &segment) {
 Status CudaEngine::collect(const Collective &c) {
   runtime::DeviceComm &comm = *options_.comm;
   const auto rows = static_cast<size_t>(c.shape.rows), width = static_cast<size_t>(c.shape.width);
-  if (c.shape.op == plan::OpKind::AllReduce) {
+  if (c.shape.kind == plan::CollectiveKind::AllReduce) {
     // In place in the result, as the CPU backend does: the operand stays as the step left it.
     if (c.out != c.in) {
       GLM_CU(&ctx_->driver(),
@@ -294,7 +310,7 @@ Status CudaEngine::clearSlots(int slot) {
   GLM_RETURN_IF_ERROR(ctx_->makeCurrent());
   for (const plan::StateLayout *s : *plan().states()) {
     if (!s->paged()) {
-      const CUdeviceptr base = arenas_[s->slice()->arena()].ptr() + s->slice()->offset();
+      const CUdeviceptr base = address(*s->slice());
       GLM_CU(&ctx_->driver(), cuMemsetD8Async(base + static_cast<uint64_t>(slot) * s->unit_bytes(),
                                               0, s->unit_bytes(), ctx_->stream()));
     }
@@ -480,13 +496,6 @@ Expected<std::vector<double>> CudaEngine::timeSteps(const Program &program, int 
   const CudaDriver &d = ctx_->driver();
   const auto &steps = *program.plan->steps();
   const uint32_t stepCount = steps.size();
-  // prepare() made one segment of each run, in order: run i's steps launch from segment i's
-  // first launch on, and its collective is segment i's.
-  const std::vector<runtime::StepRun> stepRuns = runtime::splitAtCollectives(*program.plan);
-  if (stepRuns.size() != program.segments.size()) {
-    return internalError("program ", program.plan->name()->str(), " splits into ", stepRuns.size(),
-                         " runs at its collectives but has ", program.segments.size(), " segments");
-  }
   std::vector<CUevent> marks(stepCount + 1, nullptr);
   Status status = Status::success();
   for (CUevent &e : marks) {
@@ -503,11 +512,12 @@ Expected<std::vector<double>> CudaEngine::timeSteps(const Program &program, int 
   std::vector<std::vector<double>> perStep(stepCount);
   for (int r = 0; r < runs && status.ok(); ++r) {
     status = mark(0);
-    for (size_t i = 0; i < stepRuns.size() && status.ok(); ++i) {
-      const runtime::StepRun &stepRun = stepRuns[i];
+    for (size_t i = 0; i < program.segments.size() && status.ok(); ++i) {
       const Segment &segment = program.segments[i];
+      const uint32_t kernelSteps = segment.stepCount - (segment.collective ? 1 : 0);
       size_t next = segment.firstLaunch;
-      for (uint32_t s = stepRun.first; s < stepRun.first + stepRun.count && status.ok(); ++s) {
+      for (uint32_t s = segment.firstStep; s < segment.firstStep + kernelSteps && status.ok();
+           ++s) {
         const auto *launches = steps.Get(s)->launches();
         const size_t count = launches != nullptr ? launches->size() : 0;
         for (size_t l = 0; l < count && status.ok(); ++l, ++next) {
@@ -520,7 +530,7 @@ Expected<std::vector<double>> CudaEngine::timeSteps(const Program &program, int 
       if (status.ok() && segment.collective) {
         status = collect(*segment.collective).withContext(segment.collective->step);
         if (status.ok()) {
-          status = mark(static_cast<size_t>(stepRun.collective) + 1);
+          status = mark(segment.firstStep + segment.stepCount);
         }
       }
     }

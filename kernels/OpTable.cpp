@@ -1,0 +1,73 @@
+// The op table: one line per op.
+#include "kernels/OpTable.h"
+
+#include "kernels/add/add_op.h"
+#include "kernels/concat/concat_op.h"
+#include "kernels/convert/convert_op.h"
+#include "kernels/dsa_indexer/dsa_indexer_op.h"
+#include "kernels/embedding/embedding_op.h"
+#include "kernels/expand_streams/expand_streams_op.h"
+#include "kernels/gated_rms_norm/gated_rms_norm_op.h"
+#include "kernels/kda/kda_op.h"
+#include "kernels/layer_norm/layer_norm_op.h"
+#include "kernels/linear/linear_op.h"
+#include "kernels/mhc_post/mhc_post_op.h"
+#include "kernels/mhc_pre/mhc_pre_op.h"
+#include "kernels/mla_sparse_attention/mla_sparse_attention_op.h"
+#include "kernels/moe_experts/moe_experts_op.h"
+#include "kernels/moe_router/moe_router_op.h"
+#include "kernels/rms_norm/rms_norm_op.h"
+#include "kernels/sample/sample_op.h"
+#include "kernels/short_conv/short_conv_op.h"
+#include "kernels/stream_mean/stream_mean_op.h"
+#include "kernels/swiglu/swiglu_op.h"
+
+namespace glm::kernels {
+namespace {
+
+constexpr OpAdapters kOps[] = {
+    {"add", addGpu, addCpu},
+    {"concat", concatGpu, concatCpu},
+    {"convert", convertGpu, convertCpu},
+    {"dsa_indexer", dsaIndexerGpu, dsaIndexerCpu},
+    {"embedding", embeddingGpu, embeddingCpu},
+    {"expand_streams", expandStreamsGpu, expandStreamsCpu},
+    {"gated_norm", gatedNormGpu, gatedNormCpu},
+    {"kda", kdaGpu, kdaCpu},
+    {"layer_norm", layerNormGpu, layerNormCpu},
+    {"linear", linearGpu, linearCpu, /*takesExl3=*/true},
+    {"mhc_post", mhcPostGpu, mhcPostCpu},
+    {"mhc_pre", mhcPreGpu, mhcPreCpu},
+    {"mla_sparse_attention", mlaSparseAttentionGpu, mlaSparseAttentionCpu},
+    {"moe_experts", moeExpertsGpu, moeExpertsCpu, /*takesExl3=*/true},
+    {"moe_router", moeRouterGpu, moeRouterCpu},
+    {"rms_norm", rmsNormGpu, rmsNormCpu},
+    {"sample", sampleGpu, sampleCpu},
+    {"short_conv", shortConvGpu, shortConvCpu},
+    {"stream_mean", streamMeanGpu, streamMeanCpu},
+    {"swiglu", swigluGpu, swigluCpu},
+};
+
+} // namespace
+
+const OpAdapters *findOp(std::string_view mnemonic) {
+  for (const OpAdapters &op : kOps) {
+    if (op.mnemonic == mnemonic) {
+      return &op;
+    }
+  }
+  return nullptr;
+}
+
+Status checkWeightFormats(const OpAdapters &op, const OpStep &step) {
+  for (size_t i = 0; i < step.weightCount() && !op.takesExl3; ++i) {
+    const WeightInfo w = step.weight(i);
+    if (w.exl3) {
+      return step.error(StatusCode::Unimplemented, op.mnemonic, " reads EXL3 weight ", w.name,
+                        ": only linear and routed-expert steps take EXL3 weights");
+    }
+  }
+  return Status::success();
+}
+
+} // namespace glm::kernels

@@ -1,0 +1,56 @@
+// gated_norm's plan adapter: operands x and gate [rows, width], normalised in groups of `group`
+// (default the whole row) with weight 0, into result 0; parameter eps.
+#include "kernels/gated_rms_norm/gated_rms_norm_op.h"
+
+#include "kernels/common/StepArgs.h"
+#include "kernels/gated_rms_norm/gated_rms_norm.h"
+#include "kernels/gated_rms_norm/gated_rms_norm_gpu.h"
+
+namespace glm::kernels {
+namespace {
+
+struct GatedNormShape {
+  int64_t groupsPerRow = 1, group = 0;
+  float eps = 1e-5f;
+};
+
+GatedNormShape shapeOf(const OpStep &step) {
+  const int64_t width = step.operandDim(0, 1);
+  const int64_t group = step.intParam("group", width);
+  return {width / group, group, step.floatParam("eps", 1e-5f)};
+}
+
+} // namespace
+
+Expected<GpuStep> gatedNormGpu(const OpStep &step) {
+  const GatedNormShape s = shapeOf(step);
+  const int64_t rows = step.rows() * s.groupsPerRow;
+  ArgPack<GatedRmsNormGpuArgs> p;
+  p.bind(p.args.x, ArgSource::Operand, 0, "x");
+  p.bind(p.args.gate, ArgSource::Operand, 1, "gate");
+  if (step.hasWeight(0)) {
+    p.bind(p.args.weight, ArgSource::Weight, 0, "weight");
+  }
+  p.bind(p.args.out, ArgSource::Result, 0, "out");
+  p.set(p.args.rows, rows, "rows");
+  p.set(p.args.dim, s.group, "dim");
+  p.set(p.args.eps, s.eps, "eps");
+  return GpuStep{
+      {p.launch("kernels/gated_rms_norm/gated_rms_norm.cuh",
+                kernelInstance("gatedRmsNormKernel", {kernelTypeName(step.activation()),
+                                                      kernelTypeName(step.denseWeightType(0))}),
+                gatedRmsNormLaunch(rows))}};
+}
+
+Status gatedNormCpu(const OpStep &step, const HostStep &host) {
+  const GatedNormShape s = shapeOf(step);
+  return gatedRmsNormRef({.x = host.f32In(0),
+                          .gate = host.f32In(1),
+                          .weight = host.weight(0),
+                          .out = host.f32Out(0),
+                          .rows = host.rows() * s.groupsPerRow,
+                          .dim = s.group,
+                          .eps = s.eps});
+}
+
+} // namespace glm::kernels

@@ -1,0 +1,82 @@
+// kda's plan adapter: operands q, k, v, f [rows, heads · head_dim] and b [rows, heads] with the
+// step context after them (positions, sequence slots), weights a_log and dt_bias, state 0 each
+// sequence's recurrent state, result 0; parameters num_heads, head_dim, lower_bound.
+#include "kernels/kda/kda_op.h"
+
+#include "kernels/common/StepArgs.h"
+#include "kernels/kda/kda.h"
+#include "kernels/kda/kda_gpu.h"
+
+namespace glm::kernels {
+namespace {
+
+struct KdaShape {
+  int64_t heads = 0, dim = 0;
+  float lowerBound = -5.0f;
+};
+
+KdaShape shapeOf(const OpStep &step) {
+  return {step.intParam("num_heads", 0), step.intParam("head_dim", 0),
+          step.floatParam("lower_bound", -5.0f)};
+}
+
+/// HF's l2norm epsilon, inside the square root of q's and k's norms.
+constexpr float kL2Eps = 1e-6f;
+
+} // namespace
+
+Expected<GpuStep> kdaGpu(const OpStep &step) {
+  const KdaShape s = shapeOf(step);
+  if (s.dim > kKdaMaxKeyDim) {
+    return step.error(StatusCode::Unimplemented, "KDA head_dim ", s.dim, " exceeds the kernel's ",
+                      kKdaMaxKeyDim);
+  }
+  ArgPack<KdaGpuArgs> p;
+  p.bind(p.args.q, ArgSource::Operand, 0, "q");
+  p.bind(p.args.k, ArgSource::Operand, 1, "k");
+  p.bind(p.args.v, ArgSource::Operand, 2, "v");
+  p.bind(p.args.f, ArgSource::Operand, 3, "f");
+  p.bind(p.args.b, ArgSource::Operand, 4, "b");
+  p.bind(p.args.aLog, ArgSource::Weight, 0, "aLog");
+  p.bind(p.args.dtBias, ArgSource::Weight, 1, "dtBias");
+  p.bind(p.args.out, ArgSource::Result, 0, "out");
+  packSlotState(p, p.args.state, step, 0, "state");
+  packStepContext(p, p.args.ctx, step, 5, /*paged=*/false);
+  p.set(p.args.heads, s.heads, "heads");
+  p.set(p.args.keyDim, s.dim, "keyDim");
+  p.set(p.args.valueDim, s.dim, "valueDim");
+  p.set(p.args.lowerBound, s.lowerBound, "lowerBound");
+  p.set(p.args.l2Eps, kL2Eps, "l2Eps");
+  const bool decode = kdaUsesDecodeKernel(step.rowsPerSequence());
+  return GpuStep{{p.launch(
+      "kernels/kda/kda.cuh",
+      kernelInstance(decode ? "kdaDecodeKernel" : "kdaPrefillKernel",
+                     {kernelTypeName(step.activation()), kernelTypeName(step.denseWeightType(0))}),
+      kdaLaunch(decode, s.heads, s.dim, step.batch()))}};
+}
+
+Status kdaCpu(const OpStep &step, const HostStep &host) {
+  const KdaShape s = shapeOf(step);
+  const int64_t width = s.heads * s.dim;
+  for (const HostRowGroup &g : host.groups()) {
+    GLM_RETURN_IF_ERROR(
+        kdaRef({.q = host.f32In(0) + g.first * width,
+                .k = host.f32In(1) + g.first * width,
+                .v = host.f32In(2) + g.first * width,
+                .f = host.f32In(3) + g.first * width,
+                .b = host.f32In(4) + g.first * s.heads,
+                .aLog = host.weight(0),
+                .dtBias = host.weight(1),
+                .state = reinterpret_cast<float *>(stateSlot(step, host, 0, g.slot)),
+                .out = host.f32Out(0) + g.first * width,
+                .tokens = g.count,
+                .heads = s.heads,
+                .keyDim = s.dim,
+                .valueDim = s.dim,
+                .lowerBound = s.lowerBound,
+                .l2Eps = kL2Eps}));
+  }
+  return Status::success();
+}
+
+} // namespace glm::kernels

@@ -1,0 +1,39 @@
+// mhc_post's plan adapter: operands y [rows, hidden], post [rows, streams] f32, comb
+// [rows, streams, streams] f32 and the residual streams [rows, streams, hidden], result 0 the new
+// streams.
+#include "kernels/mhc_post/mhc_post_op.h"
+
+#include "kernels/common/StepArgs.h"
+#include "kernels/mhc_post/mhc_post.h"
+#include "kernels/mhc_post/mhc_post_gpu.h"
+
+namespace glm::kernels {
+
+Expected<GpuStep> mhcPostGpu(const OpStep &step) {
+  const int64_t streams = step.operandDim(3, 1), hidden = step.operandDim(3, 2);
+  ArgPack<MhcPostGpuArgs> p;
+  p.bind(p.args.y, ArgSource::Operand, 0, "y");
+  p.bind(p.args.residual, ArgSource::Operand, 3, "residual");
+  p.bind(p.args.post, ArgSource::Operand, 1, "post");
+  p.bind(p.args.comb, ArgSource::Operand, 2, "comb");
+  p.bind(p.args.out, ArgSource::Result, 0, "out");
+  p.set(p.args.tokens, step.rows(), "tokens");
+  p.set(p.args.hidden, hidden, "hidden");
+  return GpuStep{{p.launch(
+      "kernels/mhc_post/mhc_post.cuh",
+      kernelInstance("mhcPostKernel", {kernelTypeName(step.activation()), std::to_string(streams)}),
+      mhcPostLaunch(step.rows(), hidden))}};
+}
+
+Status mhcPostCpu(const OpStep &step, const HostStep &host) {
+  return mhcPostRef({.y = host.f32In(0),
+                     .residual = host.f32In(3),
+                     .post = host.f32In(1),
+                     .comb = host.f32In(2),
+                     .out = host.f32Out(0),
+                     .tokens = host.rows(),
+                     .hcMult = step.operandDim(3, 1),
+                     .hidden = step.operandDim(3, 2)});
+}
+
+} // namespace glm::kernels

@@ -1,0 +1,117 @@
+// mla_sparse_attention's plan adapter: operands q [rows, heads · qk_head_dim], the step's latent
+// rows [rows, rank] and the indexer's selection i32 [rows, width], then the step context
+// (positions, sequence slots, page table); weight 0 kv_b; state 0 the latent rows of every
+// sequence (one per token, in pages of the pool); result 0 [rows, heads · v_head_dim]; parameters
+// num_heads, qk_head_dim, v_head_dim, scale.
+#include "kernels/mla_sparse_attention/mla_sparse_attention_op.h"
+
+#include "kernels/common/StepArgs.h"
+#include "kernels/mla_sparse_attention/mla_sparse_attention.h"
+#include "kernels/mla_sparse_attention/mla_sparse_attention_gpu.h"
+
+#include <cstring>
+#include <vector>
+
+namespace glm::kernels {
+namespace {
+
+struct MlaShape {
+  int64_t heads = 0, rank = 0, width = 0, qkHeadDim = 0, vHeadDim = 0;
+  float scale = 0;
+};
+
+MlaShape shapeOf(const OpStep &step) {
+  MlaShape m;
+  m.heads = step.intParam("num_heads", 0);
+  m.qkHeadDim = step.intParam("qk_head_dim", 0);
+  m.vHeadDim = step.intParam("v_head_dim", 0);
+  m.scale = step.floatParam("scale", 0.0f);
+  m.rank = step.operandDim(1, 1);
+  m.width = step.operandDim(2, 1);
+  return m;
+}
+
+} // namespace
+
+Expected<GpuStep> mlaSparseAttentionGpu(const OpStep &step) {
+  const MlaShape m = shapeOf(step);
+  const int64_t rows = step.rows();
+  // The attend kernel's form, and how many chunks each row's slots split into (workspace and
+  // arguments follow both).
+  const bool mma =
+      mlaAttendUsesMma(step.activation() == DType::BF16,
+                       static_cast<int64_t>(dtypeSize(step.state(0).element)), m.heads, m.rank);
+  const int32_t chunks =
+      mlaSparseAttentionChunks(rows, m.heads, m.width, mma, step.target().smCount);
+  ArgPack<MlaSparseAttentionGpuArgs> p;
+  p.bind(p.args.q, ArgSource::Operand, 0, "q");
+  p.bind(p.args.latent, ArgSource::Operand, 1, "latent");
+  p.bind(p.args.kvB, ArgSource::Weight, 0, "kvB");
+  p.bind(p.args.selected, ArgSource::Operand, 2, "selected");
+  p.bind(p.args.out, ArgSource::Result, 0, "out");
+  p.bind(p.args.workspace, ArgSource::Workspace, 0, "workspace");
+  packStepContext(p, p.args.ctx, step, 3, /*paged=*/true);
+  packPagedState(p, p.args.latents, step, 0, step.pageTokens(), "latents");
+  p.set(p.args.rows, rows, "rows");
+  p.set(p.args.heads, m.heads, "heads");
+  p.set(p.args.qkHeadDim, m.qkHeadDim, "qkHeadDim");
+  p.set(p.args.vHeadDim, m.vHeadDim, "vHeadDim");
+  p.set(p.args.rank, m.rank, "rank");
+  p.set(p.args.width, m.width, "width");
+  p.set(p.args.chunks, chunks, "chunks");
+  p.set(p.args.scale, m.scale, "scale");
+  // Three kernels of one struct: absorb kv_b into the queries, attend over the selected latents,
+  // project the values out.
+  const char *header = "kernels/mla_sparse_attention/mla_sparse_attention.cuh";
+  const std::string t = kernelTypeName(step.activation());
+  const std::string state = kernelTypeName(step.state(0).element);
+  const std::string w = kernelTypeName(step.denseWeightType(0));
+  GpuStep gpu;
+  gpu.launches = {
+      p.launch(header, kernelInstance("mlaAbsorbKernel", {t, state, w}),
+               mlaAbsorbLaunch(rows, m.heads, m.rank)),
+      p.launch(header, kernelInstance(mma ? "mlaAttendMmaKernel" : "mlaAttendKernel", {t, state}),
+               mlaAttendLaunch(rows, m.heads, m.rank, chunks, mma)),
+      p.launch(header, kernelInstance("mlaOutputKernel", {t, w}),
+               mlaOutputLaunch(rows, m.heads, m.vHeadDim))};
+  gpu.workspaceBytes =
+      static_cast<uint64_t>(mlaSparseAttentionWorkspaceBytes(rows, m.heads, m.rank, chunks));
+  return gpu;
+}
+
+Status mlaSparseAttentionCpu(const OpStep &step, const HostStep &host) {
+  const MlaShape m = shapeOf(step);
+  const int64_t pageTokens = step.pageTokens();
+  const size_t rowBytes = static_cast<size_t>(m.rank) * sizeof(float);
+  for (const HostRowGroup &g : host.groups()) {
+    // Gather the sequence's latent rows from its pages, attend, write the new rows back.
+    const int64_t before = g.length, after = before + g.count;
+    std::vector<float> rows(static_cast<size_t>(after * m.rank));
+    for (int64_t j = 0; j < before; ++j) {
+      std::memcpy(rows.data() + j * m.rank, pagedRow(step, host, 0, g.slot, j, pageTokens),
+                  rowBytes);
+    }
+    MlaLatentCache cache{.latents = rows.data(), .maxTokens = after, .length = before};
+    GLM_RETURN_IF_ERROR(
+        mlaSparseAttentionRef({.q = host.f32In(0) + g.first * m.heads * m.qkHeadDim,
+                               .latent = host.f32In(1) + g.first * m.rank,
+                               .kvB = host.weight(0),
+                               .selected = host.i32In(2) + g.first * m.width,
+                               .cache = &cache,
+                               .out = host.f32Out(0) + g.first * m.heads * m.vHeadDim,
+                               .tokens = g.count,
+                               .heads = m.heads,
+                               .qkHeadDim = m.qkHeadDim,
+                               .vHeadDim = m.vHeadDim,
+                               .kvLoraRank = m.rank,
+                               .selectedWidth = m.width,
+                               .scale = m.scale}));
+    for (int64_t j = before; j < after; ++j) {
+      std::memcpy(pagedRow(step, host, 0, g.slot, j, pageTokens), rows.data() + j * m.rank,
+                  rowBytes);
+    }
+  }
+  return Status::success();
+}
+
+} // namespace glm::kernels

@@ -1,0 +1,82 @@
+// moe_router's plan adapter: operand 0 x [rows, hidden], weight 0 the router [experts, hidden],
+// optional weight 1 its correction bias [experts], results the expert ids i32 [rows, top_k] and
+// their weights [rows, top_k]; parameters top_k, n_group, topk_group, norm_topk_prob, scaling.
+#include "kernels/moe_router/moe_router_op.h"
+
+#include "kernels/common/StepArgs.h"
+#include "kernels/moe_router/moe_router.h"
+#include "kernels/moe_router/moe_router_gpu.h"
+
+namespace glm::kernels {
+namespace {
+
+struct RouterParams {
+  int64_t topK = 0, nGroup = 1, topkGroup = 1;
+  bool normTopkProb = true;
+  float scaling = 1.0f;
+};
+
+RouterParams paramsOf(const OpStep &step) {
+  return {step.intParam("top_k", 0), step.intParam("n_group", 1), step.intParam("topk_group", 1),
+          step.intParam("norm_topk_prob", 1) != 0, step.floatParam("scaling", 1.0f)};
+}
+
+} // namespace
+
+Expected<GpuStep> moeRouterGpu(const OpStep &step) {
+  const RouterParams r = paramsOf(step);
+  const int64_t rows = step.rows(), experts = step.weight(0).shape[0];
+  ArgPack<MoeRouterGpuArgs> p;
+  p.bind(p.args.x, ArgSource::Operand, 0, "x");
+  p.bind(p.args.weight, ArgSource::Weight, 0, "weight");
+  if (step.hasWeight(1)) {
+    p.bind(p.args.correctionBias, ArgSource::Weight, 1, "correctionBias");
+  }
+  p.bind(p.args.scores, ArgSource::Workspace, 0, "scores");
+  p.bind(p.args.expertIds, ArgSource::Result, 0, "expertIds");
+  p.bind(p.args.expertWeights, ArgSource::Result, 1, "expertWeights");
+  p.set(p.args.tokens, rows, "tokens");
+  p.set(p.args.hidden, step.operandDim(0, 1), "hidden");
+  p.set(p.args.experts, experts, "experts");
+  p.set(p.args.topK, r.topK, "topK");
+  p.set(p.args.nGroup, r.nGroup, "nGroup");
+  p.set(p.args.topkGroup, r.topkGroup, "topkGroup");
+  p.set(p.args.normTopkProb, r.normTopkProb ? 1 : 0, "normTopkProb");
+  p.set(p.args.biasBf16, step.hasWeight(1) && step.weight(1).element == DType::BF16 ? 1 : 0,
+        "biasBf16");
+  p.set(p.args.scaling, r.scaling, "scaling");
+  // Both kernels take the one struct: the scores kernel fills the scores in the workspace, the
+  // select kernel picks from them.
+  const MoeRouterScores scores = moeRouterScoresKernelFor(rows);
+  const char *header = "kernels/moe_router/moe_router.cuh";
+  const std::string t = kernelTypeName(step.activation());
+  GpuStep gpu;
+  gpu.launches.push_back(
+      p.launch(header, moeRouterScoresName(scores, t, kernelTypeName(step.denseWeightType(0))),
+               moeRouterScoresLaunch(scores, rows, experts)));
+  gpu.launches.push_back(
+      p.launch(header, kernelInstance("moeRouterSelectKernel", {t}), moeRouterSelectLaunch(rows)));
+  gpu.workspaceBytes = static_cast<uint64_t>(rows * experts) * sizeof(float);
+  return gpu;
+}
+
+Status moeRouterCpu(const OpStep &step, const HostStep &host) {
+  const RouterParams r = paramsOf(step);
+  const WeightView w = host.weight(0);
+  return moeRouterRef({.x = host.f32In(0),
+                       .weight = w,
+                       .correctionBias = host.weight(1),
+                       .expertIds = host.i32Out(0),
+                       .expertWeights = host.f32Out(1),
+                       .tokens = host.rows(),
+                       .hidden = step.operandDim(0, 1),
+                       .experts = w.dim(0),
+                       .topK = r.topK,
+                       .nGroup = r.nGroup,
+                       .topkGroup = r.topkGroup,
+                       .normTopkProb = r.normTopkProb,
+                       .routedScalingFactor = r.scaling,
+                       .tieRule = host.tieRule()});
+}
+
+} // namespace glm::kernels

@@ -1,0 +1,55 @@
+// rms_norm's plan adapter: operand 0 x [rows, width] normalised in groups of `group` (default the
+// whole row) with optional weight 0, into result 0; parameter eps.
+#include "kernels/rms_norm/rms_norm_op.h"
+
+#include "kernels/common/StepArgs.h"
+#include "kernels/rms_norm/rms_norm.h"
+#include "kernels/rms_norm/rms_norm_gpu.h"
+
+namespace glm::kernels {
+namespace {
+
+/// A step's rows as the kernels see them: each group of a row is a row of `group` values.
+struct RmsNormShape {
+  int64_t groupsPerRow = 1, group = 0;
+  float eps = 1e-5f;
+};
+
+RmsNormShape shapeOf(const OpStep &step) {
+  const int64_t width = step.operandDim(0, 1);
+  const int64_t group = step.intParam("group", width);
+  return {width / group, group, step.floatParam("eps", 1e-5f)};
+}
+
+} // namespace
+
+Expected<GpuStep> rmsNormGpu(const OpStep &step) {
+  const RmsNormShape s = shapeOf(step);
+  const int64_t rows = step.rows() * s.groupsPerRow;
+  ArgPack<RmsNormGpuArgs> p;
+  p.bind(p.args.x, ArgSource::Operand, 0, "x");
+  if (step.hasWeight(0)) {
+    p.bind(p.args.weight, ArgSource::Weight, 0, "weight");
+  }
+  p.bind(p.args.out, ArgSource::Result, 0, "out");
+  p.set(p.args.rows, rows, "rows");
+  p.set(p.args.dim, s.group, "dim");
+  p.set(p.args.eps, s.eps, "eps");
+  return GpuStep{
+      {p.launch("kernels/rms_norm/rms_norm.cuh",
+                kernelInstance("rmsNormKernel", {kernelTypeName(step.activation()),
+                                                 kernelTypeName(step.denseWeightType(0))}),
+                rmsNormLaunch(rows))}};
+}
+
+Status rmsNormCpu(const OpStep &step, const HostStep &host) {
+  const RmsNormShape s = shapeOf(step);
+  return rmsNormRef({.x = host.f32In(0),
+                     .weight = host.weight(0),
+                     .out = host.f32Out(0),
+                     .rows = host.rows() * s.groupsPerRow,
+                     .dim = s.group,
+                     .eps = s.eps});
+}
+
+} // namespace glm::kernels
