@@ -197,6 +197,22 @@ TEST_F(ChatPromptTest, EnableThinkingTrueWinsOverEffortNone) {
   EXPECT_TRUE(prompt->ends_with("<|assistant|><think>")) << *prompt;
 }
 
+TEST_F(ChatPromptTest, RenderChatRequestSaysWhetherThinkingIsOff) {
+  // The server learns both the prompt and where the reply starts from one rendering.
+  Expected<ChatPrompt> on = renderChatRequest(*tmpl_, hello(), ChatTokenizerConfig{});
+  ASSERT_TRUE(on.ok()) << on.status().toString();
+  EXPECT_FALSE(on->thinkingDisabled);
+  EXPECT_EQ(on->text, *render(hello()));
+
+  Json request = hello();
+  request["chat_template_kwargs"] = {{"enable_thinking", false}};
+  Expected<ChatPrompt> off = renderChatRequest(*tmpl_, request, ChatTokenizerConfig{});
+  ASSERT_TRUE(off.ok()) << off.status().toString();
+  EXPECT_TRUE(off->thinkingDisabled);
+  EXPECT_EQ(off->text, *render(request));
+  EXPECT_TRUE(off->text.ends_with("<|assistant|><think></think>")) << off->text;
+}
+
 TEST_F(ChatPromptTest, ThinkingOffWithoutGenerationPromptChangesNothing) {
   Json request = hello();
   request["reasoning_effort"] = "none";
