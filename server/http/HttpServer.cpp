@@ -282,7 +282,7 @@ std::string finishReasonText(runtime::FinishReason reason, bool stoppedByString,
 
 struct HttpServer::Impl {
   ServerOptions options;
-  EngineApi &engine;
+  runtime::EngineApi &engine;
   ServedModel model;
   httplib::Server http;
   std::atomic<bool> draining{false};
@@ -292,7 +292,7 @@ struct HttpServer::Impl {
   std::atomic<int64_t> clientsDisconnected{0};
   LatencyMetrics latency;
 
-  Impl(ServerOptions o, EngineApi &e, ServedModel m)
+  Impl(ServerOptions o, runtime::EngineApi &e, ServedModel m)
       : options(std::move(o)), engine(e), model(std::move(m)) {}
 
   ProtocolLimits limits() const {
@@ -769,7 +769,7 @@ struct HttpServer::Impl {
   }
 };
 
-HttpServer::HttpServer(ServerOptions options, EngineApi &engine, ServedModel model)
+HttpServer::HttpServer(ServerOptions options, runtime::EngineApi &engine, ServedModel model)
     : impl_(std::make_unique<Impl>(std::move(options), engine, std::move(model))) {
   impl_->install();
 }

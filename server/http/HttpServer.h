@@ -1,9 +1,9 @@
 // The OpenAI-compatible HTTP server (cpp-httplib): endpoints, streaming, auth, limits.
 #pragma once
 
+#include "runtime/api/EngineApi.h"
 #include "server/chat/ChatPrompt.h"
 #include "server/chat/ChatTemplate.h"
-#include "server/http/EngineApi.h"
 #include "server/tokenizer/Tokenizer.h"
 
 #include <atomic>
@@ -38,7 +38,7 @@ struct ServedModel {
 
 class HttpServer {
 public:
-  HttpServer(ServerOptions options, EngineApi &engine, ServedModel model);
+  HttpServer(ServerOptions options, runtime::EngineApi &engine, ServedModel model);
   ~HttpServer();
 
   /// Binds the port (SO_REUSEADDR only, so a second server on the port fails instead of sharing
