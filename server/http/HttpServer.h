@@ -1,12 +1,10 @@
-// The OpenAI-compatible HTTP server (cpp-httplib): endpoints, streaming, auth, limits.
+// The OpenAI-compatible HTTP server (cpp-httplib): the routes, auth, limits and graceful stop.
 #pragma once
 
+#include "base/Status.h"
 #include "runtime/api/EngineApi.h"
-#include "server/chat/ChatPrompt.h"
-#include "server/chat/ChatTemplate.h"
-#include "server/tokenizer/Tokenizer.h"
+#include "server/http/PreparedRequest.h"
 
-#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -26,14 +24,6 @@ struct ServerOptions {
   int64_t maxContext = 0; // tokens a request may span (prompt + output)
   size_t maxBodyBytes = 32u << 20;
   int threads = 16;
-};
-
-/// What the server needs of the model directory.
-struct ServedModel {
-  const Tokenizer *tokenizer = nullptr;
-  const ChatTemplate *chatTemplate = nullptr;
-  ChatTokenizerConfig tokenizerConfig;
-  std::vector<int32_t> eosIds;
 };
 
 class HttpServer {
