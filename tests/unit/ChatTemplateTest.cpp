@@ -1,7 +1,7 @@
 // Tests for GLM-5.3 chat prompts: byte-equal to transformers' goldens, and the request rules.
 #include "server/chat/ChatTemplate.h"
-#include "models/glm53/synth/SynthTokenizer.h"
 #include "server/chat/ChatPrompt.h"
+#include "tools/synth/SynthTokenizer.h"
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
