@@ -2,18 +2,12 @@
 // randomness keyed by (seed, position), so a reply does not depend on what it was batched with.
 #pragma once
 
+#include "runtime/api/SamplingParams.h"
+
 #include <cstdint>
 #include <span>
 
 namespace glm::runtime {
-
-struct SamplingParams {
-  float temperature = 0.0f; // 0: greedy
-  float topP = 1.0f;        // keep the most likely tokens until their mass reaches top_p
-  int32_t topK = 0;         // 0: no limit
-  float minP = 0.0f;        // drop tokens below min_p times the most likely one's probability
-  uint64_t seed = 0;
-};
 
 /// The token for one row of logits at absolute position `position` of its sequence. Greedy picks
 /// the largest logit (ties to the lower id). Otherwise the filters apply in the order top-k,

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "base/Status.h"
+#include "runtime/api/EngineApi.h"
 #include "runtime/engine/Engine.h"
 #include "runtime/engine/Sampler.h"
 
@@ -19,39 +20,8 @@
 
 namespace glm::runtime {
 
-enum class FinishReason { Stop, Length, Cancelled, Error };
-
-/// One generation: the prompt's token ids and how to continue it.
-struct SequenceRequest {
-  std::vector<int32_t> prompt;
-  SamplingParams sampling;
-  int64_t maxTokens = 16;
-  int64_t minTokens = 0; // end-of-sequence tokens are not sampled before this many
-  bool ignoreEos = false;
-  std::vector<int32_t> eosIds;
-};
-
-/// Where a request's tokens go. Called on the scheduler thread: implementations hand the work off
-/// and return quickly. onToken returning false cancels the request (a client that went away).
-class TokenSink {
-public:
-  virtual ~TokenSink() = default;
-  virtual bool onToken(int32_t token) = 0;
-  virtual void onFinish(FinishReason reason, const Status &error) = 0;
-  /// True once the consumer is gone. Asked of waiting requests, so that one whose client left
-  /// is dropped before it costs a prefill. May be called from any thread.
-  virtual bool cancelled() const { return false; }
-};
-
-struct SchedulerStats {
-  int64_t running = 0;
-  int64_t waiting = 0;
-  int64_t finished = 0;
-  int64_t generatedTokens = 0;
-  int64_t preemptions = 0; // sequences that gave their state back to be recomputed
-};
-
-class Scheduler {
+/// Implements the engine interface the server calls (runtime/api), over any Engine.
+class Scheduler final : public EngineApi {
 public:
   /// Takes the engine; at most `maxWaiting` requests wait for a free sequence slot.
   Scheduler(std::unique_ptr<Engine> engine, int64_t maxWaiting);
@@ -59,11 +29,11 @@ public:
   ~Scheduler();
 
   /// Queues a request. Unavailable when the waiting queue is full.
-  Status submit(SequenceRequest request, std::shared_ptr<TokenSink> sink);
-  SchedulerStats stats() const;
+  Status submit(SequenceRequest request, std::shared_ptr<TokenSink> sink) override;
+  SchedulerStats stats() const override;
   /// The engine's health (Engine::health): an error while it cannot run, e.g. a missing
   /// tensor-parallel rank. Any thread may ask.
-  Status health() const { return engine_->health(); }
+  Status health() const override { return engine_->health(); }
 
 private:
   struct Active;

@@ -250,17 +250,24 @@ bool chatThinkingDisabled(const Json &variables) {
   return effort != variables.end() && effort->is_string() && effort->get<std::string>() == "none";
 }
 
-Expected<std::string> renderChatPrompt(const ChatTemplate &chatTemplate, const Json &request,
+Expected<ChatPrompt> renderChatRequest(const ChatTemplate &chatTemplate, const Json &request,
                                        const ChatTokenizerConfig &tokenizer) {
   GLM_ASSIGN_OR_RETURN(Json variables, chatTemplateVariables(request, tokenizer));
-  GLM_ASSIGN_OR_RETURN(std::string prompt, chatTemplate.render(variables));
+  ChatPrompt prompt;
+  GLM_ASSIGN_OR_RETURN(prompt.text, chatTemplate.render(variables));
+  prompt.thinkingDisabled = chatThinkingDisabled(variables);
   constexpr std::string_view kOpenThink = "<think>";
-  if (variables["add_generation_prompt"].get<bool>() && chatThinkingDisabled(variables) &&
-      prompt.size() >= kOpenThink.size() &&
-      prompt.compare(prompt.size() - kOpenThink.size(), kOpenThink.size(), kOpenThink) == 0) {
-    prompt += "</think>";
+  if (variables["add_generation_prompt"].get<bool>() && prompt.thinkingDisabled &&
+      prompt.text.ends_with(kOpenThink)) {
+    prompt.text += "</think>";
   }
   return prompt;
+}
+
+Expected<std::string> renderChatPrompt(const ChatTemplate &chatTemplate, const Json &request,
+                                       const ChatTokenizerConfig &tokenizer) {
+  GLM_ASSIGN_OR_RETURN(ChatPrompt prompt, renderChatRequest(chatTemplate, request, tokenizer));
+  return std::move(prompt.text);
 }
 
 } // namespace glm::server

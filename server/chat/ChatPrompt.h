@@ -44,9 +44,21 @@ Expected<nlohmann::ordered_json> chatTemplateVariables(const nlohmann::ordered_j
 /// `thinking: false`) among the variables, or else `reasoning_effort: "none"`.
 bool chatThinkingDisabled(const nlohmann::ordered_json &variables);
 
-/// The prompt text for a request. With thinking off, a prompt that ends by opening a think
-/// block gets it closed ("<|assistant|><think></think>"), since GLM-5.3's template has no switch
-/// of its own for that.
+/// A request's prompt, and whether the request turned thinking off (chatThinkingDisabled), which
+/// says whether the reply starts inside a think block.
+struct ChatPrompt {
+  std::string text;
+  bool thinkingDisabled = false;
+};
+
+/// The prompt for a request, from one computation of its template variables. With thinking off, a
+/// prompt that ends by opening a think block gets it closed ("<|assistant|><think></think>"),
+/// since GLM-5.3's template has no switch of its own for that.
+Expected<ChatPrompt> renderChatRequest(const ChatTemplate &chatTemplate,
+                                       const nlohmann::ordered_json &request,
+                                       const ChatTokenizerConfig &tokenizer);
+
+/// renderChatRequest's text alone.
 Expected<std::string> renderChatPrompt(const ChatTemplate &chatTemplate,
                                        const nlohmann::ordered_json &request,
                                        const ChatTokenizerConfig &tokenizer);

@@ -1,12 +1,10 @@
-// The OpenAI-compatible HTTP server (cpp-httplib): endpoints, streaming, auth, limits.
+// The OpenAI-compatible HTTP server (cpp-httplib): the routes, auth, limits and graceful stop.
 #pragma once
 
-#include "server/chat/ChatPrompt.h"
-#include "server/chat/ChatTemplate.h"
-#include "server/http/EngineApi.h"
-#include "server/tokenizer/Tokenizer.h"
+#include "base/Status.h"
+#include "runtime/api/EngineApi.h"
+#include "server/http/PreparedRequest.h"
 
-#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -28,17 +26,9 @@ struct ServerOptions {
   int threads = 16;
 };
 
-/// What the server needs of the model directory.
-struct ServedModel {
-  const Tokenizer *tokenizer = nullptr;
-  const ChatTemplate *chatTemplate = nullptr;
-  ChatTokenizerConfig tokenizerConfig;
-  std::vector<int32_t> eosIds;
-};
-
 class HttpServer {
 public:
-  HttpServer(ServerOptions options, EngineApi &engine, ServedModel model);
+  HttpServer(ServerOptions options, runtime::EngineApi &engine, ServedModel model);
   ~HttpServer();
 
   /// Binds the port (SO_REUSEADDR only, so a second server on the port fails instead of sharing

@@ -6,6 +6,7 @@
 #include "base/Status.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <exception>
 #include <limits>
@@ -1171,12 +1172,15 @@ nlohmann::ordered_json chatDeltaJson(bool role, const std::optional<std::string>
   if (role) {
     delta["role"] = "assistant";
     delta["content"] = content.value_or("");
-  } else if (content) {
-    delta["content"] = *content;
   }
+  // Reasoning before content: a delta holds both only where a think block closes, and then the
+  // model wrote the reasoning first.
   if (reasoning) {
     delta["reasoning_content"] = *reasoning;
     delta["reasoning"] = *reasoning;
+  }
+  if (!role && content) {
+    delta["content"] = *content;
   }
   if (!toolCalls.empty()) {
     Json calls = Json::array();
@@ -1257,6 +1261,12 @@ nlohmann::ordered_json modelsJson(const std::vector<std::string> &names, int64_t
     data.push_back(modelJson(name, created));
   }
   return Json{{"object", "list"}, {"data", std::move(data)}};
+}
+
+int64_t unixSeconds() {
+  return std::chrono::duration_cast<std::chrono::seconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
 }
 
 std::string sseData(const nlohmann::ordered_json &json) {

@@ -97,7 +97,7 @@ nlohmann::ordered_json chatCompletionChunkJson(const std::string &id, int64_t cr
                                                const nlohmann::ordered_json &delta,
                                                const std::optional<std::string> &finishReason);
 /// A chunk's delta: `role: "assistant"` (with `content: ""` when no content is given, as vLLM's
-/// first chunk), content, reasoning as both reasoning_content and reasoning, and whole tool calls
+/// first chunk), reasoning as both reasoning_content and reasoning, content, and whole tool calls
 /// ({index, id, type, function {name, arguments}}) numbered from `firstToolIndex`. Only what is
 /// given appears.
 nlohmann::ordered_json chatDeltaJson(bool role, const std::optional<std::string> &content,
@@ -117,6 +117,9 @@ nlohmann::ordered_json completionChunkJson(const std::string &id, int64_t create
 /// The last chunk of a completions stream with stream_options.include_usage: empty choices.
 nlohmann::ordered_json completionUsageChunkJson(const std::string &id, int64_t created,
                                                 const std::string &model, const Usage &usage);
+
+/// The `created` of responses, chunks and models: seconds since the Unix epoch, now.
+int64_t unixSeconds();
 
 /// GET /v1/models, and GET /v1/models/{model} for one of them.
 nlohmann::ordered_json modelsJson(const std::vector<std::string> &names, int64_t created);

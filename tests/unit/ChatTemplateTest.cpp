@@ -1,7 +1,7 @@
 // Tests for GLM-5.3 chat prompts: byte-equal to transformers' goldens, and the request rules.
 #include "server/chat/ChatTemplate.h"
-#include "models/glm53/synth/SynthTokenizer.h"
 #include "server/chat/ChatPrompt.h"
+#include "tools/synth/SynthTokenizer.h"
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -195,6 +195,22 @@ TEST_F(ChatPromptTest, EnableThinkingTrueWinsOverEffortNone) {
   Expected<std::string> prompt = render(request);
   ASSERT_TRUE(prompt.ok()) << prompt.status().toString();
   EXPECT_TRUE(prompt->ends_with("<|assistant|><think>")) << *prompt;
+}
+
+TEST_F(ChatPromptTest, RenderChatRequestSaysWhetherThinkingIsOff) {
+  // The server learns both the prompt and where the reply starts from one rendering.
+  Expected<ChatPrompt> on = renderChatRequest(*tmpl_, hello(), ChatTokenizerConfig{});
+  ASSERT_TRUE(on.ok()) << on.status().toString();
+  EXPECT_FALSE(on->thinkingDisabled);
+  EXPECT_EQ(on->text, *render(hello()));
+
+  Json request = hello();
+  request["chat_template_kwargs"] = {{"enable_thinking", false}};
+  Expected<ChatPrompt> off = renderChatRequest(*tmpl_, request, ChatTokenizerConfig{});
+  ASSERT_TRUE(off.ok()) << off.status().toString();
+  EXPECT_TRUE(off->thinkingDisabled);
+  EXPECT_EQ(off->text, *render(request));
+  EXPECT_TRUE(off->text.ends_with("<|assistant|><think></think>")) << off->text;
 }
 
 TEST_F(ChatPromptTest, ThinkingOffWithoutGenerationPromptChangesNothing) {

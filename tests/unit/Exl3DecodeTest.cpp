@@ -6,12 +6,12 @@
 #include "kernels/exl3/exl3.h"
 #include "kernels/linear/linear.h"
 #include "models/glm53/Config.h"
-#include "models/glm53/synth/Synth.h"
 #include "runtime/weights/Exl3Tensors.h"
 #include "runtime/weights/KernelViews.h"
 #include "runtime/weights/PlanWeights.h"
 #include "runtime/weights/SafeTensors.h"
 #include "runtime/weights/SafeTensorsWriter.h"
+#include "tools/synth/Synth.h"
 
 #include "tests/unit/support/Compare.h"
 

@@ -25,7 +25,7 @@ using Json = nlohmann::ordered_json;
 const std::filesystem::path kTiny = std::filesystem::path(GLM_FIXTURES_DIR) / "glm53-tiny";
 
 /// Replies to every request with the token ids of a scripted text, on its own thread.
-class FakeEngine : public EngineApi {
+class FakeEngine : public runtime::EngineApi {
 public:
   std::vector<int32_t> script;
   bool full = false;
@@ -76,7 +76,7 @@ std::vector<int32_t> tinyEosIds() {
 /// A server on a free loopback port over an engine, torn down with the test.
 class Running {
 public:
-  Running(EngineApi &engine, ServerOptions options = {}) {
+  Running(runtime::EngineApi &engine, ServerOptions options = {}) {
     tokenizer_ = std::make_unique<Tokenizer>(std::move(Tokenizer::fromModelDir(kTiny)).value());
     template_ = std::make_unique<ChatTemplate>(std::move(loadChatTemplate(kTiny)).value());
     ServedModel model{tokenizer_.get(), template_.get(),
@@ -459,7 +459,7 @@ TEST(HttpServerEndToEnd, GreedyRepliesMatchTheEngineAndStreamsRunConcurrently) {
         .value();
   };
   std::unique_ptr<runtime::CpuEngine> reference = makeEngine();
-  SchedulerEngine engine(std::make_unique<runtime::Scheduler>(makeEngine(), 16));
+  runtime::Scheduler engine(makeEngine(), 16);
   std::filesystem::remove(plan);
   Running server(engine);
   Json request = {{"model", "tiny"},

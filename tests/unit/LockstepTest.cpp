@@ -418,7 +418,7 @@ TEST(Lockstep, AKilledWorkerFailsTheRequestInFlightAndARestartedOneIsTakenBack) 
   LockstepEngine *lockstep = owned.get();
   auto gated = std::make_unique<GatedEngine>(std::move(owned));
   GatedEngine *gate = gated.get();
-  server::SchedulerEngine scheduler(std::make_unique<Scheduler>(std::move(gated), 16));
+  Scheduler scheduler(std::move(gated), 16);
 
   server::Tokenizer tokenizer = std::move(server::Tokenizer::fromModelDir(kTiny)).value();
   server::ChatTemplate chatTemplate = std::move(server::loadChatTemplate(kTiny)).value();

@@ -819,6 +819,9 @@ TEST(ProtocolResponseTest, ChatDeltas) {
   EXPECT_EQ(chatDeltaJson(false, std::nullopt, std::string("Let me")).dump(),
             R"({"reasoning_content":"Let me","reasoning":"Let me"})");
   EXPECT_EQ(chatDeltaJson(false, std::nullopt, std::nullopt).dump(), "{}");
+  // The piece that closes a think block holds both, in the order the model wrote them.
+  EXPECT_EQ(chatDeltaJson(false, std::string("Hi"), std::string("done")).dump(),
+            R"({"reasoning_content":"done","reasoning":"done","content":"Hi"})");
   EXPECT_EQ(chatDeltaJson(false, std::nullopt, std::nullopt,
                           {{"call_a", "f", R"({"x":1})"}, {"call_b", "g", "{}"}}, 2)
                 .dump(),

@@ -1,5 +1,5 @@
 // Tests of `glmc synth`'s checkpoints: valid against the table, deterministic, sharded when large.
-#include "models/glm53/synth/Synth.h"
+#include "tools/synth/Synth.h"
 #include "kernels/exl3/exl3.h"
 #include "models/glm53/Config.h"
 #include "models/glm53/Weights.h"

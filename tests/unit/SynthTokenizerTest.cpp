@@ -1,5 +1,5 @@
 // Tests for the synthetic tokenizer.json, tokenizer_config.json and chat template of `glmc synth`.
-#include "models/glm53/synth/SynthTokenizer.h"
+#include "tools/synth/SynthTokenizer.h"
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>

@@ -3,10 +3,10 @@
 #include "server/tokenizer/Tokenizer.h"
 #include "base/Random.h"
 #include "base/Utf8.h"
-#include "models/glm53/synth/SynthTokenizer.h"
 #include "server/tokenizer/ByteLevel.h"
 #include "server/tokenizer/Regex.h"
 #include "server/tokenizer/StreamingDetokenizer.h"
+#include "tools/synth/SynthTokenizer.h"
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>

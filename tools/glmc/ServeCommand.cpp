@@ -108,8 +108,7 @@ int runServe(const std::vector<std::string> &args) {
             : "",
         lockstep->port());
   }
-  server::SchedulerEngine scheduler(
-      std::make_unique<runtime::Scheduler>(std::move(engine).value(), maxWaiting->value_or(64)));
+  runtime::Scheduler scheduler(std::move(engine).value(), maxWaiting->value_or(64));
 
   server::ServerOptions options;
   options.host = cl.get("host").value_or("127.0.0.1");

@@ -1,7 +1,7 @@
 // `glmc synth`: writes a random-weight GLM-5.3 checkpoint.
-#include "models/glm53/synth/Synth.h"
 #include "tools/glmc/CommandLine.h"
 #include "tools/glmc/Commands.h"
+#include "tools/synth/Synth.h"
 
 #include <cstdio>
 

@@ -19,6 +19,9 @@ serve() {
   shift 2
   "$glmc" compile "$fixtures/glm53-tiny" -o "$work/$name.glmp" --target cpu --precision f32 \
     --tp 1 --max-seqs "$seqs" --max-context 4096 2>/dev/null
+  # Emptied here, not only by the redirection below: that one runs in the background job, which
+  # may start after the loop below has read the last run's ready line (and its stale port).
+  : > "$work/$name.log"
   "$glmc" serve "$work/$name.glmp" --model "$fixtures/glm53-tiny" --port 0 --served-name tiny \
     --api-key e2e-key "$@" > "$work/$name.log" 2>&1 &
   local pid=$!

@@ -1,14 +1,14 @@
 // Random-weight GLM-5.3 checkpoints: config from a preset, tensors from the table, seeded values.
-#include "models/glm53/synth/Synth.h"
+#include "tools/synth/Synth.h"
 
 #include "base/Progress.h"
 #include "base/Random.h"
 #include "kernels/common/FloatFormats.h"
 #include "models/glm53/Config.h"
 #include "models/glm53/Weights.h"
-#include "models/glm53/synth/SynthTokenizer.h"
 #include "runtime/weights/Exl3Writer.h"
 #include "runtime/weights/SafeTensorsWriter.h"
+#include "tools/synth/SynthTokenizer.h"
 
 #include <nlohmann/json.hpp>
 

@@ -1,6 +1,6 @@
 // SynthTokenizer: trains a small byte-level BPE and writes it, with GLM's special tokens, as
 // tokenizer.json; also the tokenizer config and the embedded chat template.
-#include "models/glm53/synth/SynthTokenizer.h"
+#include "tools/synth/SynthTokenizer.h"
 
 #include "base/Random.h"
 #include "base/Utf8.h"
@@ -22,7 +22,7 @@ namespace {
 using OrderedJson = nlohmann::ordered_json;
 
 constexpr std::string_view kChatTemplate =
-#include "models/glm53/synth/ChatTemplate.inc"
+#include "tools/synth/ChatTemplate.inc"
     ;
 
 /// GLM's pre-tokenizer split pattern, as the release's tokenizer.json spells it.

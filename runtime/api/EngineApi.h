@@ -1,0 +1,57 @@
+// The engine interface the server calls: submit a generation, read the load, ask the health.
+// The scheduler implements it; the HTTP tests use a fake, so every endpoint is tested in-process
+// without a model run. Nothing here knows the plan format, so the server builds without it.
+#pragma once
+
+#include "base/Status.h"
+#include "runtime/api/SamplingParams.h"
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+namespace glm::runtime {
+
+enum class FinishReason { Stop, Length, Cancelled, Error };
+
+/// One generation: the prompt's token ids and how to continue it.
+struct SequenceRequest {
+  std::vector<int32_t> prompt;
+  SamplingParams sampling;
+  int64_t maxTokens = 16;
+  int64_t minTokens = 0; // end-of-sequence tokens are not sampled before this many
+  bool ignoreEos = false;
+  std::vector<int32_t> eosIds;
+};
+
+/// Where a request's tokens go. Called on the engine's thread: implementations hand the work off
+/// and return quickly. onToken returning false cancels the request (a client that went away).
+class TokenSink {
+public:
+  virtual ~TokenSink() = default;
+  virtual bool onToken(int32_t token) = 0;
+  virtual void onFinish(FinishReason reason, const Status &error) = 0;
+  /// True once the consumer is gone. Asked of waiting requests, so that one whose client left
+  /// is dropped before it costs a prefill. May be called from any thread.
+  virtual bool cancelled() const { return false; }
+};
+
+struct SchedulerStats {
+  int64_t running = 0;
+  int64_t waiting = 0;
+  int64_t finished = 0;
+  int64_t generatedTokens = 0;
+  int64_t preemptions = 0; // sequences that gave their state back to be recomputed
+};
+
+class EngineApi {
+public:
+  virtual ~EngineApi() = default;
+  /// Unavailable when the engine cannot take more work now (the waiting queue is full).
+  virtual Status submit(SequenceRequest request, std::shared_ptr<TokenSink> sink) = 0;
+  virtual SchedulerStats stats() const = 0;
+  /// An error (shown on /health) while the engine cannot run, e.g. a missing tensor-parallel rank.
+  virtual Status health() const { return Status::success(); }
+};
+
+} // namespace glm::runtime
