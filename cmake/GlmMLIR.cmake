@@ -10,6 +10,11 @@ list(APPEND CMAKE_MODULE_PATH "${MLIR_CMAKE_DIR}" "${LLVM_CMAKE_DIR}")
 include(TableGen)
 include(AddLLVM)
 include(AddMLIR)
-include_directories(SYSTEM ${LLVM_INCLUDE_DIRS} ${MLIR_INCLUDE_DIRS})
-# No include(HandleLLVMOptions): it would rewrite the flags of every target below it, runtime and
-# server included; add_mlir_* targets get -fno-exceptions on their own.
+# MLIR's headers reach the compiler's targets only: ir/ and compiler/ add them to their directories
+# (tablegen reads a directory's include path), and glm_mlir_headers carries them to what links the
+# dialects (the model builder, glm-opt, glmc's compile commands). The runtime and the server never
+# see them. No include(HandleLLVMOptions): it would rewrite the flags of every target below it,
+# runtime and server included; add_mlir_* targets get -fno-exceptions on their own.
+add_library(glm_mlir_headers INTERFACE)
+target_include_directories(glm_mlir_headers SYSTEM INTERFACE ${LLVM_INCLUDE_DIRS}
+                                                             ${MLIR_INCLUDE_DIRS})

@@ -2,10 +2,8 @@
 #include "compiler/pipelines/CompilePipeline.h"
 
 #include "base/Hash.h"
-#include "base/Logging.h"
 #include "compiler/Passes.h"
 #include "compiler/pipelines/EmitPlan.h"
-#include "runtime/plan/PlanFile.h"
 
 #include "mlir/IR/Diagnostics.h"
 

@@ -25,7 +25,6 @@
 #include "kernels/common/WeightView.h"
 #include "kernels/exl3/exl3_format.h"
 #include "kernels/exl3/exl3_gpu.h"
-#include "kernels/moe_experts/moe_experts.h"
 
 #include <cmath>
 #include <cstdint>
@@ -102,24 +101,5 @@ struct Exl3LinearArgs {
   int64_t rows = 0;
 };
 Status exl3LinearRef(const Exl3LinearArgs &args);
-
-/// The CPU engine's EXL3 linear: y = x Wᵀ with W the bf16 dense equivalent (the linear.h
-/// contract, so the result equals that of the dequantized checkpoint). `bias` is the plan's
-/// separate bias weight, if any.
-Status exl3DenseLinearRef(const float *x, const Exl3MatrixView &weight, const WeightView &bias,
-                          float *y, int64_t rows);
-
-/// The routed experts of moe_experts.h with some or all projections in EXL3: each of gate, up and
-/// down is either an EXL3 matrix per expert (exl3Gate etc., [numExperts]) or, when that pointer is
-/// null, the dense view in moe.experts. Every routed expert's EXL3 matrices are reconstructed to
-/// bf16 one expert at a time and multiplied exactly as moeExpertsRef multiplies a dense
-/// checkpoint, so the sum is that of the dequantized checkpoint, bit for bit.
-struct Exl3MoeExpertsArgs {
-  MoeExpertsArgs moe;
-  const Exl3MatrixView *exl3Gate = nullptr;
-  const Exl3MatrixView *exl3Up = nullptr;
-  const Exl3MatrixView *exl3Down = nullptr;
-};
-Status exl3MoeExpertsRef(const Exl3MoeExpertsArgs &args);
 
 } // namespace glm::kernels

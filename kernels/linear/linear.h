@@ -14,6 +14,7 @@
 
 #include "base/Status.h"
 #include "kernels/common/WeightView.h"
+#include "kernels/exl3/exl3.h"
 
 #include <cstdint>
 
@@ -30,5 +31,11 @@ struct LinearArgs {
 };
 
 Status linearRef(const LinearArgs &args);
+
+/// The CPU engine's EXL3 linear: y = x Wᵀ with W the bf16 dense equivalent (the linear.h
+/// contract, so the result equals that of the dequantized checkpoint). `bias` is the plan's
+/// separate bias weight, if any.
+Status exl3DenseLinearRef(const float *x, const Exl3MatrixView &weight, const WeightView &bias,
+                          float *y, int64_t rows);
 
 } // namespace glm::kernels

@@ -59,4 +59,17 @@ Status linearRef(const LinearArgs &a) {
   return Status::success();
 }
 
+Status exl3DenseLinearRef(const float *x, const Exl3MatrixView &weight, const WeightView &bias,
+                          float *y, int64_t rows) {
+  std::vector<uint16_t> dense(static_cast<size_t>(weight.out * weight.in));
+  GLM_RETURN_IF_ERROR(exl3ReconstructBf16Ref(weight, dense.data()));
+  return linearRef({.x = x,
+                    .weight = WeightView::raw(dense.data(), DType::BF16, {weight.out, weight.in}),
+                    .bias = bias,
+                    .y = y,
+                    .rows = rows,
+                    .inFeatures = weight.in,
+                    .outFeatures = weight.out});
+}
+
 } // namespace glm::kernels

@@ -18,6 +18,7 @@
 
 #include "base/Status.h"
 #include "kernels/common/WeightView.h"
+#include "kernels/exl3/exl3.h"
 
 #include <cmath>
 #include <cstdint>
@@ -51,5 +52,18 @@ struct MoeExpertsArgs {
 };
 
 Status moeExpertsRef(const MoeExpertsArgs &args);
+
+/// The routed experts of moe_experts.h with some or all projections in EXL3: each of gate, up and
+/// down is either an EXL3 matrix per expert (exl3Gate etc., [numExperts]) or, when that pointer is
+/// null, the dense view in moe.experts. Every routed expert's EXL3 matrices are reconstructed to
+/// bf16 one expert at a time and multiplied exactly as moeExpertsRef multiplies a dense
+/// checkpoint, so the sum is that of the dequantized checkpoint, bit for bit.
+struct Exl3MoeExpertsArgs {
+  MoeExpertsArgs moe;
+  const Exl3MatrixView *exl3Gate = nullptr;
+  const Exl3MatrixView *exl3Up = nullptr;
+  const Exl3MatrixView *exl3Down = nullptr;
+};
+Status exl3MoeExpertsRef(const Exl3MoeExpertsArgs &args);
 
 } // namespace glm::kernels

@@ -13,8 +13,8 @@
 #include "kernels/common/StepArgs.h"
 #include "kernels/exl3/exl3.h"
 #include "kernels/exl3/exl3_staging.h"
-#include "kernels/exl3_moe/exl3_moe_gpu.h"
-#include "kernels/exl3_moe/exl3_moe_prefill_gpu.h"
+#include "kernels/moe_experts/exl3_moe_gpu.h"
+#include "kernels/moe_experts/exl3_moe_prefill_gpu.h"
 #include "kernels/moe_experts/moe_experts.h"
 #include "kernels/moe_experts/moe_experts_gpu.h"
 
@@ -122,7 +122,7 @@ GpuStep fusedDecode(const OpStep &step, const MoeShape &m) {
   GpuStep gpu;
   for (const NamedLaunch &l :
        exl3MoeLaunches(m.exl3Bits, m.exl3Codebook, rows, m.hidden, m.inter, m.experts, m.topK)) {
-    gpu.launches.push_back(p.launch("kernels/exl3_moe/exl3_moe.cuh", l.name, l.dims));
+    gpu.launches.push_back(p.launch("kernels/moe_experts/exl3_moe.cuh", l.name, l.dims));
   }
   gpu.workspaceBytes = static_cast<uint64_t>(exl3MoeScratchBytes(rows, m.topK, m.hidden, m.inter));
   return gpu;
@@ -150,7 +150,7 @@ GpuStep fusedPrefill(const OpStep &step, const MoeShape &m) {
   // The route and combine launches are moe_experts' kernels; the header includes both.
   for (const NamedLaunch &l : exl3MoePrefillLaunches(m.exl3Bits, m.exl3Codebook, rows, m.hidden,
                                                      m.inter, m.experts, m.topK)) {
-    gpu.launches.push_back(p.launch("kernels/exl3_moe/exl3_moe_prefill.cuh", l.name, l.dims));
+    gpu.launches.push_back(p.launch("kernels/moe_experts/exl3_moe_prefill.cuh", l.name, l.dims));
   }
   gpu.workspaceBytes = static_cast<uint64_t>(s.bytes);
   return gpu;

@@ -93,4 +93,34 @@ Status moeExpertsRef(const MoeExpertsArgs &a) {
   return Status::success();
 }
 
+Status exl3MoeExpertsRef(const Exl3MoeExpertsArgs &args) {
+  // moeExpertsRef itself, with each routed expert's EXL3 matrices reconstructed (to bf16, as
+  // `glmc dequantize` writes them) just before its tokens run: the same loop and the same double
+  // accumulation order, so the result is that of the dequantized checkpoint bit for bit.
+  if (args.moe.experts == nullptr &&
+      (args.exl3Gate == nullptr || args.exl3Up == nullptr || args.exl3Down == nullptr)) {
+    return invalidArgument("exl3 moe_experts: projections not in EXL3 need dense views");
+  }
+  std::vector<uint16_t> gate, up, down;
+  MoeExpertsArgs moe = args.moe;
+  moe.resolveExpert = [&](int64_t e, ExpertWeights &w) -> Status {
+    auto resolve = [&](const Exl3MatrixView *matrices, std::vector<uint16_t> &dense,
+                       WeightView &view, const char *what) -> Status {
+      if (matrices == nullptr) {
+        return Status::success();
+      }
+      const Exl3MatrixView &m = matrices[e];
+      dense.resize(static_cast<size_t>(m.out * m.in));
+      GLM_RETURN_IF_ERROR(
+          exl3ReconstructBf16Ref(m, dense.data()).withContext(strCat("expert ", e, " ", what)));
+      view = WeightView::raw(dense.data(), DType::BF16, {m.out, m.in});
+      return Status::success();
+    };
+    GLM_RETURN_IF_ERROR(resolve(args.exl3Gate, gate, w.gate, "gate_proj"));
+    GLM_RETURN_IF_ERROR(resolve(args.exl3Up, up, w.up, "up_proj"));
+    return resolve(args.exl3Down, down, w.down, "down_proj");
+  };
+  return moeExpertsRef(moe);
+}
+
 } // namespace glm::kernels

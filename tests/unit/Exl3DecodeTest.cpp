@@ -5,6 +5,7 @@
 #include "kernels/common/FloatFormats.h"
 #include "kernels/exl3/exl3.h"
 #include "kernels/linear/linear.h"
+#include "kernels/moe_experts/moe_experts.h"
 #include "models/glm53/Config.h"
 #include "runtime/weights/Exl3Tensors.h"
 #include "runtime/weights/KernelViews.h"

@@ -15,8 +15,8 @@
 // selections · hidden · inter) against the bf16 cuBLAS rate the suite measured (measured here
 // when the linear family did not run); rows for its GEMM launches alone follow.
 #include "base/Random.h"
-#include "kernels/exl3_moe/exl3_moe_gpu.h"
-#include "kernels/exl3_moe/exl3_moe_prefill_gpu.h"
+#include "kernels/moe_experts/exl3_moe_gpu.h"
+#include "kernels/moe_experts/exl3_moe_prefill_gpu.h"
 #include "runtime/cuda/Ceilings.h"
 #include "runtime/weights/KernelViews.h"
 #include "tools/kernel-bench/Bench.h"
@@ -115,7 +115,7 @@ Status addPrefillBenches(Suite &suite, const cuda::DeviceMemory &gate, const cud
     }
     GLM_ASSIGN_OR_RETURN(
         std::unique_ptr<cuda::Module> m,
-        suite.compile(R"(#include "kernels/exl3_moe/exl3_moe_prefill.cuh")", names));
+        suite.compile(R"(#include "kernels/moe_experts/exl3_moe_prefill.cuh")", names));
     const std::vector<int32_t> step = routing(rng, kTokens, c.localSelections, experts, topK);
     GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory ids, suite.ctx().allocate(step.size() * 4));
     GLM_RETURN_IF_ERROR(suite.ctx().upload(ids.ptr(), step.data(), step.size() * 4));
@@ -228,7 +228,7 @@ Status addExl3MoeBenches(Suite &suite) {
       names.push_back(l.name);
     }
     GLM_ASSIGN_OR_RETURN(std::unique_ptr<cuda::Module> m,
-                         suite.compile(R"(#include "kernels/exl3_moe/exl3_moe.cuh")", names));
+                         suite.compile(R"(#include "kernels/moe_experts/exl3_moe.cuh")", names));
     GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory x, suite.random(c.tokens * hidden, true));
     GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory weights, suite.random(c.tokens * topK, true, 0.1f));
     GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory out, suite.ctx().allocate(c.tokens * hidden * 2));

@@ -5,7 +5,7 @@
 // multiples of 128, rows not 16-byte aligned); K = 2, 3, 4 and mixed within a layer; the MCG, MUL1
 // and 3INST codebooks; 1 to 64 tokens; experts split over two ranks; the SwiGLU clamp active.
 #include "kernels/common/FloatFormats.h"
-#include "kernels/exl3_moe/exl3_moe_gpu.h"
+#include "kernels/moe_experts/exl3_moe_gpu.h"
 #include "tests/gpu/support/Exl3MoeLayer.h"
 
 #include <cstring>
@@ -15,7 +15,7 @@
 namespace glm::testing {
 namespace {
 
-const char *kSource = R"(#include "kernels/exl3_moe/exl3_moe.cuh")";
+const char *kSource = R"(#include "kernels/moe_experts/exl3_moe.cuh")";
 
 using namespace exl3_moe_test;
 

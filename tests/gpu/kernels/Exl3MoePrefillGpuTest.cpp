@@ -5,7 +5,7 @@
 // (features not multiples of 128, rows not 16-byte aligned); K = 3, 4 and mixed within a layer;
 // the MCG, MUL1 and 3INST codebooks; experts split over two ranks; the SwiGLU clamp active; two
 // runs give the same bits.
-#include "kernels/exl3_moe/exl3_moe_prefill_gpu.h"
+#include "kernels/moe_experts/exl3_moe_prefill_gpu.h"
 #include "tests/gpu/support/Exl3MoeLayer.h"
 
 #include <map>
@@ -15,7 +15,7 @@ namespace {
 
 using namespace exl3_moe_test;
 
-const char *kSource = R"(#include "kernels/exl3_moe/exl3_moe_prefill.cuh")";
+const char *kSource = R"(#include "kernels/moe_experts/exl3_moe_prefill.cuh")";
 
 /// The prefill tests' Flash layer: 16 experts held, so that 128 tokens give ~64 slots per expert.
 Shape prefillFlashShape() { return flashShape(16); }

@@ -7,7 +7,7 @@
 #pragma once
 
 #include "kernels/exl3/exl3.h"
-#include "kernels/exl3_moe/exl3_moe_gpu.h"
+#include "kernels/moe_experts/exl3_moe_gpu.h"
 #include "runtime/weights/KernelViews.h"
 #include "tests/gpu/support/GpuTest.h"
 

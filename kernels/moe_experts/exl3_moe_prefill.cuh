@@ -5,8 +5,8 @@
 // moe_experts'.
 #pragma once
 
-#include "kernels/exl3_moe/exl3_moe.cuh"
-#include "kernels/exl3_moe/exl3_moe_prefill_gpu.h"
+#include "kernels/moe_experts/exl3_moe.cuh"
+#include "kernels/moe_experts/exl3_moe_prefill_gpu.h"
 #include "kernels/moe_experts/moe_experts.cuh"
 
 namespace glm::kernels {

@@ -74,7 +74,7 @@
 
 #include "kernels/common/DeviceTypes.h"
 #include "kernels/exl3/exl3_gpu.h"
-#include "kernels/exl3_moe/exl3_moe_gpu.h"
+#include "kernels/moe_experts/exl3_moe_gpu.h"
 #include "kernels/moe_experts/moe_experts_gpu.h"
 #ifndef __CUDACC_RTC__
 #include "kernels/common/Launch.h"

@@ -6,7 +6,7 @@
 #include "kernels/common/Device.cuh"
 #include "kernels/common/Ptx.cuh"
 #include "kernels/exl3/exl3.cuh"
-#include "kernels/exl3_moe/exl3_moe_gpu.h"
+#include "kernels/moe_experts/exl3_moe_gpu.h"
 
 namespace glm::kernels {
 namespace exl3_moe_detail {
