@@ -9,6 +9,7 @@
 #include "kernels/expand_streams/expand_streams_op.h"
 #include "kernels/gated_rms_norm/gated_rms_norm_op.h"
 #include "kernels/kda/kda_op.h"
+#include "kernels/last_rows/last_rows_op.h"
 #include "kernels/layer_norm/layer_norm_op.h"
 #include "kernels/linear/linear_op.h"
 #include "kernels/mhc_post/mhc_post_op.h"
@@ -34,6 +35,7 @@ constexpr OpAdapters kOps[] = {
     {"expand_streams", expandStreamsGpu, expandStreamsCpu},
     {"gated_norm", gatedNormGpu, gatedNormCpu},
     {"kda", kdaGpu, kdaCpu},
+    {"last_rows", lastRowsGpu, lastRowsCpu},
     {"layer_norm", layerNormGpu, layerNormCpu},
     {"linear", linearGpu, linearCpu, /*takesExl3=*/true},
     {"mhc_post", mhcPostGpu, mhcPostCpu},

@@ -31,13 +31,17 @@ ninja -C build-runtime glmc
 cp build-runtime/bin/glmc "$out/glmc"
 
 # The plans tests/gpu/CudaEngineTest.cpp compiles, under the names it reads from GLM_TEST_PLANS.
-common=(--tp 1 --max-seqs 2 --max-context 2048 --decode 1x1,2x1)
+common=(--tp 1 --max-seqs 2 --max-context 2048 --decode 1x1,2x1 --prefill-logits all)
 build/bin/glmc compile "$fixture" -o "$out/plans/cpu_f32.glmp" "${common[@]}" --target cpu --precision f32 --prefill 1152
 build/bin/glmc compile "$fixture" -o "$out/plans/gpu_f32.glmp" "${common[@]}" --target "$arch" --precision f32 --prefill 1152
 build/bin/glmc compile "$fixture" -o "$out/plans/gpu_f32_prefill64.glmp" "${common[@]}" --target "$arch" --precision f32 --prefill 64
 build/bin/glmc compile "$fixture" -o "$out/plans/gpu_bf16.glmp" "${common[@]}" --target "$arch" --precision bf16 --prefill 1152
+# What glmc serve runs: each prefill chunk's last row alone (--prefill-logits last, the default).
+serving=(--tp 1 --max-seqs 2 --max-context 2048 --decode 1x1,2x1 --prefill 64 --target "$arch")
+build/bin/glmc compile "$fixture" -o "$out/plans/gpu_f32_serving.glmp" "${serving[@]}" --precision f32
+build/bin/glmc compile "$fixture" -o "$out/plans/gpu_bf16_serving.glmp" "${serving[@]}" --precision bf16
 # The tensor-parallel plans tests/gpu/CudaEngineTpTest.cpp reads (every rank a thread on one GPU).
-tp=(--max-seqs 2 --max-context 2048 --decode 1x1,2x1 --prefill 1152 --target "$arch")
+tp=(--max-seqs 2 --max-context 2048 --decode 1x1,2x1 --prefill 1152 --prefill-logits all --target "$arch")
 build/bin/glmc compile "$fixture" -o "$out/plans/gpu_f32_tp2.glmp" "${tp[@]}" --tp 2 --precision f32
 build/bin/glmc compile "$fixture" -o "$out/plans/gpu_f32_tp4.glmp" "${tp[@]}" --tp 4 --precision f32
 build/bin/glmc compile "$fixture" -o "$out/plans/gpu_bf16_tp2.glmp" "${tp[@]}" --tp 2 --precision bf16

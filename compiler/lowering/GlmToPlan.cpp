@@ -261,9 +261,11 @@ private:
     }
     OpBuilder::InsertionGuard guard(b_);
     b_.setInsertionPoint(fn);
+    auto logits = dyn_cast_or_null<StringAttr>(info.get("logits"));
     auto program = planir::ProgramOp::create(
         b_, fn.getLoc(), fn.getSymNameAttr(), cast<StringAttr>(info.get("kind")),
-        cast<IntegerAttr>(info.get("batch")), cast<IntegerAttr>(info.get("rows")), nullptr);
+        cast<IntegerAttr>(info.get("batch")), cast<IntegerAttr>(info.get("rows")),
+        logits && logits.getValue() == "last_row" ? b_.getUnitAttr() : nullptr, nullptr);
     Block *body = new Block();
     program.getBody().push_back(body);
     b_.setInsertionPointToStart(body);
@@ -368,6 +370,9 @@ private:
     if (isa<SampleOp>(op)) {
       inputs.push_back(context_.positions);
       inputs.push_back(context_.sampling);
+    }
+    if (isa<LastRowsOp>(op)) {
+      inputs.push_back(context_.positions); // which rows hold tokens
     }
     SmallVector<Attribute> weights, states;
     uint64_t weightBytes = 0;

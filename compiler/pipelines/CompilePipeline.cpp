@@ -22,6 +22,34 @@ std::vector<glm53::ProgramShape> defaultPrograms(const CompileOptions &options) 
   return programs;
 }
 
+std::vector<glm53::ProgramShape> planPrograms(const CompileOptions &options) {
+  // Given decode shapes replace the default decode programs, given prefill sizes the default
+  // prefill program; a kind not asked for keeps its defaults.
+  std::vector<glm53::ProgramShape> programs = options.programs;
+  for (glm53::ProgramShape::Kind kind :
+       {glm53::ProgramShape::Kind::Decode, glm53::ProgramShape::Kind::Prefill}) {
+    auto sameKind = [kind](const glm53::ProgramShape &p) { return p.kind == kind; };
+    if (std::none_of(programs.begin(), programs.end(), sameKind)) {
+      for (const glm53::ProgramShape &p : defaultPrograms(options)) {
+        if (sameKind(p)) {
+          programs.push_back(p);
+        }
+      }
+    }
+  }
+  for (glm53::ProgramShape &p : programs) {
+    p.lastRowLogits = p.kind == glm53::ProgramShape::Kind::Prefill && options.prefillLastRowLogits;
+  }
+  return programs;
+}
+
+Expected<bool> parsePrefillLogits(const std::string &text) {
+  if (text == "last" || text == "all") {
+    return text == "last";
+  }
+  return invalidArgument("--prefill-logits is last or all, got '", text, "'");
+}
+
 void addFusionPasses(mlir::OpPassManager &pm) {
   pm.addPass(createGlmFuseExl3MoePass());
   pm.addPass(createGlmFuseSparseMlaPass());
@@ -58,22 +86,8 @@ Expected<std::vector<uint8_t>> compileGlm53Plan(mlir::MLIRContext &context,
                                                 const glm53::Glm53Config &config,
                                                 const glm53::WeightFormatFn &formats,
                                                 const CompileOptions &options) {
-  // Given decode shapes replace the default decode programs, given prefill sizes the default
-  // prefill program; a kind not asked for keeps its defaults.
-  std::vector<glm53::ProgramShape> programs = options.programs;
-  for (glm53::ProgramShape::Kind kind :
-       {glm53::ProgramShape::Kind::Decode, glm53::ProgramShape::Kind::Prefill}) {
-    auto sameKind = [kind](const glm53::ProgramShape &p) { return p.kind == kind; };
-    if (std::none_of(programs.begin(), programs.end(), sameKind)) {
-      for (const glm53::ProgramShape &p : defaultPrograms(options)) {
-        if (sameKind(p)) {
-          programs.push_back(p);
-        }
-      }
-    }
-  }
   GLM_ASSIGN_OR_RETURN(mlir::OwningOpRef<mlir::ModuleOp> module,
-                       glm53::buildGlm53Module(context, config, programs, formats));
+                       glm53::buildGlm53Module(context, config, planPrograms(options), formats));
   mlir::PassManager pm(&context);
   buildCompilePipeline(pm, options);
   if (mlir::failed(pm.run(*module))) {

@@ -22,12 +22,22 @@ struct CompileOptions {
   int64_t maxContext = 131072;
   std::string kv = "bf16";
   int64_t exl3Bits = 4;
+  /// Prefill programs compute the head on each sequence's last row only (what serving reads);
+  /// false gives every row's logits (--prefill-logits all: --dump-logits, the golden tests).
+  bool prefillLastRowLogits = true;
   std::vector<glm53::ProgramShape> programs;
 };
+
+/// Parses --prefill-logits: "last" (the default) or "all".
+Expected<bool> parsePrefillLogits(const std::string &text);
 
 /// The default program set for a plan: decode at batch 1 and at max-seqs (one row each), and one
 /// prefill chunk of min(512, max-context) tokens. `programs` replaces the defaults of its kinds.
 std::vector<glm53::ProgramShape> defaultPrograms(const CompileOptions &options);
+
+/// The programs a plan compiles: `options.programs`, the defaults of the kinds it does not give,
+/// and each prefill program's logits rows as `options` says.
+std::vector<glm53::ProgramShape> planPrograms(const CompileOptions &options);
 
 /// The fusion passes, in pipeline order (after partitioning): `glmc dump-ir --stage fused`.
 void addFusionPasses(mlir::OpPassManager &pm);

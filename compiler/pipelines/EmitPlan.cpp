@@ -373,8 +373,8 @@ private:
     return plan::CreateProgramDirect(
         b_, program.getSymName().str().c_str(),
         program.getKind() == "prefill" ? plan::ProgramKind::Prefill : plan::ProgramKind::Decode,
-        static_cast<uint32_t>(program.getBatch()), static_cast<uint32_t>(program.getRows()), &io,
-        &steps, &segments);
+        static_cast<uint32_t>(program.getBatch()), static_cast<uint32_t>(program.getRows()),
+        program.getLastRowLogits(), &io, &steps, &segments);
   }
 
   ModuleOp module_;

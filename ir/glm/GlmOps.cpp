@@ -419,3 +419,12 @@ LogicalResult AllGatherOp::verify() {
   }
   return success();
 }
+
+LogicalResult LastRowsOp::verify() {
+  ArrayRef<int64_t> in = shapeOf(getInput()), out = shapeOf(getResult());
+  if (in.size() != 2 || out.size() != 2 || in[1] != out[1] || out[0] < 1 || in[0] % out[0] != 0) {
+    return emitOpError() << "takes [B R, D] to [B, D], not " << shapeText(in) << " to "
+                         << shapeText(out);
+  }
+  return success();
+}

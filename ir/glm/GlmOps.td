@@ -349,8 +349,22 @@ def Glm_ConcatOp : Glm_Op<"concat", [Pure]> {
 }
 
 //===----------------------------------------------------------------------===//
-// Sampling and collectives
+// The head, sampling and collectives
 //===----------------------------------------------------------------------===//
+
+def Glm_LastRowsOp : Glm_Op<"last_rows", [Pure]> {
+  let summary = "each sequence's last row of the step";
+  let description = [{
+    x: [B R, D] -> [B, D]: row b is the last row of sequence b's rows
+    [b R, (b + 1) R) that holds a token (padding rows, which the step context
+    marks, hold none). A prefill chunk that serves reads only its last row's
+    logits, so the head runs on that row alone.
+  }];
+  let arguments = (ins Glm_Rows:$input);
+  let results = (outs Glm_Rows:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+  let hasVerifier = 1;
+}
 
 def Glm_SampleOp : Glm_Op<"sample", [Pure]> {
   let summary = "picks the next token of each row";

@@ -159,7 +159,12 @@ def Plan_KernelOp : Plan_Op<"kernel", [Symbol]> {
 
 def Plan_ProgramOp : Plan_Op<"program", [Symbol, SingleBlock, NoTerminator]> {
   let summary = "one static-shape program: a prefill chunk or a decode step";
+  let description = [{
+    `last_row_logits`: the logits io slot holds each sequence's last row only,
+    [batch, vocab] (else every row's, [batch · rows, vocab]).
+  }];
   let arguments = (ins SymbolNameAttr:$sym_name, StrAttr:$kind, I64Attr:$batch, I64Attr:$rows,
+                       UnitAttr:$last_row_logits,
                        OptionalAttr<TypedArrayAttrBase<Plan_SegmentAttr, "segments">>:$segments);
   let regions = (region SizedRegion<1>:$body);
   let assemblyFormat = "$sym_name attr-dict-with-keyword $body";

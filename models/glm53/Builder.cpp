@@ -170,9 +170,11 @@ private:
   void buildProgram(const ProgramShape &program) {
     n_ = program.tokens();
     const int64_t h = c_.hiddenSize, s = c_.hcMult;
+    const int64_t headRows = program.lastRowLogits ? program.batch : n_;
     auto idsType = RankedTensorType::get({n_}, b_.getI32Type());
-    auto logitsType = rows(c_.vocabSize);
-    auto fnType = b_.getFunctionType({idsType}, {logitsType, idsType});
+    auto nextType = RankedTensorType::get({headRows}, b_.getI32Type());
+    auto logitsType = RankedTensorType::get({headRows, c_.vocabSize}, f32());
+    auto fnType = b_.getFunctionType({idsType}, {logitsType, nextType});
     b_.setInsertionPointToEnd(module_->getBody());
     auto fn = func::FuncOp::create(b_, at(program.name()), program.name(), fnType);
     fn->setAttr(
@@ -183,6 +185,8 @@ private:
                                                          : "decode")),
             b_.getNamedAttr("batch", i64(program.batch)),
             b_.getNamedAttr("rows", i64(program.rows)),
+            b_.getNamedAttr("logits",
+                            b_.getStringAttr(program.lastRowLogits ? "last_row" : "every_row")),
         }));
     // Declarations go before the first program, in order of first use.
     if (firstProgram_ == nullptr) {
@@ -201,8 +205,14 @@ private:
       x = decoderLayer(layer, x, selection);
     }
 
-    // Head: unweighted mean of the streams, final norm, lm_head, sampling.
+    // Head: unweighted mean of the streams, final norm, lm_head, sampling; on each sequence's last
+    // row alone where only that row's logits are read.
     Value mean = ir::StreamMeanOp::create(b_, at("head.stream_mean"), rows(h), x);
+    if (program.lastRowLogits) {
+      mean = ir::LastRowsOp::create(b_, at("head.last_row"),
+                                    RankedTensorType::get({headRows, h}, f32()), mean);
+      n_ = headRows; // the head's ops are row-wise: they run on these rows
+    }
     Value normed =
         rmsNorm("head.norm", mean,
                 weight("head.norm", "model.language_model.norm.weight", ShardKind::Replicated));
@@ -212,7 +222,7 @@ private:
                      c_.vocabSize)
             : linear("head.logits", normed,
                      weight("head.lm_head", "lm_head.weight", ShardKind::Column, 0), c_.vocabSize);
-    Value next = ir::SampleOp::create(b_, at("head.sample"), idsType, logits, nullptr);
+    Value next = ir::SampleOp::create(b_, at("head.sample"), nextType, logits, nullptr);
     func::ReturnOp::create(b_, at("return"), ValueRange{logits, next});
   }
 

@@ -23,6 +23,10 @@ struct ProgramShape {
   Kind kind = Kind::Decode;
   int64_t batch = 1; // B: sequences (1 for prefill)
   int64_t rows = 1;  // R for decode, C for prefill
+  /// The head (final norm, lm_head, sampling) runs on each sequence's last row alone, and the
+  /// program returns [B, vocab] logits: what serving reads of a prefill chunk. Otherwise every
+  /// row's logits, [B R, vocab] (decode verify windows, --dump-logits, the golden tests).
+  bool lastRowLogits = false;
 
   int64_t tokens() const { return batch * rows; }
   /// "prefill_c512", "decode_b4_r1": the program's function name.

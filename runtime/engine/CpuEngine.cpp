@@ -139,9 +139,16 @@ Expected<std::vector<float>> CpuEngine::run(const plan::Program &program,
   }
   std::vector<TensorSpec> dumps;
   std::vector<std::shared_ptr<std::vector<uint8_t>>> dumpBytes;
+  // After a last_rows step the head runs one row per sequence: row b is group b's.
+  std::vector<RowGroup> lastRows;
+  for (size_t b = 0; b < groups.size(); ++b) {
+    lastRows.push_back({groups[b].slot, static_cast<int64_t>(b), 1});
+  }
   for (const plan::Step *step : *program.steps()) {
-    GLM_RETURN_IF_ERROR(
-        runStep(program, *step, rows, groups).withContext(strCat("step ", step->name()->str())));
+    const bool perSequence = onePerSequence(program, *step);
+    const int64_t stepRows = perSequence ? static_cast<int64_t>(groups.size()) : rows;
+    GLM_RETURN_IF_ERROR(runStep(program, *step, stepRows, perSequence ? lastRows : groups)
+                            .withContext(strCat("step ", step->name()->str())));
     if (!options_.dumpPattern.empty() && matchesDump(step->name()->str())) {
       // The rows this run used, under the output's IR name.
       for (const plan::TensorRef *t : *step->results()) {
@@ -150,9 +157,12 @@ Expected<std::vector<float>> CpuEngine::run(const plan::Program &program,
         for (size_t d = 1; d < shape.size(); ++d) {
           rowBytes *= static_cast<uint64_t>(shape[d]);
         }
-        shape[0] = rows;
+        // One row per sequence after a last_rows step, else the run's rows.
+        shape[0] = program.rows() > 1 && shape[0] == static_cast<int64_t>(program.batch())
+                       ? static_cast<int64_t>(groups.size())
+                       : rows;
         const uint8_t *src = address(*t->slice());
-        auto bytes = std::make_shared<std::vector<uint8_t>>(src, src + rows * rowBytes);
+        auto bytes = std::make_shared<std::vector<uint8_t>>(src, src + shape[0] * rowBytes);
         dumpBytes.push_back(bytes);
         dumps.push_back({t->name()->str(),
                          t->element() == plan::ElementType::I32 ? DType::I32 : DType::F32, shape,
@@ -175,7 +185,19 @@ Expected<std::vector<float>> CpuEngine::run(const plan::Program &program,
     if (io->kind() == plan::IoKind::Logits) {
       const float *logits = floats(*io->tensor());
       std::vector<float> out;
-      for (const RowGroup &g : groups) {
+      for (size_t b = 0; b < groups.size(); ++b) {
+        const RowGroup &g = groups[b];
+        if (program.last_row_logits()) {
+          // Row b is group b's last row, the only one the program computed.
+          if (back == LogitsBack::All && g.count > 1) {
+            return internalError("program ", program.name()->str(),
+                                 " computes each sequence's last row's logits only");
+          }
+          if (back != LogitsBack::None) {
+            out.insert(out.end(), logits + b * vocab_, logits + (b + 1) * vocab_);
+          }
+          continue;
+        }
         const int64_t from = back == LogitsBack::All ? g.first : g.first + g.count - 1;
         const int64_t to = back == LogitsBack::None ? from : g.first + g.count;
         out.insert(out.end(), logits + from * vocab_, logits + to * vocab_);
@@ -234,6 +256,18 @@ private:
 };
 
 } // namespace
+
+bool CpuEngine::onePerSequence(const plan::Program &program, const plan::Step &step) {
+  // A step's rows are those of its first operand (its result without operands): the program's
+  // B x R, or B for the head after a last_rows step.
+  const auto *tensors =
+      step.operands() != nullptr && step.operands()->size() > 0 ? step.operands() : step.results();
+  if (program.rows() == 1 || tensors == nullptr || tensors->size() == 0) {
+    return false;
+  }
+  const auto *shape = tensors->Get(0)->shape();
+  return shape->size() > 0 && shape->Get(0) == static_cast<int64_t>(program.batch());
+}
 
 Status CpuEngine::runStep(const plan::Program &program, const plan::Step &step, int64_t n,
                           const std::vector<RowGroup> &groups) {

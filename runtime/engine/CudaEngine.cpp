@@ -406,10 +406,17 @@ Expected<std::vector<float>> CudaEngine::runOnDevice(Program &program,
   }
   std::vector<float> logits(static_cast<size_t>(used * vocab_));
   size_t offset = 0;
+  const bool lastRowOnly = program.plan->last_row_logits();
   for (size_t b = 0; b < groups.size() && back != LogitsBack::None; ++b) {
     const int64_t rowsBack = back == LogitsBack::All ? groups[b].count : 1;
-    const uint64_t firstRow =
-        b * static_cast<uint64_t>(perSequence) + static_cast<uint64_t>(groups[b].count - rowsBack);
+    if (lastRowOnly && rowsBack > 1) {
+      return internalError("program ", program.plan->name()->str(),
+                           " computes each sequence's last row's logits only");
+    }
+    // A last-row program's row b is sequence b's last row; otherwise the rows are B x R.
+    const uint64_t firstRow = lastRowOnly ? b
+                                          : b * static_cast<uint64_t>(perSequence) +
+                                                static_cast<uint64_t>(groups[b].count - rowsBack);
     const size_t count = static_cast<size_t>(rowsBack * vocab_);
     GLM_CU(&d, cuMemcpyDtoHAsync(logits.data() + offset,
                                  program.logits.address + firstRow * vocab_ * sizeof(float),

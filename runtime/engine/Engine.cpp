@@ -124,6 +124,11 @@ Expected<std::vector<float>> Engine::prefill(int slot, std::span<const int32_t> 
   if (prefill_ == nullptr) {
     return invalidArgument(source_, ": the plan has no prefill program");
   }
+  if (rows == LogitRows::All && prefill_->last_row_logits()) {
+    return invalidArgument(source_,
+                           ": its prefill programs compute each chunk's last row's logits only "
+                           "(compile with --prefill-logits all for every row's)");
+  }
   std::vector<float> logits;
   for (size_t start = 0; start < tokens.size(); start += prefill_->rows()) {
     const size_t n = std::min<size_t>(prefill_->rows(), tokens.size() - start);

@@ -238,6 +238,15 @@ private:
       if (program->io() != nullptr) {
         for (const plan::IoSlot *io : *program->io()) {
           GLM_RETURN_IF_ERROR(checkTensor(pname + " io", io->tensor()));
+          // The engines read the logits rows the program says it computes.
+          const uint64_t logitsRows = program->last_row_logits()
+                                          ? program->batch()
+                                          : uint64_t{program->batch()} * program->rows();
+          if (io->kind() == plan::IoKind::Logits &&
+              (io->tensor()->shape()->size() != 2 ||
+               static_cast<uint64_t>(io->tensor()->shape()->Get(0)) != logitsRows)) {
+            return fail(pname, "logits io slot is not [", logitsRows, ", vocab]");
+          }
         }
       }
       const size_t stepCount = program->steps() ? program->steps()->size() : 0;

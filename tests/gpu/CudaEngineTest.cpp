@@ -50,7 +50,9 @@ protected:
       }
       return std::move(engine).value().release();
     };
-    const std::string programs = " --decode 1x1,2x1 --prefill 1152";
+    // Every prefill row's logits, compared against the CPU backend's row by row; the serving
+    // plans below compute only each chunk's last.
+    const std::string programs = " --decode 1x1,2x1 --prefill 1152 --prefill-logits all";
     cpu_ = open("cpu_f32", "--target cpu --precision f32" + programs,
                 [&](auto plan) { return CpuEngine::create(std::move(plan), *checkpoint_); });
     f32_ = open("gpu_f32", "--target " + arch + " --precision f32" + programs,
@@ -60,7 +62,15 @@ protected:
     });
     // A small prefill program: prompts run in chunks of 64 rows with a padded last chunk.
     chunked_ = open(
-        "gpu_f32_prefill64", "--target " + arch + " --precision f32 --decode 1x1,2x1 --prefill 64",
+        "gpu_f32_prefill64",
+        "--target " + arch + " --precision f32 --decode 1x1,2x1 --prefill 64 --prefill-logits all",
+        [&](auto plan) { return cuda::CudaEngine::create(std::move(plan), *checkpoint_); });
+    // What `glmc serve` runs: the head on each prefill chunk's last row alone.
+    servingF32_ = open(
+        "gpu_f32_serving", "--target " + arch + " --precision f32 --decode 1x1,2x1 --prefill 64",
+        [&](auto plan) { return cuda::CudaEngine::create(std::move(plan), *checkpoint_); });
+    servingBf16_ = open(
+        "gpu_bf16_serving", "--target " + arch + " --precision bf16 --decode 1x1,2x1 --prefill 64",
         [&](auto plan) { return cuda::CudaEngine::create(std::move(plan), *checkpoint_); });
     bf16_ = open("gpu_bf16", "--target " + arch + " --precision bf16" + programs, [&](auto plan) {
       return cuda::CudaEngine::create(std::move(plan), *checkpoint_);
@@ -69,7 +79,7 @@ protected:
         std::move(SafeTensorsFile::open(tinyFixture() / "golden.safetensors")).value().release();
   }
   static void TearDownTestSuite() {
-    for (Engine *e : {cpu_, f32_, eager_, chunked_, bf16_}) {
+    for (Engine *e : {cpu_, f32_, eager_, chunked_, bf16_, servingF32_, servingBf16_}) {
       delete e;
     }
     delete golden_;
@@ -121,7 +131,7 @@ protected:
   static inline std::string setUpError_;
   static inline Checkpoint *checkpoint_ = nullptr;
   static inline Engine *cpu_ = nullptr, *f32_ = nullptr, *eager_ = nullptr, *chunked_ = nullptr,
-                       *bf16_ = nullptr;
+                       *bf16_ = nullptr, *servingF32_ = nullptr, *servingBf16_ = nullptr;
   static inline SafeTensorsFile *golden_ = nullptr;
   std::vector<float> lastRow_;
 };
@@ -249,6 +259,45 @@ TEST_F(CudaEngineTiny, Bf16PlanAgreesWithTheF32PlanAsOftenAsHfsOwnBf16) {
   EXPECT_GE(rate, kHfBf16Agreement - 0.02) << agree << " of " << total << " prefill positions";
 }
 
+TEST_F(CudaEngineTiny, ServingPlansComputeTheLastRowAloneWithTheSameLogits) {
+  // 150 tokens through 64-row chunks (the last padded): the serving plan's one row of logits is
+  // the every-row plan's last, up to the head's kernel for one row summing in another order; the
+  // state it leaves is the same bits, so the next decode step is too. In bf16 the one row still
+  // picks the f32 plan's token, as close as bf16 rows are to f32 ones above.
+  const std::vector<int32_t> ids = ints("chunked.input_ids");
+  const int64_t vocab = chunked_->vocabSize();
+  auto prefillThenDecode =
+      [&](Engine &e,
+          runtime::LogitRows rows) -> Expected<std::pair<std::vector<float>, std::vector<float>>> {
+    GLM_ASSIGN_OR_RETURN(int slot, e.newSequence());
+    GLM_ASSIGN_OR_RETURN(std::vector<float> prefill, e.prefill(slot, ids, rows));
+    const int32_t next = argmax(prefill.data() + prefill.size() - vocab, vocab);
+    const int slots[] = {slot};
+    GLM_ASSIGN_OR_RETURN(std::vector<float> decode, e.decode(slots, std::span(&next, 1)));
+    e.endSequence(slot);
+    return std::pair{std::move(prefill), std::move(decode)};
+  };
+  auto every = prefillThenDecode(*chunked_, runtime::LogitRows::All);
+  auto last = prefillThenDecode(*servingF32_, runtime::LogitRows::Last);
+  auto lastBf16 = prefillThenDecode(*servingBf16_, runtime::LogitRows::Last);
+  ASSERT_TRUE(every.ok()) << every.status().toString();
+  ASSERT_TRUE(last.ok()) << last.status().toString();
+  ASSERT_TRUE(lastBf16.ok()) << lastBf16.status().toString();
+  ASSERT_EQ(last->first.size(), static_cast<size_t>(vocab));
+  const float *everyLast = every->first.data() + every->first.size() - vocab;
+  EXPECT_LE(rowError(last->first.data(), everyLast, vocab), 1e-5);
+  EXPECT_EQ(argmax(last->first.data(), vocab), argmax(everyLast, vocab));
+  EXPECT_EQ(std::memcmp(last->second.data(), every->second.data(), vocab * sizeof(float)), 0);
+  EXPECT_EQ(argmax(lastBf16->first.data(), vocab), argmax(everyLast, vocab));
+  EXPECT_LE(rowError(lastBf16->first.data(), everyLast, vocab), 1.25 * kHfBf16WorstMedianError);
+  // A serving plan never computed the other rows: asking for them is refused, not answered.
+  Expected<int> slot = servingF32_->newSequence();
+  ASSERT_TRUE(slot.ok());
+  EXPECT_EQ(servingF32_->prefill(*slot, ids, runtime::LogitRows::All).status().code(),
+            StatusCode::InvalidArgument);
+  servingF32_->endSequence(*slot);
+}
+
 /// The tiny fixture with every linear layer quantized to EXL3 (K = 4, MCG: experts and attention
 /// alike) and its dequantized twin: an EXL3 plan reconstructs the weights it reads bit for bit as
 /// `glmc dequantize` does, so both give the same logits. The checkpoints are made by
@@ -288,10 +337,11 @@ protected:
     const std::string arch = gpu()->info().arch;
     auto open = [&](const std::string &name, const std::string &precision,
                     const std::filesystem::path &model, Checkpoint *checkpoint) -> Engine * {
-      Expected<std::unique_ptr<PlanFile>> plan = compileTiny(
-          name,
-          "--target " + arch + " --precision " + precision + " --decode 1x1,2x1 --prefill 1152",
-          model);
+      Expected<std::unique_ptr<PlanFile>> plan =
+          compileTiny(name,
+                      "--target " + arch + " --precision " + precision +
+                          " --decode 1x1,2x1 --prefill 1152 --prefill-logits all",
+                      model);
       if (!plan.ok()) {
         setUpError_ += plan.status().toString() + "\n";
         return nullptr;

@@ -44,7 +44,8 @@ protected:
     }
     const std::string arch = gpu()->info().arch;
     checkpoint_ = std::move(Checkpoint::open(tinyFixture())).value().release();
-    const std::string options = " --precision f32 --decode 1x1,2x1 --prefill 1152 --target " + arch;
+    const std::string options =
+        " --precision f32 --decode 1x1,2x1 --prefill 1152 --prefill-logits all --target " + arch;
     Expected<std::unique_ptr<runtime::PlanFile>> one = compileTiny("gpu_f32", "--tp 1" + options);
     Expected<std::unique_ptr<runtime::PlanFile>> two =
         compileTiny("gpu_f32_tp2", "--tp 2" + options);

@@ -44,7 +44,7 @@ public:
                                        s.axis, 2)
               : 0));
     }
-    b_.Finish(plan::CreateProgramDirect(b_, "decode_b1_r1", plan::ProgramKind::Decode, 1, 1,
+    b_.Finish(plan::CreateProgramDirect(b_, "decode_b1_r1", plan::ProgramKind::Decode, 1, 1, false,
                                         nullptr, &offsets));
   }
   const plan::Program &program() const {

@@ -43,10 +43,10 @@ protected:
     const std::filesystem::path planPath =
         std::filesystem::temp_directory_path() /
         ("cpu_engine_test_" + std::to_string(::getpid()) + ".glmp");
-    const std::string command = std::string(GLM_GLMC_PATH) + " compile " + kTiny.string() + " -o " +
-                                planPath.string() +
-                                " --target cpu --precision f32 --tp 1 --max-seqs 2"
-                                " --max-context 2048 --decode 1x1,2x1 --prefill 1152 2>/dev/null";
+    const std::string command =
+        std::string(GLM_GLMC_PATH) + " compile " + kTiny.string() + " -o " + planPath.string() +
+        " --target cpu --precision f32 --prefill-logits all --tp 1 --max-seqs 2"
+        " --max-context 2048 --decode 1x1,2x1 --prefill 1152 2>/dev/null";
     ASSERT_EQ(std::system(command.c_str()), 0) << command;
     Expected<std::unique_ptr<PlanFile>> plan = PlanFile::open(planPath);
     std::filesystem::remove(planPath);
@@ -131,6 +131,59 @@ Checkpoint *CpuEngineGolden::checkpoint_ = nullptr;
 CpuEngine *CpuEngineGolden::engine_ = nullptr;
 SafeTensorsFile *CpuEngineGolden::golden_ = nullptr;
 
+// A serving plan's prefill runs the head on each chunk's last row alone: its logits are the
+// every-row plan's last row, bit for bit (the reference's rows are independent), in chunks too,
+// and it refuses to return rows it never computed.
+TEST_F(CpuEngineGolden, TheServingPlanComputesTheLastRowAloneWithTheSameLogits) {
+  const std::filesystem::path path =
+      std::filesystem::temp_directory_path() /
+      ("cpu_engine_last_row_" + std::to_string(::getpid()) + ".glmp");
+  const std::string command = std::string(GLM_GLMC_PATH) + " compile " + kTiny.string() + " -o " +
+                              path.string() +
+                              " --target cpu --precision f32 --tp 1 --max-seqs 2"
+                              " --max-context 2048 --decode 1x1,2x1 --prefill 64 2>/dev/null";
+  ASSERT_EQ(std::system(command.c_str()), 0) << command;
+  Expected<std::unique_ptr<PlanFile>> plan = PlanFile::open(path);
+  std::filesystem::remove(path);
+  ASSERT_TRUE(plan.ok()) << plan.status().toString();
+  const plan::Program *prefill = nullptr;
+  for (const plan::Program *p : *(*plan)->root().programs()) {
+    if (p->kind() == plan::ProgramKind::Prefill) {
+      prefill = p;
+    }
+  }
+  ASSERT_NE(prefill, nullptr);
+  EXPECT_TRUE(prefill->last_row_logits());
+  Expected<std::unique_ptr<CpuEngine>> serving = CpuEngine::create(
+      std::move(plan).value(), *checkpoint_, {.tieRule = kernels::TopkTieRule::TorchCpu});
+  ASSERT_TRUE(serving.ok()) << serving.status().toString();
+
+  const std::vector<int32_t> ids = ints("long.input_ids"); // several 64-row chunks
+  const int64_t vocab = engine_->vocabSize();
+  const int a = *(*serving)->newSequence(), b = *engine_->newSequence();
+  Expected<std::vector<float>> last = (*serving)->prefill(a, ids, LogitRows::Last);
+  Expected<std::vector<float>> every = engine_->prefill(b, ids);
+  ASSERT_TRUE(last.ok()) << last.status().toString();
+  ASSERT_TRUE(every.ok()) << every.status().toString();
+  ASSERT_EQ(last->size(), static_cast<size_t>(vocab));
+  EXPECT_EQ(std::memcmp(last->data(), every->data() + (ids.size() - 1) * vocab, vocab * 4), 0);
+  // The next decode step sees the same state.
+  const int32_t next = argmax(last->data(), vocab);
+  const int sa[] = {a}, sb[] = {b};
+  Expected<std::vector<float>> da = (*serving)->decode(sa, std::span(&next, 1));
+  Expected<std::vector<float>> db = engine_->decode(sb, std::span(&next, 1));
+  ASSERT_TRUE(da.ok() && db.ok());
+  EXPECT_EQ(*da, *db);
+  engine_->endSequence(b);
+
+  const int c = *(*serving)->newSequence();
+  Expected<std::vector<float>> all = (*serving)->prefill(c, ids);
+  ASSERT_FALSE(all.ok());
+  EXPECT_EQ(all.status().code(), StatusCode::InvalidArgument);
+  EXPECT_NE(all.status().message().find("compile with --prefill-logits all"), std::string::npos)
+      << all.status().message();
+}
+
 TEST_F(CpuEngineGolden, Short) { checkCase("short"); }
 TEST_F(CpuEngineGolden, Long) { checkCase("long"); }
 TEST_F(CpuEngineGolden, ChunkedPrefill) { checkCase("chunked", {64, 100, 150}); }
@@ -169,10 +222,12 @@ TEST_F(CpuEngineGolden, GenerateCommandDumpsTheGoldenTokensAndLogits) {
     }
   }
   const std::string plan = (dir / "tiny.glmp").string();
-  ASSERT_EQ(std::system((std::string(GLM_GLMC_PATH) + " compile " + kTiny.string() + " -o " + plan +
-                         " --target cpu --precision f32 --tp 1 --prefill 256 2>/dev/null")
-                            .c_str()),
-            0);
+  ASSERT_EQ(
+      std::system(
+          (std::string(GLM_GLMC_PATH) + " compile " + kTiny.string() + " -o " + plan +
+           " --target cpu --precision f32 --prefill-logits all --tp 1 --prefill 256 2>/dev/null")
+              .c_str()),
+      0);
   const std::string command = std::string(GLM_GLMC_PATH) + " generate " + plan + " --model " +
                               kTiny.string() + " --prompt-ids " + (dir / "prompt.txt").string() +
                               " --prefill-chunks 64,100 --max-tokens 4 --greedy --tie-rule "
@@ -206,7 +261,7 @@ TEST_F(CpuEngineGolden, TensorDumpsMatchTheIndexerSelectionsAndLayerInputs) {
   std::filesystem::create_directories(dir);
   const std::string plan = (dir / "tiny.glmp").string();
   ASSERT_EQ(std::system((std::string(GLM_GLMC_PATH) + " compile " + kTiny.string() + " -o " + plan +
-                         " --target cpu --precision f32 --tp 1 2>/dev/null")
+                         " --target cpu --precision f32 --prefill-logits all --tp 1 2>/dev/null")
                             .c_str()),
             0);
   Expected<std::unique_ptr<CpuEngine>> engine =
@@ -270,7 +325,7 @@ void checkSelections(const Checkpoint &checkpoint, const SafeTensorsFile &golden
   std::filesystem::create_directories(dir);
   const std::string plan = (dir / "tiny.glmp").string();
   ASSERT_EQ(std::system((std::string(GLM_GLMC_PATH) + " compile " + kTiny.string() + " -o " + plan +
-                         " --target cpu --precision f32 --tp 1 2>/dev/null")
+                         " --target cpu --precision f32 --prefill-logits all --tp 1 2>/dev/null")
                             .c_str()),
             0);
   Expected<std::unique_ptr<CpuEngine>> engine =
@@ -321,12 +376,13 @@ TEST(CpuEngine, AFullStatePoolRefusesInsteadOfOverwriting) {
   // 64 tokens of context in pages of 64, one sequence: two pages in the pool.
   const auto plan = std::filesystem::temp_directory_path() /
                     ("cpu_engine_small_" + std::to_string(::getpid()) + ".glmp");
-  ASSERT_EQ(std::system((std::string(GLM_GLMC_PATH) + " compile " + kTiny.string() + " -o " +
-                         plan.string() +
-                         " --target cpu --precision f32 --tp 1 --max-seqs 1 --max-context 64"
-                         " 2>/dev/null")
-                            .c_str()),
-            0);
+  ASSERT_EQ(
+      std::system(
+          (std::string(GLM_GLMC_PATH) + " compile " + kTiny.string() + " -o " + plan.string() +
+           " --target cpu --precision f32 --prefill-logits all --tp 1 --max-seqs 1 --max-context 64"
+           " 2>/dev/null")
+              .c_str()),
+      0);
   Expected<std::unique_ptr<PlanFile>> file = PlanFile::open(plan);
   std::filesystem::remove(plan);
   ASSERT_TRUE(file.ok());

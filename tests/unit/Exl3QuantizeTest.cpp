@@ -202,9 +202,10 @@ struct TempDir {
 std::unique_ptr<runtime::PlanFile> compile(const std::filesystem::path &model, int tp,
                                            const std::filesystem::path &dir) {
   const std::filesystem::path plan = dir / ("plan_tp" + std::to_string(tp) + ".glmp");
-  const std::string command = glmc("compile " + model.string() + " -o " + plan.string() +
-                                   " --target cpu --precision f32 --tp " + std::to_string(tp) +
-                                   " --max-seqs 1 --max-context 256 --decode 1x1 --prefill 32");
+  const std::string command =
+      glmc("compile " + model.string() + " -o " + plan.string() +
+           " --target cpu --precision f32 --prefill-logits all --tp " + std::to_string(tp) +
+           " --max-seqs 1 --max-context 256 --decode 1x1 --prefill 32");
   EXPECT_EQ(std::system(command.c_str()), 0) << command;
   Expected<std::unique_ptr<runtime::PlanFile>> file = runtime::PlanFile::open(plan);
   EXPECT_TRUE(file.ok()) << file.status().toString();
@@ -365,7 +366,7 @@ TEST(Exl3Glmc, RefusesCheckpointsInTheWrongState) {
   std::ofstream(dense / "config.json") << config;
   EXPECT_NE(std::system(glmc("info " + dense.string()).c_str()), 0);
   EXPECT_NE(std::system(glmc("compile " + dense.string() + " -o " + (dir.path / "p.glmp").string() +
-                             " --target cpu --precision f32")
+                             " --target cpu --precision f32 --prefill-logits all")
                             .c_str()),
             0);
   // And quantize refuses an already quantized checkpoint.

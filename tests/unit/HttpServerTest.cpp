@@ -471,7 +471,7 @@ TEST(HttpServerEndToEnd, GreedyRepliesMatchTheEngineAndStreamsRunConcurrently) {
 
   const std::vector<int32_t> prompt = encode(server.tokenizer(), "tensor parallel");
   const int slot = *reference->newSequence();
-  std::vector<float> logits = *reference->prefill(slot, prompt);
+  std::vector<float> logits = *reference->prefill(slot, prompt, runtime::LogitRows::Last);
   const int64_t vocab = reference->vocabSize();
   std::vector<int32_t> greedy;
   std::vector<float> row(logits.end() - vocab, logits.end());

@@ -36,7 +36,8 @@ public:
       : path_(std::filesystem::temp_directory_path() /
               ("lockstep_" + std::to_string(::getpid()) + "_" + std::to_string(tp) + ".glmp")) {
     const std::string command = std::string(GLM_GLMC_PATH) + " compile " + kTiny.string() + " -o " +
-                                path_.string() + " --target cpu --precision f32 --tp " +
+                                path_.string() +
+                                " --target cpu --precision f32 --prefill-logits all --tp " +
                                 std::to_string(tp) + " 2>/dev/null";
     EXPECT_EQ(std::system(command.c_str()), 0) << command;
   }

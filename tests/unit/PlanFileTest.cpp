@@ -86,10 +86,10 @@ std::vector<uint8_t> buildPlan(const PlanEdits &e = {}) {
     segments.push_back(plan::CreateSegmentDirect(b, s.first, s.count, s.end, "test"));
   }
   std::vector<fb::Offset<plan::Program>> programs = {plan::CreateProgramDirect(
-      b, "decode_b1_r1", plan::ProgramKind::Decode, 1, 1, nullptr, &steps, &segments)};
+      b, "decode_b1_r1", plan::ProgramKind::Decode, 1, 1, false, nullptr, &steps, &segments)};
   if (e.duplicateProgram) {
     programs.push_back(plan::CreateProgramDirect(b, "decode_b1_r1", plan::ProgramKind::Decode, 1, 1,
-                                                 nullptr, &steps, &segments));
+                                                 false, nullptr, &steps, &segments));
   }
   auto root = plan::CreatePlanDirect(b, e.version, "glmc test", "tiny", "0", target, e.tp,
                                      plan::Precision::BF16, &arenas, &weights, nullptr, 0, &kernels,

@@ -29,7 +29,8 @@ std::vector<uint8_t> compile(int tp) {
   const auto path = std::filesystem::temp_directory_path() /
                     ("tp_test_" + std::to_string(::getpid()) + "_" + std::to_string(tp) + ".glmp");
   const std::string command = std::string(GLM_GLMC_PATH) + " compile " + kTiny.string() + " -o " +
-                              path.string() + " --target cpu --precision f32 --tp " +
+                              path.string() +
+                              " --target cpu --precision f32 --prefill-logits all --tp " +
                               std::to_string(tp) + " 2>/dev/null";
   EXPECT_EQ(std::system(command.c_str()), 0) << command;
   Expected<std::unique_ptr<PlanFile>> plan = PlanFile::open(path);

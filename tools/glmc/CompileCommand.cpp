@@ -18,7 +18,7 @@ int runCompile(const std::vector<std::string> &args) {
   CommandLine cl("compile");
   cl.option("output").option("target").option("tp").option("precision").option("max-seqs");
   cl.option("max-context").option("kv").option("assume-weights").option("decode");
-  cl.option("prefill").positional(1, 1);
+  cl.option("prefill").option("prefill-logits").positional(1, 1);
   if (!cl.parseOrReport(args)) {
     return 2;
   }
@@ -35,6 +35,11 @@ int runCompile(const std::vector<std::string> &args) {
   if (options.precision != "f32" && options.precision != "bf16") {
     return cl.fail(invalidArgument("--precision is f32 or bf16, got '", options.precision, "'"));
   }
+  Expected<bool> lastRow = compiler::parsePrefillLogits(cl.get("prefill-logits").value_or("last"));
+  if (!lastRow.ok()) {
+    return cl.fail(lastRow.status());
+  }
+  options.prefillLastRowLogits = *lastRow;
   options.kv = cl.get("kv").value_or(options.kv);
   if (options.kv != "bf16" && options.kv != "fp8") {
     return cl.fail(invalidArgument("--kv is bf16 or fp8, got '", options.kv, "'"));

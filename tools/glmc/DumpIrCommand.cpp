@@ -21,7 +21,7 @@ namespace glm::tools {
 int runDumpIr(const std::vector<std::string> &args) {
   CommandLine cl("dump-ir");
   cl.option("stage").option("tp").option("target").option("decode").option("prefill");
-  cl.option("assume-weights").positional(1, 1);
+  cl.option("assume-weights").option("prefill-logits").positional(1, 1);
   if (!cl.parseOrReport(args)) {
     return 2;
   }
@@ -47,6 +47,13 @@ int runDumpIr(const std::vector<std::string> &args) {
   if (programs.empty()) {
     programs = {{glm53::ProgramShape::Kind::Decode, 1, 1},
                 {glm53::ProgramShape::Kind::Prefill, 1, 512}};
+  }
+  Expected<bool> lastRow = compiler::parsePrefillLogits(cl.get("prefill-logits").value_or("last"));
+  if (!lastRow.ok()) {
+    return cl.fail(lastRow.status());
+  }
+  for (glm53::ProgramShape &p : programs) {
+    p.lastRowLogits = p.kind == glm53::ProgramShape::Kind::Prefill && *lastRow;
   }
   Expected<WeightFormats> formats = weightFormats(modelDir, cl.get("assume-weights"));
   if (!formats.ok()) {

@@ -82,13 +82,16 @@ const Subcommand kSubcommands[] = {
     {"compile",
      "compile MODEL_DIR -o PLAN.glmp [--target cpu|sm_90a|sm_121a] [--tp N]\n"
      "        [--precision f32|bf16] [--max-seqs N] [--max-context N] [--kv bf16|fp8]\n"
-     "        [--assume-weights bf16|exl3-experts:K] [--decode BxR,...] [--prefill C,...]",
+     "        [--assume-weights bf16|exl3-experts:K] [--decode BxR,...] [--prefill C,...]\n"
+     "        [--prefill-logits last|all]       prefill logits of each chunk's last row (serving)\n"
+     "                                          or of every row (--dump-logits, golden tests)",
      glm::tools::runCompile},
     {"dump-ir",
      "dump-ir MODEL_DIR [--stage model|partitioned|fused|plan] [--tp N] [--target T] [--decode "
      "BxR,...] "
      "[--prefill C,...]\n"
-     "        [--assume-weights bf16|exl3-experts:K]   the model's glm IR",
+     "        [--assume-weights bf16|exl3-experts:K] [--prefill-logits last|all]   the model's "
+     "glm IR",
      glm::tools::runDumpIr},
 #endif
 };

@@ -1,4 +1,5 @@
-// The CUDA kernels that move rows around (expand_streams, stream_mean, add, concat, embedding)
+// The CUDA kernels that move rows around (expand_streams, stream_mean, add, concat, embedding,
+// last_rows)
 // against their CPU references, at GLM-5.3-Flash's width (hidden 4096, hc 4) and the tiny
 // model's (hidden 128), at decode and prefill row counts, and on the scalar (odd width, unaligned)
 // path.
@@ -10,6 +11,8 @@
 #include "kernels/embedding/embedding_gpu.h"
 #include "kernels/expand_streams/expand_streams.h"
 #include "kernels/expand_streams/expand_streams_gpu.h"
+#include "kernels/last_rows/last_rows.h"
+#include "kernels/last_rows/last_rows_gpu.h"
 #include "kernels/stream_mean/stream_mean.h"
 #include "kernels/stream_mean/stream_mean_gpu.h"
 #include "tests/gpu/support/GpuTest.h"
@@ -23,6 +26,7 @@ const char *kSource = R"(#include "kernels/add/add.cuh"
 #include "kernels/concat/concat.cuh"
 #include "kernels/embedding/embedding.cuh"
 #include "kernels/expand_streams/expand_streams.cuh"
+#include "kernels/last_rows/last_rows.cuh"
 #include "kernels/stream_mean/stream_mean.cuh")";
 
 enum Kernel : size_t {
@@ -38,6 +42,8 @@ enum Kernel : size_t {
   kEmbedF32Bf16,
   kEmbedBf16Bf16,
   kEmbedBf16F32,
+  kLastRowsF32,
+  kLastRowsBf16,
 };
 
 constexpr int64_t kHc = 4;
@@ -87,6 +93,8 @@ protected:
                                    "glm::kernels::embeddingKernel<glm::kernels::Bf16, "
                                    "glm::kernels::Bf16>",
                                    "glm::kernels::embeddingKernel<glm::kernels::Bf16, float>",
+                                   "glm::kernels::lastRowsKernel<float>",
+                                   "glm::kernels::lastRowsKernel<glm::kernels::Bf16>",
                                }));
   }
 
@@ -333,6 +341,54 @@ TEST_F(DataMovementGpu, EmbeddingZeroesOutOfRangeIds) {
                                 kernels::embeddingLaunch(tokens, hidden), args));
     GLM_ASSERT_OK_AND_ASSIGN(std::vector<float> out, download(dout, expected.size(), bf16Out));
     EXPECT_EQ(out, expected) << (bf16Out ? "bf16 out" : "f32 out");
+  }
+}
+
+// Each sequence's last row that holds a token, copied exactly: sequences of every length up to
+// the program's rows (a full chunk, a padded one, one row, none: a padding batch entry copies its
+// first row), at a prefill chunk's rows and at a verify window's.
+TEST_F(DataMovementGpu, LastRowsCopiesEachSequencesLastRealRow) {
+  SplitMix64 rng(307);
+  struct Case {
+    int64_t batch, rowsPerSequence, width;
+  };
+  for (const Case &c :
+       {Case{1, 2048, 4096}, Case{1, 512, 128}, Case{4, 8, 4096}, Case{3, 5, 100}}) {
+    for (bool bf16 : {false, true}) {
+      const int64_t rows = c.batch * c.rowsPerSequence;
+      const std::vector<float> x = randomValues(rng, rows * c.width, bf16);
+      // Sequence b holds b-dependent lengths: full, short, one token, none (the last entry of a
+      // batch of four).
+      std::vector<int32_t> positions(rows, -1);
+      std::vector<int64_t> last(c.batch);
+      for (int64_t b = 0; b < c.batch; ++b) {
+        const int64_t length = b == 0   ? c.rowsPerSequence
+                               : b == 3 ? 0
+                                        : std::max<int64_t>(1, c.rowsPerSequence / (b + 1));
+        for (int64_t r = 0; r < length; ++r) {
+          positions[b * c.rowsPerSequence + r] = static_cast<int32_t>(100 + r);
+        }
+        last[b] = b * c.rowsPerSequence + std::max<int64_t>(length - 1, 0);
+      }
+      std::vector<float> ref(c.batch * c.width);
+      GLM_ASSERT_OK(kernels::lastRowsRef({.x = x.data(),
+                                          .rows = last.data(),
+                                          .out = ref.data(),
+                                          .count = c.batch,
+                                          .width = c.width}));
+      GLM_ASSERT_OK_AND_ASSIGN(cuda::DeviceMemory dx, upload(x, bf16));
+      GLM_ASSERT_OK_AND_ASSIGN(cuda::DeviceMemory dpos, toDevice(positions));
+      GLM_ASSERT_OK_AND_ASSIGN(cuda::DeviceMemory dout, poisoned(ref.size() * 4));
+      const kernels::LastRowsGpuArgs args{
+          ptr(dx),           reinterpret_cast<const int32_t *>(dpos.ptr()),
+          ptr(dout),         c.batch,
+          c.rowsPerSequence, c.width};
+      GLM_ASSERT_OK(launchAndWait(module_->function(bf16 ? kLastRowsBf16 : kLastRowsF32),
+                                  kernels::lastRowsLaunch(c.batch, c.width), args));
+      GLM_ASSERT_OK_AND_ASSIGN(std::vector<float> out, download(dout, ref.size(), bf16));
+      EXPECT_EQ(out, ref) << c.batch << "x" << c.rowsPerSequence << "x" << c.width
+                          << (bf16 ? " bf16" : " f32");
+    }
   }
 }
 

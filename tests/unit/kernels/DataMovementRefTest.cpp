@@ -1,7 +1,9 @@
-// Tests of the data-movement references: expand_streams, add, concat, and the SwiGLU activation.
+// Tests of the data-movement references: expand_streams, add, concat, last_rows, and the SwiGLU
+// activation.
 #include "kernels/add/add.h"
 #include "kernels/concat/concat.h"
 #include "kernels/expand_streams/expand_streams.h"
+#include "kernels/last_rows/last_rows.h"
 #include "kernels/swiglu/swiglu.h"
 
 #include <gtest/gtest.h>
@@ -41,6 +43,16 @@ TEST(ConcatRef, JoinsRowsAlongFeatures) {
   EXPECT_EQ(out, (std::vector<float>{1, 2, 9, 8, 7, 3, 4, 6, 5, 4}));
   const int64_t negative[] = {2, -1};
   EXPECT_FALSE(concatRef({inputs, negative, out.data(), 2}).ok());
+}
+
+TEST(LastRowsRef, CopiesTheGivenRowOfEachSequence) {
+  const std::vector<float> x = {1, 2, 3, 4, 5, 6, 7, 8}; // 4 rows x 2
+  const int64_t rows[] = {2, 0};
+  std::vector<float> out(4, -1);
+  ASSERT_TRUE(lastRowsRef({x.data(), rows, out.data(), 2, 2}).ok());
+  EXPECT_EQ(out, (std::vector<float>{5, 6, 1, 2}));
+  const int64_t none[] = {1, -1};
+  EXPECT_FALSE(lastRowsRef({x.data(), none, out.data(), 2, 2}).ok());
 }
 
 TEST(SwigluActivationRef, ClampsTheGateAboveAndUpBothWays) {

@@ -75,3 +75,12 @@ func.func @gather(%x: tensor<3x8xf32>) -> tensor<6x8xf32> {
 // A shard dimension outside the weight's rank.
 // expected-error @+1 {{shard dimension 2 is outside rank 2}}
 glm.weight @bad : tensor<8x4xbf16> {checkpoint = "bad", format = #glm.format<bfloat16>, shard = #glm.shard<column, 2>}
+
+// -----
+
+// last_rows takes [B R, D] to [B, D]: B must divide the rows and D stay.
+func.func @last_rows(%x: tensor<6x8xf32>) -> tensor<4x8xf32> {
+  // expected-error @+1 {{'glm.last_rows' op takes [B R, D] to [B, D], not [6, 8] to [4, 8]}}
+  %y = glm.last_rows %x : tensor<6x8xf32> -> tensor<4x8xf32>
+  return %y : tensor<4x8xf32>
+}

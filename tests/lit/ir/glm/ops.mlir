@@ -75,5 +75,7 @@ func.func @layer(%ids: tensor<3xi32>) -> (tensor<3x2x8xf32>, tensor<3xi32>) {
   %gath = glm.all_gather %red {axis = 1 : i64, world = 2 : i64} : tensor<3x8xf32> -> tensor<3x16xf32>
   // CHECK: glm.sample
   %tok = glm.sample %gath {greedy} : tensor<3x16xf32> -> tensor<3xi32>
+  // CHECK: glm.last_rows {{.*}} : tensor<3x8xf32> -> tensor<1x8xf32>
+  %last = glm.last_rows %sum : tensor<3x8xf32> -> tensor<1x8xf32>
   return %r, %tok : tensor<3x2x8xf32>, tensor<3xi32>
 }
