@@ -318,7 +318,21 @@ private:
         buffers[r] = buffer;
         results.push_back(buffer);
       }
+      Value pickedPositions;
+      if (auto last = dyn_cast<LastRowsOp>(op)) {
+        // The rows it picks take their positions along: the steps after it (the head) run one row
+        // per sequence, and those are their rows' positions.
+        const int64_t picked = cast<RankedTensorType>(last.getType()).getDimSize(0);
+        pickedPositions = planir::AllocOp::create(
+            b_, NameLoc::get(b_.getStringAttr(name + ".positions"), op.getLoc()),
+            planir::BufferType::get(b_.getContext(), {picked}, i32),
+            b_.getStringAttr(name + ".positions"), nullptr, nullptr);
+        results.push_back(pickedPositions);
+      }
       lowerStep(&op, name, inputs, results);
+      if (pickedPositions) {
+        context_.positions = pickedPositions;
+      }
       for (auto [narrow, wide] : widen) {
         planir::StepOp::create(
             b_, op.getLoc(), b_.getStringAttr("convert"), b_.getStringAttr(name + ".f32"),

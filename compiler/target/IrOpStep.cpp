@@ -67,6 +67,18 @@ PlanFacts::PlanFacts(ModuleOp module) : symbols(module) {
 IrOpStep::IrOpStep(planir::StepOp step, const PlanFacts &facts)
     : step_(step), program_(step->getParentOfType<planir::ProgramOp>()), facts_(facts) {}
 
+int64_t IrOpStep::rowsPerSequence() const {
+  Value first = !step_.getInputs().empty()    ? step_.getInputs()[0]
+                : !step_.getOutputs().empty() ? step_.getOutputs()[0]
+                                              : Value();
+  if (!first) {
+    return program_.getRows();
+  }
+  ArrayRef<int64_t> shape = cast<planir::BufferType>(first.getType()).getShape();
+  return shape.empty() ? program_.getRows()
+                       : kernels::stepRowsPerSequence(program_.getBatch(), shape[0]);
+}
+
 kernels::TensorInfo IrOpStep::operand(size_t i) const { return tensorOf(step_.getInputs()[i]); }
 
 kernels::TensorInfo IrOpStep::result(size_t i) const { return tensorOf(step_.getOutputs()[i]); }

@@ -76,13 +76,22 @@ struct TargetInfo {
   uint32_t sharedMemoryPerBlock = 0;
 };
 
+/// A step's rows per sequence from the rows of its first tensor (its first operand's, or its first
+/// result's without operands): every op's first tensor is row-major with the step's rows first.
+inline int64_t stepRowsPerSequence(int64_t batch, int64_t firstTensorRows) {
+  return batch > 0 ? firstTensorRows / batch : 0;
+}
+
 class OpStep {
 public:
   virtual ~OpStep() = default;
 
   /// The step's IR name (blk.<L>.<block>.<name>), for errors.
   virtual std::string name() const = 0;
-  /// The program's static shape: `batch` sequences of `rowsPerSequence` rows.
+  /// The step's static shape: the program's `batch` sequences of `rowsPerSequence` rows each,
+  /// which is the program's rows, or one for the head of a program that returns each sequence's
+  /// last row only (the steps after its last_rows). Implementations read it off the step's first
+  /// tensor (stepRowsPerSequence).
   virtual int64_t batch() const = 0;
   virtual int64_t rowsPerSequence() const = 0;
   int64_t rows() const { return batch() * rowsPerSequence(); }

@@ -32,6 +32,9 @@ __global__ void __launch_bounds__(kLastRowsThreads) lastRowsKernel(LastRowsGpuAr
     last = warps[w] > last ? warps[w] : last;
   }
   const int64_t row = first + (last < 0 ? 0 : last);
+  if (blockIdx.y == 0 && threadIdx.x == 0) {
+    a.picked[b] = last < 0 ? -1 : a.positions[row];
+  }
   const int64_t d = (static_cast<int64_t>(blockIdx.y) * blockDim.x + threadIdx.x) * kChunk;
   if (d >= a.width) {
     return;

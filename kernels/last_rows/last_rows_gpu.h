@@ -3,6 +3,8 @@
 //   x          T [batch · rowsPerSequence, width]
 //   positions  i32 [batch · rowsPerSequence]   the step's: a negative position marks padding
 //   out        T [batch, width]                 must not alias x
+//   picked     i32 [batch]                      the positions of the rows out holds (-1: none),
+//                                               the head's positions after it
 //
 //   out[b] = x[r], r the last row of sequence b (rows [b R, (b + 1) R)) whose position is not
 //   negative; a sequence without one (a padding batch entry) copies its first row, which nothing
@@ -24,6 +26,7 @@ struct LastRowsGpuArgs {
   const void *x;
   const int32_t *positions;
   void *out;
+  int32_t *picked;
   int64_t batch;
   int64_t rowsPerSequence;
   int64_t width;

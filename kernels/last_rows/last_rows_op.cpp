@@ -1,5 +1,5 @@
 // last_rows' plan adapter: operand 0 x [batch · rows, width], operand 1 the step's positions,
-// result 0 [batch, width].
+// result 0 [batch, width], result 1 the picked rows' positions i32 [batch] (the head's).
 #include "kernels/last_rows/last_rows_op.h"
 
 #include "kernels/common/StepArgs.h"
@@ -16,6 +16,7 @@ Expected<GpuStep> lastRowsGpu(const OpStep &step) {
   p.bind(p.args.x, ArgSource::Operand, 0, "x");
   p.bind(p.args.positions, ArgSource::Operand, 1, "positions");
   p.bind(p.args.out, ArgSource::Result, 0, "out");
+  p.bind(p.args.picked, ArgSource::Result, 1, "picked");
   p.set(p.args.batch, step.batch(), "batch");
   p.set(p.args.rowsPerSequence, step.rowsPerSequence(), "rowsPerSequence");
   p.set(p.args.width, width, "width");
@@ -34,7 +35,9 @@ Status lastRowsCpu(const OpStep &step, const HostStep &host) {
                       .rows = rows.data(),
                       .out = host.f32Out(0),
                       .count = static_cast<int64_t>(rows.size()),
-                      .width = step.operandDim(0, 1)});
+                      .width = step.operandDim(0, 1),
+                      .positions = host.i32In(1),
+                      .picked = host.i32Out(1)});
 }
 
 } // namespace glm::kernels

@@ -15,6 +15,9 @@ Status lastRowsRef(const LastRowsArgs &a) {
     }
     std::memcpy(a.out + b * a.width, a.x + a.rows[b] * a.width,
                 static_cast<size_t>(a.width) * sizeof(float));
+    if (a.positions != nullptr && a.picked != nullptr) {
+      a.picked[b] = a.positions[a.rows[b]];
+    }
   }
   return Status::success();
 }

@@ -145,7 +145,7 @@ Expected<std::vector<float>> CpuEngine::run(const plan::Program &program,
     lastRows.push_back({groups[b].slot, static_cast<int64_t>(b), 1});
   }
   for (const plan::Step *step : *program.steps()) {
-    const bool perSequence = onePerSequence(program, *step);
+    const bool perSequence = onePerSequence(plan(), program, *step);
     const int64_t stepRows = perSequence ? static_cast<int64_t>(groups.size()) : rows;
     GLM_RETURN_IF_ERROR(runStep(program, *step, stepRows, perSequence ? lastRows : groups)
                             .withContext(strCat("step ", step->name()->str())));
@@ -257,16 +257,9 @@ private:
 
 } // namespace
 
-bool CpuEngine::onePerSequence(const plan::Program &program, const plan::Step &step) {
-  // A step's rows are those of its first operand (its result without operands): the program's
-  // B x R, or B for the head after a last_rows step.
-  const auto *tensors =
-      step.operands() != nullptr && step.operands()->size() > 0 ? step.operands() : step.results();
-  if (program.rows() == 1 || tensors == nullptr || tensors->size() == 0) {
-    return false;
-  }
-  const auto *shape = tensors->Get(0)->shape();
-  return shape->size() > 0 && shape->Get(0) == static_cast<int64_t>(program.batch());
+bool CpuEngine::onePerSequence(const plan::Plan &plan, const plan::Program &program,
+                               const plan::Step &step) {
+  return program.rows() > 1 && PlanStep(plan, program, step).rowsPerSequence() == 1;
 }
 
 Status CpuEngine::runStep(const plan::Program &program, const plan::Step &step, int64_t n,

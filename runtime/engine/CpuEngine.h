@@ -53,7 +53,8 @@ private:
   Status runCollective(const plan::Step &step, int64_t rows);
   /// Whether `step` runs one row per sequence (the head after a last_rows step) rather than the
   /// program's rows.
-  static bool onePerSequence(const plan::Program &program, const plan::Step &step);
+  static bool onePerSequence(const plan::Plan &plan, const plan::Program &program,
+                             const plan::Step &step);
 
   uint8_t *address(const plan::Slice &slice);
   bool matchesDump(const std::string &name) const;

@@ -33,6 +33,15 @@ kernels::TensorInfo tensorOf(const plan::TensorRef &t) {
 
 } // namespace
 
+int64_t PlanStep::rowsPerSequence() const {
+  const auto *tensors = operandCount() > 0 ? step_.operands() : step_.results();
+  if (tensors == nullptr || tensors->size() == 0 || tensors->Get(0)->shape() == nullptr ||
+      tensors->Get(0)->shape()->size() == 0) {
+    return program_.rows();
+  }
+  return kernels::stepRowsPerSequence(program_.batch(), tensors->Get(0)->shape()->Get(0));
+}
+
 kernels::TensorInfo PlanStep::operand(size_t i) const { return tensorOf(operandRef(i)); }
 
 kernels::TensorInfo PlanStep::result(size_t i) const { return tensorOf(resultRef(i)); }

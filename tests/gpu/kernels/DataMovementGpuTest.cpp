@@ -376,18 +376,27 @@ TEST_F(DataMovementGpu, LastRowsCopiesEachSequencesLastRealRow) {
                                           .out = ref.data(),
                                           .count = c.batch,
                                           .width = c.width}));
+      // The rows' positions come along; a sequence without a row gets -1.
+      std::vector<int32_t> picked(c.batch);
+      for (int64_t b = 0; b < c.batch; ++b) {
+        picked[b] = positions[last[b]];
+      }
       GLM_ASSERT_OK_AND_ASSIGN(cuda::DeviceMemory dx, upload(x, bf16));
       GLM_ASSERT_OK_AND_ASSIGN(cuda::DeviceMemory dpos, toDevice(positions));
       GLM_ASSERT_OK_AND_ASSIGN(cuda::DeviceMemory dout, poisoned(ref.size() * 4));
-      const kernels::LastRowsGpuArgs args{
-          ptr(dx),           reinterpret_cast<const int32_t *>(dpos.ptr()),
-          ptr(dout),         c.batch,
-          c.rowsPerSequence, c.width};
+      GLM_ASSERT_OK_AND_ASSIGN(cuda::DeviceMemory dpicked, poisoned(picked.size() * 4));
+      const kernels::LastRowsGpuArgs args{ptr(dx),   reinterpret_cast<const int32_t *>(dpos.ptr()),
+                                          ptr(dout), reinterpret_cast<int32_t *>(dpicked.ptr()),
+                                          c.batch,   c.rowsPerSequence,
+                                          c.width};
       GLM_ASSERT_OK(launchAndWait(module_->function(bf16 ? kLastRowsBf16 : kLastRowsF32),
                                   kernels::lastRowsLaunch(c.batch, c.width), args));
       GLM_ASSERT_OK_AND_ASSIGN(std::vector<float> out, download(dout, ref.size(), bf16));
       EXPECT_EQ(out, ref) << c.batch << "x" << c.rowsPerSequence << "x" << c.width
                           << (bf16 ? " bf16" : " f32");
+      std::vector<int32_t> gotPicked(picked.size());
+      GLM_ASSERT_OK(gpu()->download(gotPicked.data(), dpicked.ptr(), gotPicked.size() * 4));
+      EXPECT_EQ(gotPicked, picked) << c.batch << "x" << c.rowsPerSequence;
     }
   }
 }

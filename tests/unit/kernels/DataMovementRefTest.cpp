@@ -48,9 +48,12 @@ TEST(ConcatRef, JoinsRowsAlongFeatures) {
 TEST(LastRowsRef, CopiesTheGivenRowOfEachSequence) {
   const std::vector<float> x = {1, 2, 3, 4, 5, 6, 7, 8}; // 4 rows x 2
   const int64_t rows[] = {2, 0};
+  const int32_t positions[] = {10, 11, 12, 13};
   std::vector<float> out(4, -1);
-  ASSERT_TRUE(lastRowsRef({x.data(), rows, out.data(), 2, 2}).ok());
+  std::vector<int32_t> picked(2, 0);
+  ASSERT_TRUE(lastRowsRef({x.data(), rows, out.data(), 2, 2, positions, picked.data()}).ok());
   EXPECT_EQ(out, (std::vector<float>{5, 6, 1, 2}));
+  EXPECT_EQ(picked, (std::vector<int32_t>{12, 10}));
   const int64_t none[] = {1, -1};
   EXPECT_FALSE(lastRowsRef({x.data(), none, out.data(), 2, 2}).ok());
 }
