@@ -77,7 +77,8 @@ struct CompileKernelsPass : glm::compiler::impl::PlanCompileKernelsPassBase<Comp
     for (size_t i = 0; i < jobs.size(); ++i) {
       const glm::Expected<glm::kernels::CompiledModule> &m = *jobs[i].result;
       if (!m.ok()) {
-        kernels[i].emitOpError() << "does not compile for " << arch << ": " << m.status().message();
+        kernels[i].emitOpError() << jobs[i].instance << " does not compile for " << arch << ": "
+                                 << m.status().message();
         return signalPassFailure();
       }
       auto type = RankedTensorType::get({static_cast<int64_t>(m->cubin.size())},

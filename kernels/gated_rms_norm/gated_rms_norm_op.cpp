@@ -5,25 +5,12 @@
 #include "kernels/common/StepArgs.h"
 #include "kernels/gated_rms_norm/gated_rms_norm.h"
 #include "kernels/gated_rms_norm/gated_rms_norm_gpu.h"
+#include "kernels/rms_norm/rms_norm_op.h"
 
 namespace glm::kernels {
-namespace {
-
-struct GatedNormShape {
-  int64_t groupsPerRow = 1, group = 0;
-  float eps = 1e-5f;
-};
-
-GatedNormShape shapeOf(const OpStep &step) {
-  const int64_t width = step.operandDim(0, 1);
-  const int64_t group = step.intParam("group", width);
-  return {width / group, group, step.floatParam("eps", 1e-5f)};
-}
-
-} // namespace
 
 Expected<GpuStep> gatedNormGpu(const OpStep &step) {
-  const GatedNormShape s = shapeOf(step);
+  const GroupedNormShape s = groupedNormShapeOf(step);
   const int64_t rows = step.rows() * s.groupsPerRow;
   ArgPack<GatedRmsNormGpuArgs> p;
   p.bind(p.args.x, ArgSource::Operand, 0, "x");
@@ -43,7 +30,7 @@ Expected<GpuStep> gatedNormGpu(const OpStep &step) {
 }
 
 Status gatedNormCpu(const OpStep &step, const HostStep &host) {
-  const GatedNormShape s = shapeOf(step);
+  const GroupedNormShape s = groupedNormShapeOf(step);
   return gatedRmsNormRef({.x = host.f32In(0),
                           .gate = host.f32In(1),
                           .weight = host.weight(0),

@@ -7,24 +7,15 @@
 #include "kernels/rms_norm/rms_norm_gpu.h"
 
 namespace glm::kernels {
-namespace {
 
-/// A step's rows as the kernels see them: each group of a row is a row of `group` values.
-struct RmsNormShape {
-  int64_t groupsPerRow = 1, group = 0;
-  float eps = 1e-5f;
-};
-
-RmsNormShape shapeOf(const OpStep &step) {
+GroupedNormShape groupedNormShapeOf(const OpStep &step) {
   const int64_t width = step.operandDim(0, 1);
   const int64_t group = step.intParam("group", width);
   return {width / group, group, step.floatParam("eps", 1e-5f)};
 }
 
-} // namespace
-
 Expected<GpuStep> rmsNormGpu(const OpStep &step) {
-  const RmsNormShape s = shapeOf(step);
+  const GroupedNormShape s = groupedNormShapeOf(step);
   const int64_t rows = step.rows() * s.groupsPerRow;
   ArgPack<RmsNormGpuArgs> p;
   p.bind(p.args.x, ArgSource::Operand, 0, "x");
@@ -43,7 +34,7 @@ Expected<GpuStep> rmsNormGpu(const OpStep &step) {
 }
 
 Status rmsNormCpu(const OpStep &step, const HostStep &host) {
-  const RmsNormShape s = shapeOf(step);
+  const GroupedNormShape s = groupedNormShapeOf(step);
   return rmsNormRef({.x = host.f32In(0),
                      .weight = host.weight(0),
                      .out = host.f32Out(0),

@@ -7,6 +7,15 @@
 
 namespace glm::kernels {
 
+/// A normalising step's rows as the kernels see them: each group of `group` values of a row
+/// (parameter `group`, by default the whole row) is a row of its own; parameter eps. Shared with
+/// gated_norm, whose steps group the same way.
+struct GroupedNormShape {
+  int64_t groupsPerRow = 1, group = 0;
+  float eps = 1e-5f;
+};
+GroupedNormShape groupedNormShapeOf(const OpStep &step);
+
 /// The kernels a rms_norm step launches on a GPU target, their grids and their arguments.
 Expected<GpuStep> rmsNormGpu(const OpStep &step);
 /// Runs a rms_norm step with the CPU reference.
