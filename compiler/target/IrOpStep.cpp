@@ -97,7 +97,7 @@ kernels::WeightInfo IrOpStep::weight(size_t i) const {
   if (info.exl3) {
     Expected<Exl3ArenaLayout> layout = Exl3ArenaLayout::ofBinding(
         info.name, w.getRankShape(), w.getExperts() > 0, static_cast<uint64_t>(w.getSize()));
-    if (layout.ok()) {
+    if (layout.ok()) { // else verifySymbols refuses the step
       info.exl3Geometry = exl3Geometry(*layout);
     }
   }
@@ -147,8 +147,18 @@ std::optional<double> IrOpStep::floatParam(std::string_view key) const {
 
 LogicalResult IrOpStep::verifySymbols() const {
   for (Attribute a : step_.getWeights()) {
-    if (!facts_.symbols.lookup<planir::WeightOp>(cast<FlatSymbolRefAttr>(a).getValue())) {
+    auto w = facts_.symbols.lookup<planir::WeightOp>(cast<FlatSymbolRefAttr>(a).getValue());
+    if (!w) {
       return step_.emitOpError() << "names weight " << a << ", which the module does not declare";
+    }
+    if (w.getFormat() == "exl3") {
+      // Kernels address an EXL3 binding by its layout: a size that is none is refused here.
+      Expected<Exl3ArenaLayout> layout =
+          Exl3ArenaLayout::ofBinding(w.getSymName().str(), w.getRankShape(), w.getExperts() > 0,
+                                     static_cast<uint64_t>(w.getSize()));
+      if (!layout.ok()) {
+        return step_.emitOpError() << layout.status().message();
+      }
     }
   }
   for (Attribute a : step_.getStates()) {

@@ -42,8 +42,8 @@ public:
   int64_t pageBytes() const override { return facts_.pageBytes; }
   kernels::TargetInfo target() const override { return facts_.target; }
 
-  /// Whether every weight and state the step names exists (an error names the first that does
-  /// not).
+  /// Whether every weight and state the step names exists, and every EXL3 weight's slice is an
+  /// EXL3 layout (an error names the first that is not).
   mlir::LogicalResult verifySymbols() const;
 
 private:

@@ -60,7 +60,11 @@ struct SelectKernelsPass : glm::compiler::impl::PlanSelectKernelsPassBase<Select
     }
     const glm::compiler::PlanFacts facts(module);
     OpBuilder b(module.getContext());
-    llvm::StringMap<FlatSymbolRefAttr> kernels; // symbol -> its reference
+    llvm::StringMap<FlatSymbolRefAttr> kernels; // symbol -> its reference (a table already there
+                                                // is kept, so the pass can run again)
+    for (auto k : module.getOps<planir::KernelOp>()) {
+      kernels[k.getSymName()] = FlatSymbolRefAttr::get(k.getSymNameAttr());
+    }
     Operation *firstProgram = nullptr;
     for (Operation &op : *module.getBody()) {
       if (isa<planir::ProgramOp>(op)) {

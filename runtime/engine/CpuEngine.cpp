@@ -55,6 +55,14 @@ Expected<std::unique_ptr<CpuEngine>> CpuEngine::create(std::unique_ptr<PlanFile>
       }
     }
   }
+  // The reference kernels address an EXL3 binding by its layout: one that is none is refused here.
+  if (p.weights() != nullptr) {
+    for (const plan::WeightBinding *w : *p.weights()) {
+      if (w->format() == plan::WeightFormat::EXL3) {
+        GLM_RETURN_IF_ERROR(exl3BindingLayout(*w).status().withContext(planFile->source()));
+      }
+    }
+  }
   // Every step's op must have a CPU reference: refused here by name, not in the middle of a run.
   for (const plan::Program *program : *p.programs()) {
     for (const plan::Step *step : *program->steps()) {
