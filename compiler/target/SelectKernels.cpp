@@ -20,6 +20,7 @@
 #include "compiler/target/IrOpStep.h"
 
 #include "kernels/OpTable.h"
+#include "kernels/common/Launch.h"
 
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/StringMap.h"
@@ -35,15 +36,6 @@ using namespace mlir;
 namespace planir = glm::planir;
 
 namespace {
-
-/// The instance without its glm::kernels:: qualifications: the kernel's symbol.
-std::string shortName(std::string name) {
-  const std::string prefix = "glm::kernels::";
-  for (size_t at = name.find(prefix); at != std::string::npos; at = name.find(prefix)) {
-    name.erase(at, prefix.size());
-  }
-  return name;
-}
 
 bool isCollective(StringRef op) { return op == "all_reduce" || op == "all_gather"; }
 
@@ -160,7 +152,7 @@ struct SelectKernelsPass : glm::compiler::impl::PlanSelectKernelsPassBase<Select
                                 << " hold bytes that no recorded field explains (a field written "
                                    "past ArgPack in the op's adapter)";
     }
-    const std::string symbol = shortName(l.instance);
+    const std::string symbol = glm::kernels::shortKernelName(l.instance);
     auto [it, inserted] = kernels.try_emplace(symbol);
     if (inserted) {
       OpBuilder::InsertionGuard guard(b);

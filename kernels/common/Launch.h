@@ -20,6 +20,16 @@ struct NamedLaunch {
   LaunchDims dims;
 };
 
+/// A kernel instance (kernelInstance's NVRTC name expression) without its glm::kernels::
+/// qualifications: the kernel's symbol in tables and in plan.launch's `kernel`.
+inline std::string shortKernelName(std::string name) {
+  const std::string prefix = "glm::kernels::";
+  for (size_t at = name.find(prefix); at != std::string::npos; at = name.find(prefix)) {
+    name.erase(at, prefix.size());
+  }
+  return name;
+}
+
 /// ceil(a / b) for launch arithmetic.
 inline unsigned ceilDiv(int64_t a, int64_t b) { return static_cast<unsigned>((a + b - 1) / b); }
 

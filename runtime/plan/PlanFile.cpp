@@ -386,14 +386,6 @@ private:
 
 } // namespace
 
-std::string shortKernelName(std::string name) {
-  const std::string prefix = "glm::kernels::";
-  for (size_t at = name.find(prefix); at != std::string::npos; at = name.find(prefix)) {
-    name.erase(at, prefix.size());
-  }
-  return name;
-}
-
 Status validatePlan(const plan::Plan &plan, const std::string &source) {
   return Validator(plan, source).run();
 }

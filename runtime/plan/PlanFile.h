@@ -46,9 +46,6 @@ private:
   const plan::Plan *root_ = nullptr;
 };
 
-/// A kernel instance without the glm::kernels:: qualifications, for tables.
-std::string shortKernelName(std::string name);
-
 /// The semantic checks behind PlanFile: every slice inside its arena, every tensor inside its
 /// slice, every index in range, segments covering the steps in order. Exposed for the compiler's
 /// plan-verify pass, which runs the same rules before writing a file.

@@ -4,6 +4,7 @@
 // of where the time goes. A tensor-parallel plan's ranks run as threads of this process, placed
 // as `glmc generate` places them (openEngine), and every program is timed on all of them at once.
 #include "base/Progress.h"
+#include "kernels/common/Launch.h"
 #include "runtime/comm/LoopbackComm.h"
 #include "runtime/comm/NcclComm.h"
 #include "runtime/cuda/Ceilings.h"
@@ -311,7 +312,7 @@ int runBench(const std::vector<std::string> &args) {
       if (s->launches() != nullptr) {
         for (const plan::KernelLaunch *l : *s->launches()) {
           kernel += (kernel.empty() ? "" : " + ") +
-                    runtime::shortKernelName(p.kernels()->Get(l->kernel())->name()->str());
+                    kernels::shortKernelName(p.kernels()->Get(l->kernel())->name()->str());
         }
       }
       steps.push_back({{"name", s->name()->str()},

@@ -1,6 +1,7 @@
 // `glmc inspect`: what a plan holds: target, programs, arenas, kernels, collectives, segments and
 // why each ends where it does, bytes per step.
 #include "base/Progress.h"
+#include "kernels/common/Launch.h"
 #include "runtime/plan/PlanFile.h"
 #include "tools/glmc/CommandLine.h"
 #include "tools/glmc/Commands.h"
@@ -172,7 +173,7 @@ void printText(const plan::Plan &p, bool allSteps) {
                     bytesText(c->image() ? c->image()->size() : 0);
         }
       }
-      std::printf("  %-52s %s\n", runtime::shortKernelName(str(k->name())).c_str(),
+      std::printf("  %-52s %s\n", kernels::shortKernelName(str(k->name())).c_str(),
                   cubins.empty() ? "no cubin" : cubins.c_str());
     }
   } else if (p.target()->arch() == plan::Arch::Cpu) {
@@ -247,7 +248,7 @@ void printText(const plan::Plan &p, bool allSteps) {
         kernel.clear();
         for (const plan::KernelLaunch *l : *s->launches()) {
           kernel += (kernel.empty() ? "" : " + ") +
-                    runtime::shortKernelName(str(p.kernels()->Get(l->kernel())->name())) + " [" +
+                    kernels::shortKernelName(str(p.kernels()->Get(l->kernel())->name())) + " [" +
                     std::to_string(l->grid()->Get(0)) + "x" + std::to_string(l->grid()->Get(1)) +
                     "x" + std::to_string(l->grid()->Get(2)) + "]";
         }
