@@ -338,8 +338,8 @@ private:
             plan::CreateAttributeDirect(b_, attr.getName().str().c_str(), i, f, nullptr));
       }
       fb::Offset<plan::Collective> collective = 0;
-      const bool isAllReduce = step.getOp() == "all_reduce";
-      if (isAllReduce || step.getOp() == "all_gather") {
+      if (step.isCollective()) {
+        const bool isAllReduce = step.getOp() == "all_reduce";
         auto world = step.getParams().getAs<IntegerAttr>("world");
         auto axis = step.getParams().getAs<IntegerAttr>("axis");
         collective = plan::CreateCollective(

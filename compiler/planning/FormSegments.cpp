@@ -33,7 +33,7 @@ struct FormSegmentsPass : glm::compiler::impl::PlanFormSegmentsPassBase<FormSegm
       SmallVector<Attribute> segments;
       int64_t first = 0, index = 0;
       for (auto step : program.getBody().front().getOps<planir::StepOp>()) {
-        if (step.getOp() == "all_reduce" || step.getOp() == "all_gather") {
+        if (step.isCollective()) {
           const std::string reason = (step.getOp() + " " + step.getName() +
                                       ": the host runs collectives through its communicator, "
                                       "between graphs")

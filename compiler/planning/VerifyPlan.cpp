@@ -237,9 +237,6 @@ struct VerifyPlanPass : glm::compiler::impl::PlanVerifyPassBase<VerifyPlanPass> 
       return program.emitOpError() << "has no segments (run plan-form-segments)";
     }
     SmallVector<planir::StepOp> ordered(program.getBody().front().getOps<planir::StepOp>());
-    auto isCollective = [](planir::StepOp s) {
-      return s.getOp() == "all_reduce" || s.getOp() == "all_gather";
-    };
     int64_t next = 0;
     for (auto segment : segments->getAsRange<planir::SegmentAttr>()) {
       if (segment.getFirst() != next || segment.getCount() <= 0 ||
@@ -252,14 +249,14 @@ struct VerifyPlanPass : glm::compiler::impl::PlanVerifyPassBase<VerifyPlanPass> 
         return program.emitOpError()
                << "segment ends at '" << segment.getEnd() << "' (collective or program_end)";
       }
-      if (endsInCollective != isCollective(ordered[last])) {
+      if (endsInCollective != ordered[last].isCollective()) {
         return program.emitOpError()
                << "segment [" << segment.getFirst() << ", +" << segment.getCount()
                << ") ends at step " << ordered[last].getName() << " but says it ends "
                << (endsInCollective ? "at a collective" : "without one");
       }
       for (int64_t i = segment.getFirst(); i < last; ++i) {
-        if (isCollective(ordered[i])) {
+        if (ordered[i].isCollective()) {
           return program.emitOpError()
                  << "collective " << ordered[i].getName()
                  << " is inside a segment: the host runs collectives between graphs";

@@ -37,8 +37,6 @@ namespace planir = glm::planir;
 
 namespace {
 
-bool isCollective(StringRef op) { return op == "all_reduce" || op == "all_gather"; }
-
 struct SelectKernelsPass : glm::compiler::impl::PlanSelectKernelsPassBase<SelectKernelsPass> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
@@ -69,7 +67,7 @@ struct SelectKernelsPass : glm::compiler::impl::PlanSelectKernelsPassBase<Select
     planir::StepOp firstMissing;
     std::string firstReason;
     WalkResult walked = module.walk([&](planir::StepOp step) {
-      if (isCollective(step.getOp())) {
+      if (step.isCollective()) {
         return WalkResult::advance();
       }
       const glm::compiler::IrOpStep view(step, facts);

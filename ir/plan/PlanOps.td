@@ -206,6 +206,10 @@ def Plan_StepOp : Plan_Op<"step", [AttrSizedOperandSegments]> {
   let assemblyFormat = [{
     $op $name `(` $inputs `:` type($inputs) `)` `->` `(` $outputs `:` type($outputs) `)` attr-dict
   }];
+  let extraClassDeclaration = [{
+    /// A cross-rank collective: it runs no kernel of its own and ends a segment.
+    bool isCollective() { return getOp() == "all_reduce" || getOp() == "all_gather"; }
+  }];
 }
 
 #endif // GLM_IR_PLANOPS_TD
