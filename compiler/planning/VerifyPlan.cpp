@@ -16,6 +16,7 @@
 
 #include "compiler/Passes.h"
 #include "compiler/planning/Liveness.h"
+#include "runtime/schema/PlanVersion.h"
 
 #include "mlir/IR/SymbolTable.h"
 #include "llvm/ADT/StringMap.h"
@@ -131,12 +132,11 @@ struct VerifyPlanPass : glm::compiler::impl::PlanVerifyPassBase<VerifyPlanPass> 
     return success();
   }
 
-  /// CUDA's limits on a launch (the same on sm_90 and sm_121), and the size of argument struct
-  /// every CUDA version takes (4 KB; newer drivers allow more, which no kernel here needs).
+  /// CUDA's limits on a launch (the same on sm_90 and sm_121); the argument struct's is the plan
+  /// format's (plan::kMaxLaunchArgsBytes).
   static constexpr int64_t kMaxBlock[3] = {1024, 1024, 64};
   static constexpr int64_t kMaxGrid[3] = {2147483647, 65535, 65535};
   static constexpr int64_t kMaxThreads = 1024;
-  static constexpr int64_t kMaxArgsBytes = 4096;
 
   LogicalResult checkLaunches(planir::StepOp step, SymbolTable &symbols, planir::TargetOp target,
                               bool hasWorkspace) {
@@ -175,9 +175,9 @@ struct VerifyPlanPass : glm::compiler::impl::PlanVerifyPassBase<VerifyPlanPass> 
                       << sharedMemory;
       }
       const int64_t size = launch.getArgsSize();
-      if (size <= 0 || size > kMaxArgsBytes) {
+      if (size <= 0 || size > glm::plan::kMaxLaunchArgsBytes) {
         return fail() << "launch of @" << kernel << " has a " << size
-                      << "-byte argument struct (1 to 4096)";
+                      << "-byte argument struct (1 to " << glm::plan::kMaxLaunchArgsBytes << ")";
       }
       for (Attribute field : launch.getFields()) {
         if (auto c = dyn_cast<planir::ArgFieldAttr>(field)) {

@@ -32,8 +32,6 @@ namespace {
 /// Largest plan accepted: far above any real plan (cubins for every kernel are a few MB), small
 /// enough that a lying file cannot make us allocate without bound.
 constexpr uint64_t kMaxPlanBytes = 4ull << 30;
-/// The argument struct every CUDA version takes by value (plan-verify's limit too).
-constexpr size_t kMaxArgsBytes = 4096;
 
 /// Validates one plan, remembering where it is for messages ("program decode_b1_r1, step 12
 /// (blk.3.attn.q_proj)").
@@ -332,8 +330,9 @@ private:
       }
     }
     const size_t size = launch.args() != nullptr ? launch.args()->size() : 0;
-    if (size == 0 || size > kMaxArgsBytes) {
-      return fail(where, "launch has a ", size, "-byte argument struct (1 to ", kMaxArgsBytes, ")");
+    if (size == 0 || size > plan::kMaxLaunchArgsBytes) {
+      return fail(where, "launch has a ", size, "-byte argument struct (1 to ",
+                  plan::kMaxLaunchArgsBytes, ")");
     }
     if (launch.bindings() == nullptr) {
       return Status::success();
