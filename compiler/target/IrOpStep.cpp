@@ -118,7 +118,6 @@ kernels::StateInfo IrOpStep::state(size_t i) const {
     bytes *= d;
   }
   info.unitBytes = bytes;
-  info.paged = s.getPaged();
   info.offsetInPage = s.getOffsetInPage().value_or(0);
   return info;
 }

@@ -64,8 +64,7 @@ struct WeightInfo {
 struct StateInfo {
   std::string name;
   DType element = DType::F32;
-  int64_t unitBytes = 0; // one sequence's slot, or one paged row
-  bool paged = false;
+  int64_t unitBytes = 0;    // one sequence's slot, or one paged row
   int64_t offsetInPage = 0; // paged: where this layout's rows start within a page
 };
 

@@ -65,8 +65,7 @@ kernels::WeightInfo PlanStep::weight(size_t i) const {
 kernels::StateInfo PlanStep::state(size_t i) const {
   const plan::StateLayout &s = layout(i);
   return {s.name() ? s.name()->str() : "?", dtypeOf(s.element()),
-          static_cast<int64_t>(s.unit_bytes()), s.paged(),
-          static_cast<int64_t>(s.offset_in_page())};
+          static_cast<int64_t>(s.unit_bytes()), static_cast<int64_t>(s.offset_in_page())};
 }
 
 const plan::Attribute *PlanStep::param(std::string_view key) const {
