@@ -69,10 +69,4 @@ void packPagedState(ArgPack<Args> &p, PagedState &state, const OpStep &step, siz
   p.set(state.unitsPerPage, unitsPerPage, (name + ".unitsPerPage").c_str());
 }
 
-/// The pooled keys (pools of `kpool` tokens) a sequence can hold: its page-table row's pages
-/// times the pools a page holds.
-inline int64_t maxPoolsOf(const OpStep &step, size_t pageTableOperand, int64_t kpool) {
-  return step.operandDim(pageTableOperand, 1) * (step.pageTokens() / kpool);
-}
-
 } // namespace glm::kernels

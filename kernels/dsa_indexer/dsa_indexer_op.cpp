@@ -28,6 +28,11 @@ IndexerShape shapeOf(const OpStep &step) {
 
 constexpr size_t kPageTable = 6; // the operand
 
+/// The pooled keys a sequence can hold: its page-table row's pages times the pools a page holds.
+int64_t maxPoolsOf(const OpStep &step, int64_t kpool) {
+  return step.operandDim(kPageTable, 1) * (step.pageTokens() / kpool);
+}
+
 } // namespace
 
 Expected<GpuStep> dsaIndexerGpu(const OpStep &step) {
@@ -35,7 +40,7 @@ Expected<GpuStep> dsaIndexerGpu(const OpStep &step) {
   if (step.stateCount() < 2) {
     return step.error(StatusCode::Internal, "the indexer has no open-pool tail state");
   }
-  const int64_t rows = step.rows(), maxPools = maxPoolsOf(step, kPageTable, s.kpool);
+  const int64_t rows = step.rows(), maxPools = maxPoolsOf(step, s.kpool);
   ArgPack<DsaIndexerGpuArgs> p;
   p.bind(p.args.q, ArgSource::Operand, 0, "q");
   p.bind(p.args.k, ArgSource::Operand, 1, "k");
