@@ -12,6 +12,7 @@
 
 #include "kernels/common/StepArgs.h"
 #include "kernels/exl3/exl3.h"
+#include "kernels/exl3/exl3_format.h"
 #include "kernels/exl3/exl3_staging.h"
 #include "kernels/moe_experts/exl3_moe_gpu.h"
 #include "kernels/moe_experts/exl3_moe_prefill_gpu.h"
@@ -35,7 +36,8 @@ struct MoeShape {
   MoeExpertsPath path = MoeExpertsPath::Decode;
   Exl3MoePath exl3 = Exl3MoePath::Staged;
   int exl3Bits = 0;
-  int exl3Codebook = 0; // MCG, the deployed checkpoints': the plan does not know the codebook
+  // MCG, the deployed checkpoints': the plan does not record the codebook.
+  int exl3Codebook = static_cast<int>(Exl3Codebook::Mcg);
   float limit = INFINITY;
   bool sharded = false; // experts split over ranks
 };
@@ -58,7 +60,6 @@ MoeShape shapeOf(const OpStep &step) {
     exl3 = exl3 && step.weight(i).exl3;
   }
   m.exl3Bits = exl3 ? gate.exl3Geometry.slotBits : 0;
-  m.exl3Codebook = 1;
   // The kernels' shared memory grows with the tokens (decode) and K: beyond the target's the next
   // path takes over.
   const uint32_t sharedMemory = step.target().sharedMemoryPerBlock;
