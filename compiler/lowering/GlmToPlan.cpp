@@ -7,9 +7,10 @@
 //    returned logits / sampled ids are io buffers; every other value gets a
 //    plan.alloc named after its NameLoc.
 // 3. Steps: each glm op becomes a plan.step with its weights and states in the
-//    op's contract order (contractWeights below), its remaining attributes as
-//    parameters, and the bytes and FLOPs it moves, which `glmc inspect` and the
-//    roofline report. (Kernels are chosen later, per target: plan-select-kernels.)
+//    op's contract order (SymbolContract), the step context it reads after its
+//    operands (ReadsStepContext), its remaining attributes as parameters, and the
+//    bytes and FLOPs it moves, which `glmc inspect` and the roofline report.
+//    (Kernels are chosen later, per target: plan-select-kernels.)
 //
 //===----------------------------------------------------------------------===//
 
@@ -81,10 +82,10 @@ public:
                                 b_.getI64IntegerAttr(maxContext_),
                                 b_.getI64IntegerAttr(pageTokens_), nullptr, nullptr, nullptr);
 
-    // The pool size and key width of each indexer state, for its tail slot.
+    // Each indexer state's tail: the open pool's raw keys and gates, up to kpool - 1 tokens.
     module_.walk([&](DsaIndexerOp op) {
-      indexerShape_[op.getStateAttr().getValue()] = {static_cast<int64_t>(op.getKpool()),
-                                                     static_cast<int64_t>(op.getHeadDim())};
+      tails_[op.getStateAttr().getValue()] = {static_cast<int64_t>(op.getKpool()) - 1,
+                                              2 * static_cast<int64_t>(op.getHeadDim())};
     });
     SmallVector<Operation *> erase;
     for (Operation &op : llvm::make_early_inc_range(*module_.getBody())) {
@@ -199,15 +200,13 @@ private:
                               b_.getBoolAttr(isPaged), nullptr, nullptr, nullptr);
     };
     make(s.getSymName(), s.getType().getShape(), paged);
-    if (s.getKind() == StateKind::IndexKeys) {
-      // The open pool's raw keys and gates (up to kpool-1 tokens), until the pool closes.
-      auto it = indexerShape_.find(s.getSymName());
-      if (it != indexerShape_.end()) {
-        make((s.getSymName() + ".tail").str(), {it->second.first - 1, 2 * it->second.second},
-             false);
-      }
+    if (auto tail = tails_.find(s.getSymName()); tail != tails_.end()) {
+      make(tailOf(s.getSymName()), tail->second, false); // per sequence, until the pool closes
     }
   }
+
+  /// The plan state holding `state`'s tail.
+  static std::string tailOf(StringRef state) { return (state + ".tail").str(); }
 
   //===--------------------------------------------------------------------===//
   // Programs
@@ -289,10 +288,13 @@ private:
     const int64_t batch = cast<IntegerAttr>(info.get("batch")).getInt();
     const int64_t pagesPerSequence = (maxContext_ + pageTokens_ - 1) / pageTokens_;
     Type i32 = b_.getI32Type();
-    context_.positions = ioAlloc(fn.getLoc(), "positions", {rows}, i32);
-    context_.slots = ioAlloc(fn.getLoc(), "sequence_slots", {batch}, i32);
-    context_.pageTable = ioAlloc(fn.getLoc(), "page_table", {batch, pagesPerSequence}, i32);
-    context_.sampling = ioAlloc(fn.getLoc(), "sampling_params", {batch, 8}, i32);
+    context_.clear();
+    for (auto [slot, shape] : {std::pair<StringRef, SmallVector<int64_t, 2>>{"positions", {rows}},
+                               {"sequence_slots", {batch}},
+                               {"page_table", {batch, pagesPerSequence}},
+                               {"sampling_params", {batch, 8}}}) {
+      context_[slot] = ioAlloc(fn.getLoc(), slot, shape, i32);
+    }
     for (Operation &op : fn.getBody().front().without_terminator()) {
       SmallVector<Value> inputs, results;
       SmallVector<std::pair<Value, Value>> widen; // bf16 results and the f32 buffers they fill
@@ -319,19 +321,22 @@ private:
         results.push_back(buffer);
       }
       Value pickedPositions;
-      if (auto last = dyn_cast<LastRowsOp>(op)) {
-        // The rows it picks take their positions along: the steps after it (the head) run one row
-        // per sequence, and those are their rows' positions.
-        const int64_t picked = cast<RankedTensorType>(last.getType()).getDimSize(0);
+      auto reader = dyn_cast<ReadsStepContext>(&op);
+      if (reader && reader.picksRows()) {
+        // The rows it picks take their positions along: the steps after it (the head) run on
+        // those rows, and these are their positions.
+        const int64_t picked = cast<RankedTensorType>(op.getResult(0).getType()).getDimSize(0);
         pickedPositions = planir::AllocOp::create(
             b_, NameLoc::get(b_.getStringAttr(name + ".positions"), op.getLoc()),
             planir::BufferType::get(b_.getContext(), {picked}, i32),
             b_.getStringAttr(name + ".positions"), nullptr, nullptr);
         results.push_back(pickedPositions);
       }
-      lowerStep(&op, name, inputs, results);
+      if (failed(lowerStep(&op, name, inputs, results))) {
+        return failure();
+      }
       if (pickedPositions) {
-        context_.positions = pickedPositions;
+        context_["positions"] = pickedPositions;
       }
       for (auto [narrow, wide] : widen) {
         planir::StepOp::create(
@@ -360,33 +365,38 @@ private:
         (states_.contains(ref.getValue()) ? r.states : r.weights).push_back(ref);
       }
     }
-    // The indexer's open pool lives in a per-sequence state of its own (lowerState): its second.
-    if (isa<DsaIndexerOp>(op) && !r.states.empty()) {
-      r.states.push_back(
-          FlatSymbolRefAttr::get(b_.getContext(), (r.states.front().getValue() + ".tail").str()));
+    // A state with a tail (lowerState) brings it along, after the op's own states.
+    for (size_t i = 0, n = r.states.size(); i < n; ++i) {
+      if (tails_.contains(r.states[i].getValue())) {
+        r.states.push_back(FlatSymbolRefAttr::get(b_.getContext(), tailOf(r.states[i].getValue())));
+      }
     }
     return r;
   }
 
-  void lowerStep(Operation *op, const std::string &name, ArrayRef<Value> opInputs,
-                 ArrayRef<Value> results) {
+  LogicalResult lowerStep(Operation *op, const std::string &name, ArrayRef<Value> opInputs,
+                          ArrayRef<Value> results) {
     Operands operands = contractOperands(op);
-    // Stateful steps read which sequence each row belongs to and where; paged states also the
-    // page tables; sampling its parameters. They follow the op's own inputs.
+    // The step context the op reads (its ReadsStepContext) follows the op's own inputs: a
+    // stateful step at least which sequence each row belongs to and where.
     SmallVector<Value> inputs(opInputs);
-    if (!operands.states.empty()) {
-      inputs.push_back(context_.positions);
-      inputs.push_back(context_.slots);
-      if (isa<DsaIndexerOp, MlaSparseAttentionOp>(op)) {
-        inputs.push_back(context_.pageTable);
+    ArrayRef<StringRef> slots;
+    if (auto reader = dyn_cast<ReadsStepContext>(op)) {
+      slots = reader.getStepContext();
+    }
+    if (!operands.states.empty() &&
+        (!llvm::is_contained(slots, "positions") || !llvm::is_contained(slots, "sequence_slots"))) {
+      return op->emitOpError("names a state but does not read the positions and sequence slots "
+                             "(ReadsStepContext)");
+    }
+    for (StringRef slot : slots) {
+      Value buffer = context_.lookup(slot);
+      if (!buffer) {
+        return op->emitOpError() << "reads step context '" << slot
+                                 << "': none of positions, sequence_slots, page_table, "
+                                    "sampling_params";
       }
-    }
-    if (isa<SampleOp>(op)) {
-      inputs.push_back(context_.positions);
-      inputs.push_back(context_.sampling);
-    }
-    if (isa<LastRowsOp>(op)) {
-      inputs.push_back(context_.positions); // which rows hold tokens
+      inputs.push_back(buffer);
     }
     SmallVector<Attribute> weights, states;
     uint64_t weightBytes = 0;
@@ -422,6 +432,7 @@ private:
         b_.getI64IntegerAttr(static_cast<int64_t>(read)),
         b_.getI64IntegerAttr(static_cast<int64_t>(written)),
         b_.getI64IntegerAttr(static_cast<int64_t>(flops)), nullptr, nullptr, nullptr);
+    return success();
   }
 
   /// Weight bytes a step reads and the FLOPs it does: whole weights for dense ops, one row per
@@ -467,12 +478,10 @@ private:
   int64_t maxSeqs_;
   int64_t maxContext_;
   int64_t pageTokens_;
-  llvm::StringMap<std::pair<int64_t, int64_t>> indexerShape_;
-  llvm::StringSet<> states_; // the module's state symbols
-  /// The current program's step-context io buffers.
-  struct {
-    Value positions, slots, pageTable, sampling;
-  } context_;
+  llvm::StringMap<SmallVector<int64_t, 2>> tails_; // the unit shape of each state's tail
+  llvm::StringSet<> states_;                       // the module's state symbols
+  /// The current program's step context: its io buffers by slot name (ReadsStepContext).
+  llvm::StringMap<Value> context_;
 };
 
 struct GlmToPlanPass : glm::compiler::impl::GlmToPlanPassBase<GlmToPlanPass> {

@@ -31,4 +31,33 @@ class Glm_ContractOf<list<string> names> {
               "  return names;\n}";
 }
 
+def Glm_ReadsStepContext : OpInterface<"ReadsStepContext"> {
+  let cppNamespace = "::glm::ir";
+  let description = [{
+    An op whose plan step reads the program's step context, the io slots the
+    host writes before each run: which of `positions`, `sequence_slots`,
+    `page_table` and `sampling_params`, in the order its kernels take them after
+    the op's own operands. An op that names a state reads at least the
+    positions and sequence slots. An op that picks rows (`last_rows`) also
+    writes the picked rows' positions after its results, and the steps after it
+    read those as their positions.
+  }];
+  let methods = [
+    StaticInterfaceMethod<"the step-context io slots read, in operand order",
+                          "::llvm::ArrayRef<::llvm::StringRef>", "getStepContext">,
+    StaticInterfaceMethod<"whether the step picks rows and writes their positions", "bool",
+                          "picksRows">,
+  ];
+}
+
+/// The declaration an op that reads the step context adds: the io slots `slots`, in order, and
+/// whether it picks rows.
+class Glm_StepContextOf<list<string> slots, bit picks = 0> {
+  code decl = "\nstatic ::llvm::ArrayRef<::llvm::StringRef> getStepContext() {\n"
+              "  static const ::llvm::StringRef slots[] = {"
+              # !interleave(!foreach(n, slots, "\"" # n # "\""), ", ") # "};\n"
+              "  return slots;\n}\n"
+              "static bool picksRows() { return " # !if(picks, "true", "false") # "; }";
+}
+
 #endif // GLM_IR_GLMINTERFACES_TD

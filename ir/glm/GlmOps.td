@@ -185,7 +185,7 @@ def Glm_MhcPostOp : Glm_Op<"mhc_post", [Pure]> {
 // Kimi Delta Attention
 //===----------------------------------------------------------------------===//
 
-def Glm_ShortConvOp : Glm_Op<"short_conv", [Glm_SymbolContract, SameOperandsAndResultType,
+def Glm_ShortConvOp : Glm_Op<"short_conv", [Glm_SymbolContract, Glm_ReadsStepContext, SameOperandsAndResultType,
     DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
   let summary = "causal depthwise convolution with carried state, then SiLU";
   let description = [{
@@ -196,10 +196,11 @@ def Glm_ShortConvOp : Glm_Op<"short_conv", [Glm_SymbolContract, SameOperandsAndR
   let arguments = (ins Glm_Rows:$input, FlatSymbolRefAttr:$weight, FlatSymbolRefAttr:$state);
   let results = (outs Glm_Rows:$result);
   let assemblyFormat = "$input `,` $weight `,` `state` $state attr-dict `:` type($result)";
-  let extraClassDeclaration = Glm_ContractOf<["weight", "state"]>.decl;
+  let extraClassDeclaration = Glm_ContractOf<["weight", "state"]>.decl #
+      Glm_StepContextOf<["positions", "sequence_slots"]>.decl;
 }
 
-def Glm_KdaOp : Glm_Op<"kda", [Glm_SymbolContract, DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+def Glm_KdaOp : Glm_Op<"kda", [Glm_SymbolContract, Glm_ReadsStepContext, DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
   let summary = "Kimi Delta Attention: gated delta rule over the recurrent state";
   let description = [{
     Per head h (H heads of width d), per row t in order:
@@ -217,7 +218,8 @@ def Glm_KdaOp : Glm_Op<"kda", [Glm_SymbolContract, DeclareOpInterfaceMethods<Sym
     $q `,` $k `,` $v `,` $f `,` $b `,` $a_log `,` $dt_bias `,` `state` $state attr-dict `:` functional-type(operands, results)
   }];
   let hasVerifier = 1;
-  let extraClassDeclaration = Glm_ContractOf<["a_log", "dt_bias", "state"]>.decl;
+  let extraClassDeclaration = Glm_ContractOf<["a_log", "dt_bias", "state"]>.decl #
+      Glm_StepContextOf<["positions", "sequence_slots"]>.decl;
 }
 
 def Glm_GatedNormOp : Glm_Op<"gated_norm", [Glm_SymbolContract, Pure, DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
@@ -237,7 +239,7 @@ def Glm_GatedNormOp : Glm_Op<"gated_norm", [Glm_SymbolContract, Pure, DeclareOpI
 // Sparse MLA and the KPool indexer
 //===----------------------------------------------------------------------===//
 
-def Glm_DsaIndexerOp : Glm_Op<"dsa_indexer", [Glm_SymbolContract, DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+def Glm_DsaIndexerOp : Glm_Op<"dsa_indexer", [Glm_SymbolContract, Glm_ReadsStepContext, DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
   let summary = "KPool lightning indexer: which past tokens each row attends to";
   let description = [{
     Appends this step's indexer keys kI and gates gI ([N, d]) to the sequence's
@@ -260,11 +262,12 @@ def Glm_DsaIndexerOp : Glm_Op<"dsa_indexer", [Glm_SymbolContract, DeclareOpInter
     $queries `,` $keys `,` $gates `,` $head_weights `,` $ape `,` `state` $state attr-dict `:` functional-type(operands, results)
   }];
   let hasVerifier = 1;
-  let extraClassDeclaration = Glm_ContractOf<["ape", "state"]>.decl;
+  let extraClassDeclaration = Glm_ContractOf<["ape", "state"]>.decl #
+      Glm_StepContextOf<["positions", "sequence_slots", "page_table"]>.decl;
 }
 
 def Glm_MlaSparseAttentionOp : Glm_Op<"mla_sparse_attention",
-    [Glm_SymbolContract, DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+    [Glm_SymbolContract, Glm_ReadsStepContext, DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
   let summary = "NoPE multi-head latent attention over the indexer's token set";
   let description = [{
     Appends this step's latent rows c ([N, r]) to `state`. Per head h, with
@@ -281,7 +284,8 @@ def Glm_MlaSparseAttentionOp : Glm_Op<"mla_sparse_attention",
     $queries `,` $latent `,` $selection `,` $kv_b `,` `state` $state attr-dict `:` functional-type(operands, results)
   }];
   let hasVerifier = 1;
-  let extraClassDeclaration = Glm_ContractOf<["kv_b", "state"]>.decl;
+  let extraClassDeclaration = Glm_ContractOf<["kv_b", "state"]>.decl #
+      Glm_StepContextOf<["positions", "sequence_slots", "page_table"]>.decl;
 }
 
 //===----------------------------------------------------------------------===//
@@ -352,7 +356,7 @@ def Glm_ConcatOp : Glm_Op<"concat", [Pure]> {
 // The head, sampling and collectives
 //===----------------------------------------------------------------------===//
 
-def Glm_LastRowsOp : Glm_Op<"last_rows", [Pure]> {
+def Glm_LastRowsOp : Glm_Op<"last_rows", [Glm_ReadsStepContext, Pure]> {
   let summary = "each sequence's last row of the step";
   let description = [{
     x: [B R, D] -> [B, D]: row b is the last row of sequence b's rows
@@ -364,9 +368,11 @@ def Glm_LastRowsOp : Glm_Op<"last_rows", [Pure]> {
   let results = (outs Glm_Rows:$result);
   let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
   let hasVerifier = 1;
+  // The positions say which rows hold tokens; the head after it runs on the picked rows.
+  let extraClassDeclaration = Glm_StepContextOf<["positions"], /*picks=*/1>.decl;
 }
 
-def Glm_SampleOp : Glm_Op<"sample", [Pure]> {
+def Glm_SampleOp : Glm_Op<"sample", [Glm_ReadsStepContext, Pure]> {
   let summary = "picks the next token of each row";
   let description = [{
     Greedy (argmax, ties to the lower id) when `greedy`; otherwise the
@@ -377,6 +383,7 @@ def Glm_SampleOp : Glm_Op<"sample", [Pure]> {
   let arguments = (ins Glm_Rows:$logits, UnitAttr:$greedy);
   let results = (outs Glm_TokenIds:$result);
   let assemblyFormat = "$logits attr-dict `:` type($logits) `->` type($result)";
+  let extraClassDeclaration = Glm_StepContextOf<["positions", "sampling_params"]>.decl;
 }
 
 def Glm_AllGatherOp : Glm_Op<"all_gather", [Pure]> {
