@@ -4,6 +4,7 @@
 #include "kernels/add/add_op.h"
 #include "kernels/concat/concat_op.h"
 #include "kernels/convert/convert_op.h"
+#include "kernels/count_tokens/count_tokens_op.h"
 #include "kernels/dsa_indexer/dsa_indexer_op.h"
 #include "kernels/embedding/embedding_op.h"
 #include "kernels/expand_streams/expand_streams_op.h"
@@ -30,6 +31,7 @@ constexpr OpAdapters kOps[] = {
     {"add", addGpu, addCpu},
     {"concat", concatGpu, concatCpu},
     {"convert", convertGpu, convertCpu},
+    {"count_tokens", countTokensGpu, countTokensCpu},
     {"dsa_indexer", dsaIndexerGpu, dsaIndexerCpu},
     {"embedding", embeddingGpu, embeddingCpu},
     {"expand_streams", expandStreamsGpu, expandStreamsCpu},

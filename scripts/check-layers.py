@@ -24,7 +24,8 @@ LAYERS = {
                        "runtime/plan", "runtime/weights", "runtime/comm"],
     "server/chat": ["base"],
     "server/tokenizer": ["base"],
-    "server/openai": ["base"],
+    # The protocol validates requests against the engine API's limits (top_logprobs, logit_bias).
+    "server/openai": ["base", "runtime/api"],
     "server/http": ["base", "runtime/api", "server/chat", "server/tokenizer", "server/openai"],
     "ir": ["mlir", "llvm"],
     "models": ["base", "kernels", "runtime/weights", "ir", "mlir", "llvm"],

@@ -18,6 +18,7 @@
 #include "compiler/target/Target.h"
 
 #include "ir/glm/GlmOps.h"
+#include "kernels/sample/sample_params.h"
 #include "runtime/weights/Exl3Tensors.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -192,6 +193,9 @@ private:
       paged = true;
       element = f32_ ? b_.getF32Type() : Type(b_.getBF16Type());
       break;
+    case StateKind::TokenCounts:
+      element = b_.getI32Type(); // counts (kernels/count_tokens), exact in every precision
+      break;
     }
     auto make = [&](StringRef name, ArrayRef<int64_t> shape, bool isPaged) {
       planir::StateOp::create(b_, s.getLoc(), b_.getStringAttr(name),
@@ -238,10 +242,11 @@ private:
                                    b_.getStringAttr(kind), b_.getStringAttr(kind), nullptr);
   }
 
-  /// Results HF computes and keeps in f32 in a bf16 forward: mHC's mixing weights (post, comb),
-  /// which only ever feed mhc_post.
+  /// Results kept in f32 in a bf16 forward: mHC's mixing weights (post, comb), which HF computes
+  /// in f32 and which only ever feed mhc_post, and the sampler's logprobs, which the host reads.
   static bool keepsF32(Operation *op, size_t result) {
-    return isa<MhcPreOp>(op) && (result == 1 || result == 2);
+    return (isa<MhcPreOp>(op) && (result == 1 || result == 2)) ||
+           (isa<SampleOp>(op) && result == 1);
   }
 
   Value alloc(Location loc, Value v, StringRef name, StringAttr io = {}, bool f32 = false) {
@@ -272,10 +277,14 @@ private:
     // Which values the program returns, and as which io slot.
     auto ret = cast<func::ReturnOp>(fn.getBody().back().getTerminator());
     llvm::DenseMap<Value, StringRef> outputs;
-    for (auto [i, v] : llvm::enumerate(ret.getOperands())) {
-      outputs[v] = isa<FloatType>(cast<RankedTensorType>(v.getType()).getElementType())
-                       ? "logits"
-                       : "sampled_ids";
+    int64_t vocab = 0; // the sampler's, for the token mask
+    for (Value v : ret.getOperands()) {
+      if (auto sample = v.getDefiningOp<SampleOp>()) {
+        outputs[v] = v == sample.getIds() ? "sampled_ids" : "sampled_logprobs";
+        vocab = cast<RankedTensorType>(sample.getLogits().getType()).getDimSize(1);
+      } else {
+        outputs[v] = "logits";
+      }
     }
 
     llvm::DenseMap<Value, Value> buffers;
@@ -289,10 +298,16 @@ private:
     const int64_t pagesPerSequence = (maxContext_ + pageTokens_ - 1) / pageTokens_;
     Type i32 = b_.getI32Type();
     context_.clear();
-    for (auto [slot, shape] : {std::pair<StringRef, SmallVector<int64_t, 2>>{"positions", {rows}},
-                               {"sequence_slots", {batch}},
-                               {"page_table", {batch, pagesPerSequence}},
-                               {"sampling_params", {batch, 8}}}) {
+    static_assert(glm::kernels::kSampleParamWords == 16 &&
+                      glm::kernels::kSampleTopLogprobs == kSampleAlternatives,
+                  "the sampler's io slots as the kernels read them");
+    for (auto [slot, shape] :
+         {std::pair<StringRef, SmallVector<int64_t, 2>>{"positions", {rows}},
+          {"sequence_slots", {batch}},
+          {"page_table", {batch, pagesPerSequence}},
+          {"sampling_params", {batch, glm::kernels::kSampleParamWords}},
+          {"logit_bias", {batch, 2 * glm::kernels::kSampleBiasEntries}},
+          {"token_mask", {batch, std::max<int64_t>(glm::kernels::maskWords(vocab), 1)}}}) {
       context_[slot] = ioAlloc(fn.getLoc(), slot, shape, i32);
     }
     for (Operation &op : fn.getBody().front().without_terminator()) {
@@ -301,7 +316,12 @@ private:
       for (Value v : op.getOperands()) {
         inputs.push_back(buffers.lookup(v));
       }
-      const std::string name = nameOf(op.getResult(0), op.getName().stripDialect());
+      // An op without results (count_tokens) is named by its own location.
+      const std::string name =
+          op.getNumResults() > 0
+              ? nameOf(op.getResult(0), op.getName().stripDialect())
+              : (isa<NameLoc>(op.getLoc()) ? cast<NameLoc>(op.getLoc()).getName().str()
+                                           : op.getName().stripDialect().str());
       for (auto [i, r] : llvm::enumerate(op.getResults())) {
         const std::string rname = op.getNumResults() == 1 ? name : name + "." + std::to_string(i);
         auto io = outputs.find(r);
@@ -394,7 +414,7 @@ private:
       if (!buffer) {
         return op->emitOpError() << "reads step context '" << slot
                                  << "': none of positions, sequence_slots, page_table, "
-                                    "sampling_params";
+                                    "sampling_params, logit_bias, token_mask";
       }
       inputs.push_back(buffer);
     }

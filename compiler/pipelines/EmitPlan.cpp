@@ -63,6 +63,15 @@ Expected<plan::IoKind> ioKindOf(StringRef name) {
   if (name == "sampling_params") {
     return plan::IoKind::SamplingParams;
   }
+  if (name == "logit_bias") {
+    return plan::IoKind::LogitBias;
+  }
+  if (name == "token_mask") {
+    return plan::IoKind::TokenMask;
+  }
+  if (name == "sampled_logprobs") {
+    return plan::IoKind::SampledLogprobs;
+  }
   return internalError("unknown io slot kind '", name.str(), "'");
 }
 
@@ -107,6 +116,9 @@ plan::StateKind stateKindOf(StringRef s) {
   }
   if (s == "index_keys") {
     return plan::StateKind::IndexKeys;
+  }
+  if (s == "token_counts") {
+    return plan::StateKind::TokenCounts;
   }
   return plan::StateKind::KdaRecurrent;
 }

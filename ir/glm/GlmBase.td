@@ -83,6 +83,7 @@ def Glm_StateKind : I32EnumAttr<"StateKind", "what a per-sequence state holds", 
     I32EnumAttrCase<"ConvWindow", 1, "conv_window">,
     I32EnumAttrCase<"MlaLatent", 2, "mla_latent">,
     I32EnumAttrCase<"IndexKeys", 3, "index_keys">,
+    I32EnumAttrCase<"TokenCounts", 4, "token_counts">,
   ]> {
   let genSpecializedAttr = 0;
   let cppNamespace = "::glm::ir";

@@ -428,3 +428,31 @@ LogicalResult LastRowsOp::verify() {
   }
   return success();
 }
+
+LogicalResult CountTokensOp::verifySymbolUses(SymbolTableCollection &symbols) {
+  return checkState(*this, symbols, getCountsAttr(), StateKind::TokenCounts, nullptr);
+}
+
+LogicalResult SampleOp::verify() {
+  ArrayRef<int64_t> logits = shapeOf(getLogits()), ids = shapeOf(getIds()),
+                    logprobs = shapeOf(getLogprobs());
+  if (ids != logprobs || ids[0] != logits[0] || ids[1] != 1 + kSampleAlternatives) {
+    return emitOpError() << "takes [N, V] logits to ids and logprobs of [N, "
+                         << 1 + kSampleAlternatives << "], not " << shapeText(logits) << " to "
+                         << shapeText(ids) << " and " << shapeText(logprobs);
+  }
+  return success();
+}
+
+LogicalResult SampleOp::verifySymbolUses(SymbolTableCollection &symbols) {
+  StateOp state;
+  if (failed(checkState(*this, symbols, getCountsAttr(), StateKind::TokenCounts, &state))) {
+    return failure();
+  }
+  const int64_t vocab = shapeOf(getLogits())[1];
+  if (state.getType().getShape() != ArrayRef<int64_t>{vocab}) {
+    return emitOpError() << "state " << getCountsAttr() << " must count the " << vocab
+                         << " tokens of the logits, not " << shapeText(state.getType().getShape());
+  }
+  return success();
+}

@@ -11,5 +11,11 @@
 
 #include "ir/glm/GlmInterfaces.h.inc"
 
+namespace glm::ir {
+/// The alternatives glm.sample reports per row besides its token (OpenAI's top_logprobs cap; the
+/// kernels' kSampleTopLogprobs, which glm-to-plan checks it against).
+inline constexpr int64_t kSampleAlternatives = 20;
+} // namespace glm::ir
+
 #define GET_OP_CLASSES
 #include "ir/glm/GlmOps.h.inc"

@@ -372,18 +372,44 @@ def Glm_LastRowsOp : Glm_Op<"last_rows", [Glm_ReadsStepContext, Pure]> {
   let extraClassDeclaration = Glm_StepContextOf<["positions"], /*picks=*/1>.decl;
 }
 
-def Glm_SampleOp : Glm_Op<"sample", [Glm_ReadsStepContext, Pure]> {
+def Glm_CountTokensOp : Glm_Op<"count_tokens", [Glm_SymbolContract, Glm_ReadsStepContext,
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "counts each sequence's tokens for the sampler's penalties";
+  let description = [{
+    For each row holding token t of the sequence in slot s: `counts[s][t]` gets
+    its prompt bit when the row's position is below the sequence's prompt
+    length (its sampling parameters), and one more generated occurrence
+    otherwise (kernels/count_tokens/count_tokens.h). Every input token of every
+    program passes through it, so the counts are always those of the tokens
+    the sequence holds. ids: [N]; `counts`: [V] a sequence.
+  }];
+  let arguments = (ins Glm_TokenIds:$ids, FlatSymbolRefAttr:$counts);
+  let assemblyFormat = "$ids `,` `counts` $counts attr-dict `:` type($ids)";
+  let extraClassDeclaration = Glm_ContractOf<["counts"]>.decl #
+      Glm_StepContextOf<["positions", "sequence_slots", "sampling_params"]>.decl;
+}
+
+def Glm_SampleOp : Glm_Op<"sample", [Glm_SymbolContract, Glm_ReadsStepContext,
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
   let summary = "picks the next token of each row";
   let description = [{
-    Greedy (argmax, ties to the lower id) when `greedy`; otherwise the
-    per-row temperature / top-k / top-p / min-p of the step's sampling io slot,
-    with randomness keyed by (seed, position) so a reply does not depend on
-    batching. logits: [N, V] -> ids [N].
+    The sampler of kernels/sample/sample.h: each row's logits masked, biased
+    and penalized (by the sequence's `counts`) as its sequence's sampling
+    parameters say, then greedy (argmax, ties to the lower id) when `greedy` or
+    at temperature 0, else temperature / top-k / top-p / min-p with the draw
+    keyed by (seed, position), so a reply does not depend on batching.
+    logits: [N, V] -> ids [N, 1 + K] (the token, then the K most likely) and
+    their logprobs [N, 1 + K], K = 20.
   }];
-  let arguments = (ins Glm_Rows:$logits, UnitAttr:$greedy);
-  let results = (outs Glm_TokenIds:$result);
-  let assemblyFormat = "$logits attr-dict `:` type($logits) `->` type($result)";
-  let extraClassDeclaration = Glm_StepContextOf<["positions", "sampling_params"]>.decl;
+  let arguments = (ins Glm_Rows:$logits, FlatSymbolRefAttr:$counts, UnitAttr:$greedy);
+  let results = (outs 2DTensorOf<[I32]>:$ids, 2DTensorOf<[F32]>:$logprobs);
+  let assemblyFormat = [{
+    $logits `,` `counts` $counts attr-dict `:` type($logits) `->` type($ids) `,` type($logprobs)
+  }];
+  let hasVerifier = 1;
+  let extraClassDeclaration = Glm_ContractOf<["counts"]>.decl #
+      Glm_StepContextOf<["positions", "sequence_slots", "sampling_params", "logit_bias",
+                         "token_mask"]>.decl;
 }
 
 def Glm_AllGatherOp : Glm_Op<"all_gather", [Pure]> {

@@ -204,7 +204,8 @@ def Plan_StepOp : Plan_Op<"step", [AttrSizedOperandSegments]> {
                        OptionalAttr<TypedArrayAttrBase<Plan_LaunchAttr, "launches">>:$launches,
                        OptionalAttr<I64Attr>:$workspace, OptionalAttr<StrAttr>:$no_kernel);
   let assemblyFormat = [{
-    $op $name `(` $inputs `:` type($inputs) `)` `->` `(` $outputs `:` type($outputs) `)` attr-dict
+    $op $name `(` ($inputs^ `:` type($inputs))? `)` `->` `(` ($outputs^ `:` type($outputs))? `)`
+    attr-dict
   }];
   let extraClassDeclaration = [{
     /// A cross-rank collective: it runs no kernel of its own and ends a segment.

@@ -116,4 +116,19 @@ __device__ __forceinline__ float loadClusterShared(uint32_t address, unsigned ra
   return v;
 }
 
+/// The same for a u32, a u64 and an f64.
+__device__ __forceinline__ uint32_t loadClusterSharedU32(uint32_t address, unsigned rank) {
+  uint32_t remote, v;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(address), "r"(rank));
+  asm volatile("ld.shared::cluster.u32 %0, [%1];" : "=r"(v) : "r"(remote) : "memory");
+  return v;
+}
+__device__ __forceinline__ uint64_t loadClusterSharedU64(uint32_t address, unsigned rank) {
+  uint32_t remote;
+  uint64_t v;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(address), "r"(rank));
+  asm volatile("ld.shared::cluster.u64 %0, [%1];" : "=l"(v) : "r"(remote) : "memory");
+  return v;
+}
+
 } // namespace glm::kernels::ptx

@@ -1,466 +1,422 @@
-// sample: the on-device sampler, token for token runtime/engine/Sampler.cpp's sampleToken
-// (contract in sample.h, launch rule in sample_gpu.h).
+// sample: the on-device sampler, token for token the reference's sampleRef (contract in sample.h,
+// launch rules in sample_gpu.h).
 #pragma once
 
 #include "kernels/common/Device.cuh"
+#include "kernels/common/Ptx.cuh"
 #include "kernels/sample/sample_gpu.h"
 
 namespace glm::kernels {
 
+__global__ void __launch_bounds__(kProcessThreads) sampleProcessKernel(SampleGpuArgs a) {
+  const int64_t r = blockIdx.x;
+  const int64_t position = a.ctx.positions[r];
+  const int64_t b = r / a.ctx.rowsPerSequence;
+  const SampleWords p = a.params[b];
+  if (position < 0 || !sampleProcesses(p)) {
+    return;
+  }
+  const int64_t first = static_cast<int64_t>(blockIdx.y) * kProcessSlice;
+  const int64_t last = min(first + static_cast<int64_t>(kProcessSlice), a.vocab);
+  const float *in = a.logits + r * a.vocab;
+  float *out = a.processed + r * a.vocab;
+  const uint32_t *mask = p.hasMask ? a.mask + b * maskWords(a.vocab) : nullptr;
+  const float minusInfinity = __int_as_float(0xFF800000); // NVRTC has no INFINITY
+  for (int64_t i = first + threadIdx.x; i < last; i += blockDim.x) {
+    out[i] = mask == nullptr || ((mask[i / 32] >> (i % 32)) & 1u) ? in[i] : minusInfinity;
+  }
+  __syncthreads();
+  // Ids are distinct, so each entry's add is the only one on its token.
+  const int32_t *bias = a.bias + b * 2 * kSampleBiasEntries;
+  for (int e = threadIdx.x; e < p.biasCount; e += blockDim.x) {
+    const int32_t id = bias[2 * e];
+    if (id >= first && id < last) {
+      out[id] = __fadd_rn(out[id], __int_as_float(bias[2 * e + 1]));
+    }
+  }
+  __syncthreads();
+  const int32_t slot = a.ctx.slots[b];
+  if (slot < 0) {
+    return;
+  }
+  const uint32_t *counts = a.counts + static_cast<int64_t>(slot) * a.vocab;
+  for (int64_t i = first + threadIdx.x; i < last; i += blockDim.x) {
+    const uint32_t c = counts[i];
+    if (c != 0u) {
+      out[i] = penalizedLogit(out[i], c, p);
+    }
+  }
+}
+
 namespace sample_detail {
 
-/// What the block agrees on between phases.
-struct Shared {
-  double total;
-  double sum; // the running sequential sum of probabilities
-  int64_t kept;
-  int64_t pick;
-  uint32_t bin, above, binCount;
-  int count;
-  int stop;
-  int pickIndex;
-  float bestValue[32];
-  int64_t bestIndex[32];
+constexpr int kWarps = kSampleThreads / 32;
+
+/// One row's slice in this block, and the state every block of the cluster keeps alike.
+struct Row {
+  const float *x; // the row (processed or raw logits)
+  int64_t first, last;
+  float top, invTemperature; // 1 / T
+  SampleShared *sh;
+  uint32_t round; // cluster rounds so far: selects the double buffers
 };
 
-/// A 64-bit key whose descending order is sampleToken's order: logit descending (-0 equal to +0),
-/// then id ascending. Every key of a row is distinct, and 0 is below all of them.
-__device__ __forceinline__ uint64_t orderKey(float v, int64_t i) {
-  uint32_t u = __float_as_uint(v);
-  if ((u << 1) == 0u) {
-    u = 0u;
-  }
-  const uint32_t ordered = (u & 0x80000000u) ? ~u : (u | 0x80000000u);
-  return (static_cast<uint64_t>(ordered) << 32) | (0xFFFFFFFFu - static_cast<uint32_t>(i));
-}
-__device__ __forceinline__ float keyValue(uint64_t key) {
-  const uint32_t ordered = static_cast<uint32_t>(key >> 32);
-  return __uint_as_float((ordered & 0x80000000u) ? (ordered & 0x7FFFFFFFu) : ~ordered);
-}
-__device__ __forceinline__ int32_t keyId(uint64_t key) {
-  return static_cast<int32_t>(0xFFFFFFFFu - static_cast<uint32_t>(key));
+__device__ __forceinline__ uint64_t weightOf(const Row &row, float x) {
+  return sampleWeight(sampleExp(sampleDistance(x, row.top, row.invTemperature)));
 }
 
-/// f(value, index) for every logit of the row, strided over the block: four loads in flight per
-/// thread before any is used (16-byte ones when rows are 16-byte aligned). The order of the calls
-/// is fixed, so sums over them are reproducible.
-template <typename F>
-__device__ __forceinline__ void forEach(const float *row, int64_t vocab, F f) {
+/// f(key, value) for every token of this block's slice; four loads in flight per thread.
+template <typename F> __device__ __forceinline__ void forEachKey(const Row &row, F f) {
   const int64_t stride = blockDim.x;
-  if (vocab % 4 == 0) {
-    const float4 *quads = reinterpret_cast<const float4 *>(row);
-    const int64_t n = vocab / 4;
-    int64_t q = threadIdx.x;
-    for (; q + 3 * stride < n; q += 4 * stride) {
-      float4 v[4];
+  int64_t i = row.first + threadIdx.x;
+  for (; i + 3 * stride < row.last; i += 4 * stride) {
+    float v[4];
 #pragma unroll
-      for (int u = 0; u < 4; ++u) {
-        v[u] = quads[q + u * stride];
-      }
+    for (int u = 0; u < 4; ++u) {
+      v[u] = row.x[i + u * stride];
+    }
 #pragma unroll
-      for (int u = 0; u < 4; ++u) {
-        const int64_t i = 4 * (q + u * stride);
-        f(v[u].x, i);
-        f(v[u].y, i + 1);
-        f(v[u].z, i + 2);
-        f(v[u].w, i + 3);
-      }
+    for (int u = 0; u < 4; ++u) {
+      f(orderKey(v[u], i + u * stride), v[u]);
     }
-    for (; q < n; q += stride) {
-      const float4 v = quads[q];
-      f(v.x, 4 * q);
-      f(v.y, 4 * q + 1);
-      f(v.z, 4 * q + 2);
-      f(v.w, 4 * q + 3);
-    }
-  } else {
-    int64_t i = threadIdx.x;
-    for (; i + 3 * stride < vocab; i += 4 * stride) {
-      float v[4];
-#pragma unroll
-      for (int u = 0; u < 4; ++u) {
-        v[u] = row[i + u * stride];
-      }
-#pragma unroll
-      for (int u = 0; u < 4; ++u) {
-        f(v[u], i + u * stride);
-      }
-    }
-    for (; i < vocab; i += stride) {
-      f(row[i], i);
-    }
+  }
+  for (; i < row.last; i += stride) {
+    f(orderKey(row.x[i], i), row.x[i]);
   }
 }
 
-/// Σ over the block in a fixed order (so every run agrees); every thread gets the total.
-__device__ __forceinline__ double blockSumDouble(double v, double *scratch) {
+/// The cluster-wide max (isMax) or sum of every thread's `v`; every thread gets it.
+__device__ uint64_t clusterReduce(Row &row, uint64_t v, bool isMax) {
+  SampleShared &sh = *row.sh;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
 #pragma unroll
   for (int offset = 16; offset > 0; offset >>= 1) {
-    v += __shfl_xor_sync(0xFFFFFFFFu, v, offset);
+    const uint64_t o = __shfl_xor_sync(0xFFFFFFFFu, v, offset);
+    v = isMax ? (o > v ? o : v) : v + o;
   }
   if (lane == 0) {
-    scratch[warp] = v;
+    sh.partial[warp] = v;
   }
   __syncthreads();
-  double total = 0.0;
-  for (int w = 0; w < static_cast<int>(blockDim.x >> 5); ++w) {
-    total += scratch[w];
+  const uint32_t buffer = row.round & 1u;
+  if (threadIdx.x == 0) {
+    uint64_t b = sh.partial[0];
+    for (int w = 1; w < kWarps; ++w) {
+      b = isMax ? (sh.partial[w] > b ? sh.partial[w] : b) : b + sh.partial[w];
+    }
+    sh.blockValue[buffer] = b;
+  }
+  ptx::clusterSync();
+  if (threadIdx.x == 0) {
+    const uint32_t address = ptx::sharedAddress(&sh.blockValue[buffer]);
+    uint64_t r = ptx::loadClusterSharedU64(address, 0);
+    for (unsigned c = 1; c < kSampleCluster; ++c) {
+      const uint64_t o = ptx::loadClusterSharedU64(address, c);
+      r = isMax ? (o > r ? o : r) : r + o;
+    }
+    sh.value = r;
   }
   __syncthreads();
-  return total;
+  ++row.round;
+  return sh.value;
 }
 
-/// The want-th largest key (1-based) among the row's keys below `bound` (all keys when not
-/// bounded): a radix select, 8 bits a pass from the top, stopping as soon as the keys at or above
-/// the candidate prefix number exactly `want`. Needs want <= the number of such keys.
-__device__ uint64_t selectKey(const float *row, int64_t vocab, bool bounded, uint64_t bound,
-                              int64_t want, uint32_t *hist, Shared &sh) {
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  uint64_t prefix = 0;
-  uint32_t k = static_cast<uint32_t>(want);
+/// What a select found: the key, the count or weight of the keys above it in the order, and the
+/// count or weight of its whole domain (the first histogram's).
+struct Selected {
+  uint64_t key;
+  uint64_t above;
+  uint64_t total;
+};
+
+/// How a select's target follows from its domain's total: a fixed target (top-k, the logprobs'
+/// k-th), floor(top_p · W) (the top-p cut), or the draw's D + 1 with D = floor(u · M).
+struct Target {
+  enum Kind { Fixed, Fraction, Draw } kind;
+  uint64_t value;  // Fixed: the target; Draw: the draw's 53 bits
+  double fraction; // Fraction: top_p
+  __device__ uint64_t of(uint64_t total) const {
+    switch (kind) {
+    case Fraction:
+      return static_cast<uint64_t>(fraction * static_cast<double>(total));
+    case Draw:
+      return drawTarget(value, total) + 1;
+    default:
+      return value;
+    }
+  }
+};
+
+/// The first key in the order among keys >= lo at which the running count (byWeight false) or
+/// running weight reaches the target (the top key for a target of 0; the last key when the
+/// weight runs out first). A radix descent from the top byte: each pass one histogram of the slice,
+/// summed over the cluster; the first one's total sets the target. Each warp counts into its own
+/// histogram: a row's logits share their top bits, so a block-wide one queues its atomics on a
+/// few bins (aggregating a warp's lanes per bin first, with match_any and redux, measured slower).
+__device__ Selected selectKey(Row &row, uint64_t lo, bool byWeight, Target goal, uint64_t topKey) {
+  SampleShared &sh = *row.sh;
+  const int lane = threadIdx.x & 31;
+  uint64_t prefix = 0, remaining = 0, above = 0, total = 0;
   for (int digit = 7; digit >= 0; --digit) {
     const int shift = 8 * digit;
-    for (int i = threadIdx.x; i < 256; i += blockDim.x) {
-      hist[i] = 0u;
+    const int warp = threadIdx.x >> 5;
+    for (int b = lane; b < kSampleBins; b += 32) {
+      sh.warpCount[warp][b] = 0u;
+      sh.warpMass[warp][b] = 0u;
     }
-    __syncthreads();
-    forEach(row, vocab, [&](float v, int64_t i) {
-      const uint64_t key = orderKey(v, i);
-      if ((bounded && key >= bound) || (digit < 7 && (key >> (shift + 8)) != prefix)) {
+    __syncwarp();
+    forEachKey(row, [&](uint64_t key, float x) {
+      if (key < lo || (digit < 7 && (key >> (shift + 8)) != prefix)) {
         return;
       }
-      atomicAdd(&hist[(key >> shift) & 0xFFu], 1u);
+      const uint32_t b = static_cast<uint32_t>(key >> shift) & 0xFFu;
+      atomicAdd(&sh.warpCount[warp][b], 1u);
+      if (byWeight) {
+        atomicAdd(reinterpret_cast<unsigned long long *>(&sh.warpMass[warp][b]),
+                  static_cast<unsigned long long>(weightOf(row, x)));
+      }
     });
     __syncthreads();
-    if (warp == 0) {
-      // Lane L owns bins 255 - 8L down to 248 - 8L: counts from the top of the key range.
-      uint32_t c[8], laneTotal = 0;
+    const uint32_t buffer = row.round & 1u;
+    for (int b = threadIdx.x; b < kSampleBins; b += blockDim.x) {
+      uint32_t c = 0;
+      uint64_t m = 0;
+      for (int w = 0; w < kWarps; ++w) {
+        c += sh.warpCount[w][b];
+        m += sh.warpMass[w][b];
+      }
+      sh.blockCount[buffer][b] = c;
+      sh.blockMass[buffer][b] = m;
+    }
+    ptx::clusterSync();
+    for (int b = threadIdx.x; b < kSampleBins; b += blockDim.x) {
+      const uint32_t ca = ptx::sharedAddress(&sh.blockCount[buffer][b]);
+      const uint32_t ma = ptx::sharedAddress(&sh.blockMass[buffer][b]);
+      uint32_t c = 0;
+      uint64_t m = 0;
+      for (unsigned r = 0; r < kSampleCluster; ++r) {
+        c += ptx::loadClusterSharedU32(ca, r);
+        m += ptx::loadClusterSharedU64(ma, r);
+      }
+      sh.rowCount[b] = c;
+      sh.rowMass[b] = m;
+    }
+    __syncthreads();
+    ++row.round;
+    if (digit == 7) {
+      for (int b = 0; b < kSampleBins; ++b) {
+        total += byWeight ? sh.rowMass[b] : sh.rowCount[b];
+      }
+      remaining = goal.of(total);
+      if (remaining == 0) {
+        return {topKey, 0, total};
+      }
+    }
+    if (threadIdx.x < 32) {
+      // Lane L holds bins 255 - 8L down to 248 - 8L: the order from the top.
+      uint64_t v[8];
+      uint32_t c[8];
+      uint64_t laneTotal = 0;
+      uint32_t nonEmpty = 0;
 #pragma unroll
       for (int j = 0; j < 8; ++j) {
-        c[j] = hist[255 - 8 * lane - j];
-        laneTotal += c[j];
+        const int b = 255 - 8 * lane - j;
+        c[j] = sh.rowCount[b];
+        v[j] = byWeight ? sh.rowMass[b] : c[j];
+        laneTotal += v[j];
+        nonEmpty |= c[j] != 0u ? 1u << j : 0u;
       }
-      uint32_t inclusive = laneTotal;
+      uint64_t inclusive = laneTotal;
 #pragma unroll
       for (int offset = 1; offset < 32; offset <<= 1) {
-        const uint32_t t = __shfl_up_sync(0xFFFFFFFFu, inclusive, offset);
+        const uint64_t t = __shfl_up_sync(0xFFFFFFFFu, inclusive, offset);
         if (lane >= offset) {
           inclusive += t;
         }
       }
-      const uint32_t exclusive = inclusive - laneTotal;
-      if (exclusive < k && k <= inclusive) {
-        uint32_t running = exclusive;
-#pragma unroll
-        for (int j = 0; j < 8; ++j) {
-          if (running < k && k <= running + c[j]) {
-            sh.bin = 255u - 8u * lane - j;
-            sh.above = running;
-            sh.binCount = c[j];
+      const uint64_t exclusive = inclusive - laneTotal;
+      const uint32_t reached =
+          __ballot_sync(0xFFFFFFFFu, exclusive < remaining && remaining <= inclusive);
+      // None reaches (the weight ran out): the last non-empty bin.
+      const uint32_t filled = __ballot_sync(0xFFFFFFFFu, nonEmpty != 0u);
+      const int owner = reached != 0u ? __ffs(reached) - 1 : 31 - __clz(filled);
+      if (lane == owner) {
+        int pick = 0;
+        uint64_t before = exclusive;
+        if (reached != 0u) {
+          for (int j = 0; j < 8; ++j) {
+            if (c[j] != 0u && before + v[j] >= remaining) {
+              pick = j;
+              break;
+            }
+            before += v[j];
           }
-          running += c[j];
+        } else {
+          for (int j = 0; j < 8; ++j) {
+            pick = c[j] != 0u ? j : pick;
+          }
+          for (int j = 0; j < pick; ++j) {
+            before += v[j];
+          }
         }
+        sh.bin = static_cast<uint32_t>(255 - 8 * lane - pick);
+        sh.above = before;
+        sh.binCount = c[pick];
       }
     }
     __syncthreads();
-    prefix = (prefix << 8) | sh.bin;
-    if (sh.above + sh.binCount == k) {
-      return prefix << shift;
+    const uint64_t bin = sh.bin;
+    remaining -= sh.above < remaining ? sh.above : remaining;
+    above += sh.above;
+    prefix = (prefix << 8) | bin;
+    if (digit == 0) {
+      return {prefix, above, total};
     }
-    k -= sh.above;
-  }
-  return prefix; // not reached: keys are distinct
-}
-
-/// Gathers the next chunk of the order into keys[0, count), sorted descending: the `want`
-/// largest keys below `bound` (all keys when not bounded), of which there are `remaining`.
-__device__ int gatherChunk(const float *row, int64_t vocab, bool bounded, uint64_t bound,
-                           int64_t want, int64_t remaining, uint64_t *keys, uint32_t *hist,
-                           Shared &sh) {
-  const bool all = want >= remaining;
-  const int count = static_cast<int>(all ? remaining : want);
-  const uint64_t tau = all ? 0 : selectKey(row, vocab, bounded, bound, want, hist, sh);
-  if (threadIdx.x == 0) {
-    sh.count = 0;
-  }
-  __syncthreads();
-  forEach(row, vocab, [&](float v, int64_t i) {
-    const uint64_t key = orderKey(v, i);
-    if ((!bounded || key < bound) && key >= tau) {
-      keys[atomicAdd(&sh.count, 1)] = key;
-    }
-  });
-  __syncthreads();
-  int size = 2;
-  while (size < count) {
-    size <<= 1;
-  }
-  for (int i = count + threadIdx.x; i < size; i += blockDim.x) {
-    keys[i] = 0; // below every key: sorts last
-  }
-  __syncthreads();
-  // Bitonic sort, descending.
-  for (int k = 2; k <= size; k <<= 1) {
-    for (int j = k >> 1; j > 0; j >>= 1) {
-      for (int i = threadIdx.x; i < size; i += blockDim.x) {
-        const int partner = i ^ j;
-        if (partner > i) {
-          const uint64_t x = keys[i], y = keys[partner];
-          if ((i & k) == 0 ? x < y : x > y) {
-            keys[i] = y;
-            keys[partner] = x;
-          }
+    if (sh.binCount == 1u) {
+      // The bin's one key: the largest (the only) key of the domain under the prefix.
+      uint64_t best = 0;
+      forEachKey(row, [&](uint64_t key, float) {
+        if (key >= lo && (key >> shift) == prefix && key > best) {
+          best = key;
         }
-      }
-      __syncthreads();
+      });
+      return {clusterReduce(row, best, true), above, total};
     }
   }
-  return count;
-}
-
-/// The first draw of SplitMix64 seeded with seed ^ position · 0xD1B54A32D192ED03, as a uniform
-/// double in [0, 1) with 53 bits.
-__device__ __forceinline__ double uniformDraw(uint64_t seed, int64_t position) {
-  uint64_t z =
-      (seed ^ (static_cast<uint64_t>(position) * 0xD1B54A32D192ED03ull)) + 0x9E3779B97F4A7C15ull;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  z ^= z >> 31;
-  return static_cast<double>(z >> 11) / 9007199254740992.0;
+  return {prefix, above, total}; // not reached
 }
 
 } // namespace sample_detail
 
-__global__ void __launch_bounds__(kSampleThreads, 1) sampleKernel(SampleGpuArgs a) {
+__global__ void __cluster_dims__(kSampleCluster, 1, 1) __launch_bounds__(kSampleThreads)
+    sampleKernel(SampleGpuArgs a) {
   using namespace sample_detail;
   extern __shared__ __align__(16) uint8_t smem[];
-  uint64_t *keys = reinterpret_cast<uint64_t *>(smem);
-  double *prob = reinterpret_cast<double *>(smem + kSampleChunk * 8);
-  __shared__ uint32_t hist[256];
-  __shared__ double scratch[32];
-  __shared__ Shared sh;
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const int64_t r = blockIdx.x;
-  const int64_t vocab = a.vocab;
-  const float *row = a.logits + r * vocab;
-  const int64_t position = a.ctx.positions != nullptr ? a.ctx.positions[r] : 0;
+  SampleShared &sh = *reinterpret_cast<SampleShared *>(smem);
+  constexpr int kOut = 1 + kSampleTopLogprobs;
+  const int64_t r = blockIdx.x / kSampleCluster;
+  const unsigned rank = ptx::clusterRank();
+  const bool writer = rank == 0;
+  int32_t *ids = a.ids + r * kOut;
+  float *logprobs = a.logprobs + r * kOut;
+  const int64_t position = a.ctx.positions[r];
   if (position < 0) {
-    if (threadIdx.x == 0) {
-      a.out[r] = 0; // padding row
+    // Every block of the cluster leaves here alike: none reads another's shared memory.
+    for (int j = threadIdx.x; writer && j < kOut; j += blockDim.x) {
+      ids[j] = j == 0 ? 0 : -1; // padding row
+      logprobs[j] = 0.0f;
     }
     return;
   }
-  const int64_t perSequence = a.ctx.rowsPerSequence > 0 ? a.ctx.rowsPerSequence : 1;
-  const int32_t *p = a.params != nullptr ? a.params + (r / perSequence) * 8 : nullptr;
-  const float temperature = p != nullptr ? __int_as_float(p[0]) : 0.0f;
+  const SampleWords p = a.params[r / a.ctx.rowsPerSequence];
+  const int64_t slice = (a.vocab + kSampleCluster - 1) / kSampleCluster;
+  Row row;
+  row.x = (sampleProcesses(p) ? a.processed : a.logits) + r * a.vocab;
+  row.first = min(static_cast<int64_t>(rank) * slice, a.vocab);
+  row.last = min(row.first + slice, a.vocab);
+  row.sh = &sh;
+  row.round = 0;
+  const bool greedy = a.greedy || !(p.temperature > 0.0f);
+  row.invTemperature = inverseTemperature(greedy ? 1.0f : p.temperature);
 
-  if (a.greedy || !(temperature > 0.0f)) {
-    // sampleToken's greedy loop keeps the first strictly larger value: the lowest id of the
-    // maximum, NaNs never taken (and id 0 when logits[0] is NaN).
-    float best = 0.0f;
-    int64_t bestIndex = -1;
-    forEach(row, vocab, [&](float v, int64_t i) {
-      if (v == v && (bestIndex < 0 || v > best || (v == best && i < bestIndex))) {
-        best = v;
-        bestIndex = i;
-      }
-    });
-#pragma unroll
-    for (int offset = 16; offset > 0; offset >>= 1) {
-      const float v = __shfl_xor_sync(0xFFFFFFFFu, best, offset);
-      const int64_t i = __shfl_xor_sync(0xFFFFFFFFu, bestIndex, offset);
-      if (i >= 0 && (bestIndex < 0 || v > best || (v == best && i < bestIndex))) {
-        best = v;
-        bestIndex = i;
-      }
+  // The top key: greedy's token, and l_0 for the weights.
+  uint64_t best = 0;
+  forEachKey(row, [&](uint64_t key, float) { best = key > best ? key : best; });
+  const uint64_t topKey = clusterReduce(row, best, true);
+  row.top = keyValue(topKey);
+  uint64_t pick = topKey;
+
+  if (!greedy) {
+    // Top-k: the k-th key bounds the order from below.
+    uint64_t lo = 0;
+    if (p.topK > 0 && p.topK < a.vocab) {
+      lo =
+          selectKey(row, 0, false, {Target::Fixed, static_cast<uint64_t>(p.topK), 0.0}, topKey).key;
     }
-    if (lane == 0) {
-      sh.bestValue[warp] = best;
-      sh.bestIndex[warp] = bestIndex;
+    if (p.topP < 1.0f) {
+      // The shortest prefix whose weight reaches floor(top_p · W): at least the top token.
+      const Selected cut =
+          selectKey(row, lo, true, {Target::Fraction, 0, static_cast<double>(p.topP)}, topKey);
+      lo = cut.key;
     }
-    __syncthreads();
-    if (threadIdx.x == 0) {
-      for (int w = 1; w < static_cast<int>(blockDim.x >> 5); ++w) {
-        const float v = sh.bestValue[w];
-        const int64_t i = sh.bestIndex[w];
-        if (i >= 0 && (bestIndex < 0 || v > best || (v == best && i < bestIndex))) {
-          best = v;
-          bestIndex = i;
+    if (p.minP > 0.0f) {
+      // The first token after the top whose exp falls below min_p ends the kept prefix.
+      uint64_t failing = 0;
+      forEachKey(row, [&](uint64_t key, float x) {
+        if (key >= lo && key != topKey &&
+            !(sampleExp(sampleDistance(x, row.top, row.invTemperature)) >= p.minP) &&
+            key > failing) {
+          failing = key;
         }
-      }
-      a.out[r] = row[0] != row[0] || bestIndex < 0 ? 0 : static_cast<int32_t>(bestIndex);
+      });
+      const uint64_t firstFailing = clusterReduce(row, failing, true);
+      lo = firstFailing != 0 ? firstFailing + 1 : lo;
+    }
+    // The draw: D = floor(u · M), M the kept weight (the select's first total), and the first
+    // token whose running weight exceeds D; the top token when M is 0.
+    const uint64_t seed = static_cast<uint64_t>(p.seedLo) | (static_cast<uint64_t>(p.seedHi) << 32);
+    const Selected drawn =
+        selectKey(row, lo, true, {Target::Draw, philoxBits53(seed, position + 1), 0.0}, topKey);
+    pick = drawn.total != 0 ? drawn.key : topKey;
+  }
+
+  if (p.logprobs < 0) {
+    ptx::clusterSync(); // no block leaves while another may still read its shared memory
+    for (int j = threadIdx.x; writer && j < kOut; j += blockDim.x) {
+      ids[j] = j == 0 ? keyId(pick) : -1;
+      logprobs[j] = 0.0f;
     }
     return;
   }
-
-  const float topP = __int_as_float(p[1]), minP = __int_as_float(p[2]);
-  const int32_t topK = p[3];
-  const uint64_t seed = static_cast<uint64_t>(static_cast<uint32_t>(p[4])) |
-                        (static_cast<uint64_t>(static_cast<uint32_t>(p[5])) << 32);
-  const int64_t kept0 = topK > 0 && topK < vocab ? topK : vocab; // after top-k
-  const double temp = static_cast<double>(temperature);
-  const bool topPOn = topP < 1.0f, minPOn = minP > 0.0f;
-  // The whole top-k set fits one chunk: every sum runs in sampleToken's sequential order.
-  const bool oneChunk = kept0 <= kSampleChunk;
-
-  int count =
-      gatherChunk(row, vocab, false, 0, oneChunk ? kept0 : kSampleChunk, vocab, keys, hist, sh);
-  const double top = static_cast<double>(keyValue(keys[0])) / temp;
-  // prob[j] = exp(l / T - top) / total for the chunk in keys.
-  auto fillProbabilities = [&](int n, double total) {
-    for (int j = threadIdx.x; j < n; j += blockDim.x) {
-      prob[j] = exp(static_cast<double>(keyValue(keys[j])) / temp - top) / total;
-    }
-    __syncthreads();
+  // Logprobs of the distribution sampled from, before its truncation: each token's distance below
+  // the top over T less log Σ e, the sum over the whole row's weights.
+  uint64_t part = 0;
+  forEachKey(row, [&](uint64_t, float x) { part += weightOf(row, x); });
+  const uint64_t all = clusterReduce(row, part, false);
+  const double lse = log(static_cast<double>(all)) - kSampleWeightBits * 0.6931471805599453;
+  auto logprob = [&](float x) {
+    return static_cast<float>(
+        __dsub_rn(static_cast<double>(sampleDistance(x, row.top, row.invTemperature)), lse));
   };
-
-  double total;
-  if (oneChunk) {
-    for (int j = threadIdx.x; j < count; j += blockDim.x) {
-      prob[j] = exp(static_cast<double>(keyValue(keys[j])) / temp - top);
-    }
-    __syncthreads();
-    if (threadIdx.x == 0) {
-      double t = 0.0;
-      for (int j = 0; j < count; ++j) {
-        t += prob[j];
-      }
-      sh.total = t;
-    }
-    __syncthreads();
-    total = sh.total;
-  } else {
-    // Over more than a chunk the normaliser is a fixed-order parallel sum: it differs from
-    // sampleToken's sequential one in the last bits only (see sample.h).
-    const bool limited = kept0 < vocab;
-    const uint64_t tauK = limited ? selectKey(row, vocab, false, 0, kept0, hist, sh) : 0;
-    double part = 0.0;
-    forEach(row, vocab, [&](float v, int64_t i) {
-      if (!limited || orderKey(v, i) >= tauK) {
-        part += exp(static_cast<double>(v) / temp - top);
+  const int k = static_cast<int>(min(static_cast<int64_t>(p.logprobs), a.vocab));
+  if (threadIdx.x == 0) {
+    sh.listCount = 0;
+  }
+  __syncthreads();
+  if (k > 0) {
+    const uint64_t kth =
+        selectKey(row, 0, false, {Target::Fixed, static_cast<uint64_t>(k), 0.0}, topKey).key;
+    forEachKey(row, [&](uint64_t key, float) {
+      if (key >= kth) {
+        sh.list[atomicAdd(&sh.listCount, 1u)] = key;
       }
     });
-    total = blockSumDouble(part, scratch);
   }
-  fillProbabilities(count, total);
-  const double threshold = static_cast<double>(minP) * prob[0];
-  __syncthreads(); // read by all before pass A rewrites prob
-
-  // Pass A: sampleToken's top-p and min-p loops and its mass, one running sum in order. prob[j]
-  // becomes the cumulative sum through j.
-  int64_t kept = kept0;
-  double mass = 1.0; // over more than a chunk without cuts: Σ of all probabilities
-  bool cumulativeInChunk0 = false;
-  bool chunk0InKeys = true;
-  if (oneChunk || topPOn || minPOn) {
-    int64_t base = 0;
-    if (threadIdx.x == 0) {
-      sh.sum = 0.0;
-    }
-    for (;;) {
-      if (threadIdx.x == 0) {
-        double s = sh.sum;
-        int stop = 0;
-        int64_t n = base + count;
-        for (int j = 0; j < count; ++j) {
-          const int64_t at = base + j;
-          if (at > 0 && ((topPOn && !(s < static_cast<double>(topP))) ||
-                         (minPOn && !(prob[j] >= threshold)))) {
-            stop = 1;
-            n = at;
-            break;
-          }
-          s += prob[j];
-          prob[j] = s;
+  ptx::clusterSync();
+  if (writer && threadIdx.x == 0) {
+    // The k keys of the whole row, gathered from every block and sorted (k <= 20).
+    uint64_t top[kSampleTopLogprobs];
+    int count = 0;
+    for (unsigned c = 0; c < kSampleCluster; ++c) {
+      const uint32_t n = ptx::loadClusterSharedU32(ptx::sharedAddress(&sh.listCount), c);
+      for (uint32_t e = 0; e < n && count < kSampleTopLogprobs; ++e) {
+        uint64_t key = ptx::loadClusterSharedU64(ptx::sharedAddress(&sh.list[e]), c);
+        int at = count++;
+        while (at > 0 && top[at - 1] < key) {
+          top[at] = top[at - 1];
+          --at;
         }
-        if (!stop && base + count >= kept0) {
-          stop = 1;
-          n = kept0;
-        }
-        sh.sum = s;
-        sh.stop = stop;
-        sh.kept = n;
-      }
-      __syncthreads();
-      if (sh.stop) {
-        break;
-      }
-      const uint64_t bound = keys[count - 1];
-      base += count;
-      __syncthreads();
-      count = gatherChunk(row, vocab, true, bound,
-                          min(static_cast<int64_t>(kSampleChunk), kept0 - base), vocab - base, keys,
-                          hist, sh);
-      chunk0InKeys = false;
-      fillProbabilities(count, total);
-    }
-    kept = sh.kept;
-    mass = sh.sum;
-    cumulativeInChunk0 = chunk0InKeys;
-    __syncthreads(); // read by all before pass B resets the sum
-  }
-
-  // The draw: the first kept token whose cumulative probability exceeds u, else the last kept.
-  const double u = uniformDraw(seed, position) * mass;
-  if (cumulativeInChunk0) {
-    if (threadIdx.x == 0) {
-      sh.pickIndex = static_cast<int>(kept - 1);
-    }
-    __syncthreads();
-    for (int j = threadIdx.x; j < kept; j += blockDim.x) {
-      if (u < prob[j]) {
-        atomicMin(&sh.pickIndex, j);
+        top[at] = key;
       }
     }
-    __syncthreads();
-    if (threadIdx.x == 0) {
-      a.out[r] = keyId(keys[sh.pickIndex]);
+    ids[0] = keyId(pick);
+    logprobs[0] = logprob(keyValue(pick));
+    for (int j = 1; j < kOut; ++j) {
+      ids[j] = j <= count ? keyId(top[j - 1]) : -1;
+      logprobs[j] = j <= count ? logprob(keyValue(top[j - 1])) : 0.0f;
     }
-    return;
   }
-  // Pass B: walk the order again from the top, a chunk at a time, with the same running sum.
-  if (!chunk0InKeys) {
-    count = gatherChunk(row, vocab, false, 0, min(static_cast<int64_t>(kSampleChunk), kept), vocab,
-                        keys, hist, sh);
-  }
-  fillProbabilities(count, total);
-  if (threadIdx.x == 0) {
-    sh.sum = 0.0;
-  }
-  int64_t base = 0;
-  for (;;) {
-    if (threadIdx.x == 0) {
-      double s = sh.sum;
-      int found = 0;
-      int64_t pick = -1;
-      for (int j = 0; j < count && base + j < kept; ++j) {
-        s += prob[j];
-        pick = keyId(keys[j]);
-        if (u < s) {
-          found = 1;
-          break;
-        }
-      }
-      sh.sum = s;
-      sh.stop = found || base + count >= kept;
-      sh.pick = pick; // the last kept token when none was found
-    }
-    __syncthreads();
-    if (sh.stop) {
-      if (threadIdx.x == 0) {
-        a.out[r] = static_cast<int32_t>(sh.pick);
-      }
-      return;
-    }
-    const uint64_t bound = keys[count - 1];
-    base += count;
-    __syncthreads();
-    count =
-        gatherChunk(row, vocab, true, bound, min(static_cast<int64_t>(kSampleChunk), kept - base),
-                    vocab - base, keys, hist, sh);
-    fillProbabilities(count, total);
-  }
+  ptx::clusterSync(); // block 0 has read every block's list
 }
 
 } // namespace glm::kernels

@@ -1,44 +1,62 @@
-// sample's plan adapter: operand 0 logits f32 [rows, vocab], then the positions and the sampling
-// parameters (i32 [batch, 8], sample_gpu.h), result 0 the token ids i32 [rows]; unit parameter
-// greedy (argmax for every row).
+// sample's plan adapter: operand 0 the logits f32 [rows, vocab], then the step context
+// (positions, sequence slots, sampling parameters, logit_bias, token_mask); state 0 the
+// token_counts; results the ids i32 and logprobs f32, [rows, 1 + kSampleTopLogprobs] each
+// (sample.h); unit parameter greedy (argmax for every row).
 #include "kernels/sample/sample_op.h"
 
-#include "kernels/argmax/argmax.h"
 #include "kernels/common/StepArgs.h"
+#include "kernels/sample/sample.h"
 #include "kernels/sample/sample_gpu.h"
 
 namespace glm::kernels {
 
 Expected<GpuStep> sampleGpu(const OpStep &step) {
+  const int64_t vocab = step.operandDim(0, 1);
   ArgPack<SampleGpuArgs> p;
   p.bind(p.args.logits, ArgSource::Operand, 0, "logits");
-  p.bind(p.args.params, ArgSource::Operand, 2, "params");
-  p.bind(p.args.ctx.positions, ArgSource::Operand, 1, "ctx.positions");
-  p.set(p.args.ctx.rowsPerSequence, step.rowsPerSequence(), "ctx.rowsPerSequence");
-  p.bind(p.args.out, ArgSource::Result, 0, "out");
+  packStepContext(p, p.args.ctx, step, 1, /*paged=*/false);
+  p.bind(p.args.params, ArgSource::Operand, 3, "params");
+  p.bind(p.args.bias, ArgSource::Operand, 4, "bias");
+  p.bind(p.args.mask, ArgSource::Operand, 5, "mask");
+  p.bind(p.args.counts, ArgSource::State, 0, "counts");
+  p.bind(p.args.processed, ArgSource::Workspace, 0, "processed");
+  p.bind(p.args.ids, ArgSource::Result, 0, "ids");
+  p.bind(p.args.logprobs, ArgSource::Result, 1, "logprobs");
   p.set(p.args.rows, step.rows(), "rows");
-  p.set(p.args.vocab, step.operandDim(0, 1), "vocab");
+  p.set(p.args.vocab, vocab, "vocab");
   p.set(p.args.greedy, step.intParam("greedy") ? 1 : 0, "greedy");
-  return GpuStep{{p.launch("kernels/sample/sample.cuh", "glm::kernels::sampleKernel",
-                           sampleLaunch(step.rows()))}};
+  GpuStep gpu{{p.launch("kernels/sample/sample.cuh", "glm::kernels::sampleProcessKernel",
+                        sampleProcessLaunch(step.rows(), vocab)),
+               p.launch("kernels/sample/sample.cuh", "glm::kernels::sampleKernel",
+                        sampleLaunch(step.rows()))}};
+  gpu.workspaceBytes = static_cast<uint64_t>(step.rows() * vocab) * sizeof(float);
+  return gpu;
 }
 
 Status sampleCpu(const OpStep &step, const HostStep &host) {
-  // Greedy when the op says so or the sequence's temperature (word 0 of its sampling
-  // parameters, which the host zeroes by default) is 0.
+  // The CPU runs each sequence's rows packed, group b's from row g.first, with its context
+  // entries at b.
+  constexpr int64_t kOut = 1 + kSampleTopLogprobs;
   const int64_t vocab = step.operandDim(0, 1);
-  const auto *params = static_cast<const float *>(host.operand(2));
-  const bool greedy = step.intParam("greedy").has_value();
+  const auto *params = static_cast<const SampleWords *>(host.operand(3));
+  const auto *mask = static_cast<const uint32_t *>(host.operand(5));
+  const auto *counts = reinterpret_cast<const uint32_t *>(host.stateBytes(0));
   const auto groups = host.groups();
   for (size_t b = 0; b < groups.size(); ++b) {
-    if (!greedy && params[b * 8] != 0.0f) {
-      return unimplemented("sampling at a temperature comes with the on-device sampler");
-    }
     const HostRowGroup &g = groups[b];
-    GLM_RETURN_IF_ERROR(argmaxRef({.logits = host.f32In(0) + g.first * vocab,
-                                   .out = host.i32Out(0) + g.first,
+    GLM_RETURN_IF_ERROR(sampleRef({.logits = host.f32In(0) + g.first * vocab,
+                                   .positions = host.i32In(1) + g.first,
+                                   .slots = host.i32In(2) + b,
+                                   .params = params + b,
+                                   .bias = host.i32In(4) + b * 2 * kSampleBiasEntries,
+                                   .mask = mask + b * maskWords(vocab),
+                                   .counts = counts,
+                                   .ids = host.i32Out(0) + g.first * kOut,
+                                   .logprobs = host.f32Out(1) + g.first * kOut,
                                    .rows = g.count,
-                                   .vocab = vocab}));
+                                   .vocab = vocab,
+                                   .rowsPerSequence = g.count,
+                                   .greedy = step.intParam("greedy").has_value()}));
   }
   return Status::success();
 }

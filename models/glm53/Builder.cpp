@@ -172,9 +172,12 @@ private:
     const int64_t h = c_.hiddenSize, s = c_.hcMult;
     const int64_t headRows = program.lastRowLogits ? program.batch : n_;
     auto idsType = RankedTensorType::get({n_}, b_.getI32Type());
-    auto nextType = RankedTensorType::get({headRows}, b_.getI32Type());
+    // The sampler's token and its alternatives per head row, their ids and their logprobs.
+    auto idsOutType =
+        RankedTensorType::get({headRows, 1 + ir::kSampleAlternatives}, b_.getI32Type());
+    auto logprobsType = RankedTensorType::get({headRows, 1 + ir::kSampleAlternatives}, f32());
     auto logitsType = RankedTensorType::get({headRows, c_.vocabSize}, f32());
-    auto fnType = b_.getFunctionType({idsType}, {logitsType, nextType});
+    auto fnType = b_.getFunctionType({idsType}, {logitsType, idsOutType, logprobsType});
     b_.setInsertionPointToEnd(module_->getBody());
     auto fn = func::FuncOp::create(b_, at(program.name()), program.name(), fnType);
     fn->setAttr(
@@ -193,6 +196,10 @@ private:
       firstProgram_ = fn;
     }
     Block *entry = b_.createBlock(&fn.getBody(), {}, {idsType}, {at("tokens")});
+
+    // Every input token is counted for the sampler's penalties, before anything reads them.
+    FlatSymbolRefAttr counts = state("sample.counts", {c_.vocabSize}, ir::StateKind::TokenCounts);
+    ir::CountTokensOp::create(b_, at("embed.count_tokens"), entry->getArgument(0), counts);
 
     // Embedding, copied into hc_mult identical residual streams.
     Value e = ir::EmbeddingOp::create(
@@ -222,8 +229,10 @@ private:
                      c_.vocabSize)
             : linear("head.logits", normed,
                      weight("head.lm_head", "lm_head.weight", ShardKind::Column, 0), c_.vocabSize);
-    Value next = ir::SampleOp::create(b_, at("head.sample"), nextType, logits, nullptr);
-    func::ReturnOp::create(b_, at("return"), ValueRange{logits, next});
+    auto sample = ir::SampleOp::create(b_, at("head.sample"), idsOutType, logprobsType, logits,
+                                       counts, nullptr);
+    func::ReturnOp::create(b_, at("return"),
+                           ValueRange{logits, sample.getIds(), sample.getLogprobs()});
   }
 
   /// reference/glm53_arch.md §2.2: mHC around the token mixer, then around the MLP.

@@ -14,23 +14,43 @@ namespace glm::runtime {
 
 enum class FinishReason { Stop, Length, Cancelled, Error };
 
+/// One token and its log-probability.
+struct TokenLogprob {
+  int32_t id = 0;
+  float logprob = 0.0f;
+};
+
+/// A token the engine sampled. With SamplingParams::logprobs = k >= 0: its log-probability and the
+/// k most likely tokens', most likely first (ties to the lower id); otherwise logprob is 0 and
+/// top empty.
+struct SampledToken {
+  int32_t id = 0;
+  float logprob = 0.0f;
+  std::vector<TokenLogprob> top;
+};
+
 /// One generation: the prompt's token ids and how to continue it.
 struct SequenceRequest {
   std::vector<int32_t> prompt;
   SamplingParams sampling;
   int64_t maxTokens = 16;
-  int64_t minTokens = 0; // end-of-sequence tokens are not sampled before this many
-  bool ignoreEos = false;
+  int64_t minTokens = 0;  // end-of-sequence tokens are not sampled before this many (vLLM)
+  bool ignoreEos = false; // an end-of-sequence token does not end the generation (vLLM)
   std::vector<int32_t> eosIds;
+  /// Choices: the prompt is prefilled once and its state forked; choice i draws with the key
+  /// sampling.seed + i, so it equals the n = 1 reply with that seed.
+  int32_t n = 1;
 };
 
-/// Where a request's tokens go. Called on the engine's thread: implementations hand the work off
-/// and return quickly. onToken returning false cancels the request (a client that went away).
+/// Where a request's tokens go, choice by choice (0 .. n-1). Called on the engine's thread:
+/// implementations hand the work off and return quickly. onToken returning false cancels the
+/// request (a client that went away): every choice of it ends Cancelled.
 class TokenSink {
 public:
   virtual ~TokenSink() = default;
-  virtual bool onToken(int32_t token) = 0;
-  virtual void onFinish(FinishReason reason, const Status &error) = 0;
+  virtual bool onToken(int choice, const SampledToken &token) = 0;
+  /// Called once per choice.
+  virtual void onFinish(int choice, FinishReason reason, const Status &error) = 0;
   /// True once the consumer is gone. Asked of waiting requests, so that one whose client left
   /// is dropped before it costs a prefill. May be called from any thread.
   virtual bool cancelled() const { return false; }
@@ -47,7 +67,9 @@ struct SchedulerStats {
 class EngineApi {
 public:
   virtual ~EngineApi() = default;
-  /// Unavailable when the engine cannot take more work now (the waiting queue is full).
+  /// Unavailable when the engine cannot take more work now (the waiting queue is full);
+  /// InvalidArgument naming the field when the request can never run here (n above the engine's
+  /// sequence slots, a token id outside the vocabulary in logit_bias).
   virtual Status submit(SequenceRequest request, std::shared_ptr<TokenSink> sink) = 0;
   virtual SchedulerStats stats() const = 0;
   /// An error (shown on /health) while the engine cannot run, e.g. a missing tensor-parallel rank.

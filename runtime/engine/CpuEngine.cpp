@@ -106,18 +106,53 @@ uint8_t *CpuEngine::address(const plan::Slice &slice) {
   return reinterpret_cast<uint8_t *>(arenas_[slice.arena()].data()) + slice.offset();
 }
 
-Expected<std::vector<float>> CpuEngine::run(const plan::Program &program,
-                                            std::span<const int32_t> tokens,
-                                            const std::vector<RowGroup> &groups, LogitsBack back) {
-  const int64_t rows = static_cast<int64_t>(tokens.size());
-  for (const plan::IoSlot *io : *program.io()) {
-    if (io->kind() == plan::IoKind::SamplingParams) {
-      // Programs share the io arena, so every slot is rewritten before each run: temperature
-      // 0 (greedy) until the server passes sampling parameters.
-      std::memset(address(*io->tensor()->slice()), 0, io->tensor()->slice()->size());
+Status CpuEngine::copyState(int from, int to) {
+  for (const plan::StateLayout *s : *plan().states()) {
+    if (!s->paged()) {
+      uint8_t *base = address(*s->slice());
+      std::memcpy(base + to * s->unit_bytes(), base + from * s->unit_bytes(), s->unit_bytes());
     }
-    if (io->kind() == plan::IoKind::TokenIds) {
-      std::memcpy(address(*io->tensor()->slice()), tokens.data(), tokens.size() * 4);
+  }
+  // A page holds every paged state's rows of its tokens: whole pages copy them all.
+  if (const plan::StatePool *pool = plan().state_pool()) {
+    uint8_t *base = address(*pool->slice());
+    const std::vector<int32_t> &source = sequences_.pages(from), &target = sequences_.pages(to);
+    for (size_t j = 0; j < source.size() && j < target.size(); ++j) {
+      std::memcpy(base + target[j] * pool->page_bytes(), base + source[j] * pool->page_bytes(),
+                  pool->page_bytes());
+    }
+  }
+  return Status::success();
+}
+
+Expected<CpuEngine::RunOutput> CpuEngine::run(const plan::Program &program,
+                                              std::span<const int32_t> tokens,
+                                              const std::vector<RowGroup> &groups, LogitsBack back,
+                                              RunSampling sampling) {
+  const int64_t rows = static_cast<int64_t>(tokens.size());
+  // Programs share the io arena, so every slot is rewritten before each run.
+  const SamplingWords words = samplingWords(sampling.rows, program.batch());
+  for (const plan::IoSlot *io : *program.io()) {
+    uint8_t *at = address(*io->tensor()->slice());
+    const size_t bytes = io->tensor()->slice()->size();
+    auto write = [&](const void *data, size_t size) {
+      std::memcpy(at, data, std::min(bytes, size));
+    };
+    switch (io->kind()) {
+    case plan::IoKind::TokenIds:
+      write(tokens.data(), tokens.size() * 4);
+      break;
+    case plan::IoKind::SamplingParams:
+      write(words.params.data(), words.params.size() * sizeof(kernels::SampleWords));
+      break;
+    case plan::IoKind::LogitBias:
+      write(words.bias.data(), words.bias.size() * 4);
+      break;
+    case plan::IoKind::TokenMask:
+      write(words.mask.data(), words.mask.size() * 4);
+      break;
+    default:
+      break;
     }
   }
   // Pages for the rows this run appends, and the step context the plan's io slots describe.
@@ -189,10 +224,16 @@ Expected<std::vector<float>> CpuEngine::run(const plan::Program &program,
   for (const RowGroup &g : groups) {
     sequences_.advance(g.slot, g.count);
   }
+  RunOutput out;
+  const int32_t *sampledIds = nullptr;
+  const float *sampledLogprobs = nullptr;
   for (const plan::IoSlot *io : *program.io()) {
-    if (io->kind() == plan::IoKind::Logits) {
+    if (io->kind() == plan::IoKind::SampledIds) {
+      sampledIds = reinterpret_cast<const int32_t *>(address(*io->tensor()->slice()));
+    } else if (io->kind() == plan::IoKind::SampledLogprobs) {
+      sampledLogprobs = floats(*io->tensor());
+    } else if (io->kind() == plan::IoKind::Logits && back != LogitsBack::None) {
       const float *logits = floats(*io->tensor());
-      std::vector<float> out;
       for (size_t b = 0; b < groups.size(); ++b) {
         const RowGroup &g = groups[b];
         if (program.last_row_logits()) {
@@ -201,19 +242,29 @@ Expected<std::vector<float>> CpuEngine::run(const plan::Program &program,
             return internalError("program ", program.name()->str(),
                                  " computes each sequence's last row's logits only");
           }
-          if (back != LogitsBack::None) {
-            out.insert(out.end(), logits + b * vocab_, logits + (b + 1) * vocab_);
-          }
+          out.logits.insert(out.logits.end(), logits + b * vocab_, logits + (b + 1) * vocab_);
           continue;
         }
         const int64_t from = back == LogitsBack::All ? g.first : g.first + g.count - 1;
-        const int64_t to = back == LogitsBack::None ? from : g.first + g.count;
-        out.insert(out.end(), logits + from * vocab_, logits + to * vocab_);
+        out.logits.insert(out.logits.end(), logits + from * vocab_,
+                          logits + (g.first + g.count) * vocab_);
       }
-      return out;
     }
   }
-  return internalError("program ", program.name()->str(), " has no logits io slot");
+  if (sampling.readBack) {
+    if (sampledIds == nullptr || sampledLogprobs == nullptr) {
+      return internalError("program ", program.name()->str(), " has no sampled io slots");
+    }
+    constexpr int64_t kOut = 1 + kernels::kSampleTopLogprobs;
+    for (size_t b = 0; b < groups.size(); ++b) {
+      // A last-row program's row b is group b's last; otherwise the rows are packed by group.
+      const int64_t row = program.last_row_logits() ? static_cast<int64_t>(b)
+                                                    : groups[b].first + groups[b].count - 1;
+      out.sampled.push_back(sampledToken(sampledIds + row * kOut, sampledLogprobs + row * kOut,
+                                         b < sampling.rows.size() ? &sampling.rows[b] : nullptr));
+    }
+  }
+  return out;
 }
 
 namespace {

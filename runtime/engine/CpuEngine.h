@@ -44,9 +44,11 @@ public:
 private:
   CpuEngine() = default;
   Status clearSlots(int slot) override;
+  Status copyState(int from, int to) override;
 
-  Expected<std::vector<float>> run(const plan::Program &program, std::span<const int32_t> tokens,
-                                   const std::vector<RowGroup> &groups, LogitsBack back) override;
+  Expected<RunOutput> run(const plan::Program &program, std::span<const int32_t> tokens,
+                          const std::vector<RowGroup> &groups, LogitsBack back,
+                          RunSampling sampling) override;
   /// Runs `step` of `program` over the first `rows` rows, which belong to `groups`.
   Status runStep(const plan::Program &program, const plan::Step &step, int64_t rows,
                  const std::vector<RowGroup> &groups);

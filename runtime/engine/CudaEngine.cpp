@@ -125,7 +125,17 @@ Status CudaEngine::prepare(Program &program) {
     case plan::IoKind::Logits:
       program.logits = slot;
       break;
+    case plan::IoKind::LogitBias:
+      program.bias = slot;
+      break;
+    case plan::IoKind::TokenMask:
+      program.mask = slot;
+      break;
     case plan::IoKind::SampledIds:
+      program.sampledIds = slot;
+      break;
+    case plan::IoKind::SampledLogprobs:
+      program.sampledLogprobs = slot;
       break;
     }
   }
@@ -327,26 +337,51 @@ CudaEngine::Program *CudaEngine::find(const plan::Program *p) {
   return nullptr;
 }
 
-Expected<std::vector<float>> CudaEngine::run(const plan::Program &p,
-                                             std::span<const int32_t> tokens,
-                                             const std::vector<RowGroup> &groups, LogitsBack back) {
+Status CudaEngine::copyState(int from, int to) {
+  GLM_RETURN_IF_ERROR(ctx_->makeCurrent());
+  const CudaDriver &d = ctx_->driver();
+  for (const plan::StateLayout *s : *plan().states()) {
+    if (!s->paged()) {
+      const CUdeviceptr base = address(*s->slice());
+      GLM_CU(&d, cuMemcpyDtoDAsync(base + static_cast<uint64_t>(to) * s->unit_bytes(),
+                                   base + static_cast<uint64_t>(from) * s->unit_bytes(),
+                                   s->unit_bytes(), ctx_->stream()));
+    }
+  }
+  // A page holds every paged state's rows of its tokens: whole pages copy them all.
+  if (const plan::StatePool *pool = plan().state_pool()) {
+    const CUdeviceptr base = address(*pool->slice());
+    const std::vector<int32_t> &source = sequences_.pages(from), &target = sequences_.pages(to);
+    for (size_t j = 0; j < source.size() && j < target.size(); ++j) {
+      GLM_CU(&d, cuMemcpyDtoDAsync(base + static_cast<uint64_t>(target[j]) * pool->page_bytes(),
+                                   base + static_cast<uint64_t>(source[j]) * pool->page_bytes(),
+                                   pool->page_bytes(), ctx_->stream()));
+    }
+  }
+  return Status::success();
+}
+
+Expected<CudaEngine::RunOutput> CudaEngine::run(const plan::Program &p,
+                                                std::span<const int32_t> tokens,
+                                                const std::vector<RowGroup> &groups,
+                                                LogitsBack back, RunSampling sampling) {
   Program &program = *find(&p);
   // Every rank keeps the same books, so this fails on all of them alike, before any collective.
   for (const RowGroup &g : groups) {
     GLM_RETURN_IF_ERROR(sequences_.reserve(g.slot, sequences_.length(g.slot) + g.count));
   }
-  Expected<std::vector<float>> logits = runOnDevice(program, tokens, groups, back);
-  if (!logits.ok() && options_.comm != nullptr) {
+  Expected<RunOutput> out = runOnDevice(program, tokens, groups, back, sampling);
+  if (!out.ok() && options_.comm != nullptr) {
     // This rank stops here: the others would wait for it in their next collective for good.
-    options_.comm->abort(logits.status());
+    options_.comm->abort(out.status());
   }
-  return logits;
+  return out;
 }
 
-Expected<std::vector<float>> CudaEngine::runOnDevice(Program &program,
-                                                     std::span<const int32_t> tokens,
-                                                     const std::vector<RowGroup> &groups,
-                                                     LogitsBack back) {
+Expected<CudaEngine::RunOutput> CudaEngine::runOnDevice(Program &program,
+                                                        std::span<const int32_t> tokens,
+                                                        const std::vector<RowGroup> &groups,
+                                                        LogitsBack back, RunSampling sampling) {
   // The context is current per thread: serving calls from its scheduler thread, not the one that
   // created the engine.
   GLM_RETURN_IF_ERROR(ctx_->makeCurrent());
@@ -378,20 +413,26 @@ Expected<std::vector<float>> CudaEngine::runOnDevice(Program &program,
                                    held.data(), held.size() * 4, ctx_->stream()));
     }
   }
-  auto upload = [&](const IoSlot &slot, const std::vector<int32_t> &words) -> Status {
+  auto upload = [&](const IoSlot &slot, const void *data, size_t bytes) -> Status {
     if (slot.address != 0) {
-      GLM_CU(&d, cuMemcpyHtoDAsync(slot.address, words.data(),
-                                   std::min(slot.bytes, words.size() * 4), ctx_->stream()));
+      GLM_CU(&d,
+             cuMemcpyHtoDAsync(slot.address, data, std::min(slot.bytes, bytes), ctx_->stream()));
     }
     return Status::success();
   };
-  GLM_RETURN_IF_ERROR(upload(program.tokens, ids));
-  GLM_RETURN_IF_ERROR(upload(program.positions, positions));
-  GLM_RETURN_IF_ERROR(upload(program.slots, slots));
-  if (program.sampling.address != 0) {
-    // Greedy (temperature 0) until the server passes sampling parameters.
-    GLM_CU(&d,
-           cuMemsetD8Async(program.sampling.address, 0, program.sampling.bytes, ctx_->stream()));
+  GLM_RETURN_IF_ERROR(upload(program.tokens, ids.data(), ids.size() * 4));
+  GLM_RETURN_IF_ERROR(upload(program.positions, positions.data(), positions.size() * 4));
+  GLM_RETURN_IF_ERROR(upload(program.slots, slots.data(), slots.size() * 4));
+  // The sampler reads a sequence's logit_bias and token_mask rows only when its parameters say
+  // it has them, so those slots cross only when some sequence does.
+  const SamplingWords words = samplingWords(sampling.rows, program.plan->batch());
+  GLM_RETURN_IF_ERROR(upload(program.sampling, words.params.data(),
+                             words.params.size() * sizeof(kernels::SampleWords)));
+  if (words.anyBias) {
+    GLM_RETURN_IF_ERROR(upload(program.bias, words.bias.data(), words.bias.size() * 4));
+  }
+  if (words.anyMask) {
+    GLM_RETURN_IF_ERROR(upload(program.mask, words.mask.data(), words.mask.size() * 4));
   }
   GLM_RETURN_IF_ERROR(execute(program));
   // The step is waited for before the copies: a copy to pageable host memory blocks this thread
@@ -404,7 +445,9 @@ Expected<std::vector<float>> CudaEngine::runOnDevice(Program &program,
   for (const RowGroup &g : groups) {
     used += back == LogitsBack::All ? g.count : (back == LogitsBack::Last ? 1 : 0);
   }
-  std::vector<float> logits(static_cast<size_t>(used * vocab_));
+  RunOutput out;
+  std::vector<float> &logits = out.logits;
+  logits.resize(static_cast<size_t>(used * vocab_));
   size_t offset = 0;
   const bool lastRowOnly = program.plan->last_row_logits();
   for (size_t b = 0; b < groups.size() && back != LogitsBack::None; ++b) {
@@ -423,10 +466,36 @@ Expected<std::vector<float>> CudaEngine::runOnDevice(Program &program,
                                  count * sizeof(float), ctx_->stream()));
     offset += count;
   }
+  if (sampling.readBack) {
+    // The sampled rows are a few hundred bytes: both slots come back whole, and each group's
+    // token is its last row's (a last-row program's row b is sequence b's last row).
+    if (program.sampledIds.address == 0 || program.sampledLogprobs.address == 0) {
+      return internalError("program ", program.plan->name()->str(), " has no sampled io slots");
+    }
+    std::vector<int32_t> sampledIds(program.sampledIds.bytes / 4);
+    std::vector<float> sampledLogprobs(program.sampledLogprobs.bytes / 4);
+    GLM_CU(&d, cuMemcpyDtoHAsync(sampledIds.data(), program.sampledIds.address,
+                                 program.sampledIds.bytes, ctx_->stream()));
+    GLM_CU(&d, cuMemcpyDtoHAsync(sampledLogprobs.data(), program.sampledLogprobs.address,
+                                 program.sampledLogprobs.bytes, ctx_->stream()));
+    constexpr size_t kOut = 1 + kernels::kSampleTopLogprobs;
+    for (size_t b = 0; b < groups.size(); ++b) {
+      const size_t row = lastRowOnly ? b
+                                     : b * static_cast<size_t>(perSequence) +
+                                           static_cast<size_t>(groups[b].count - 1);
+      if ((row + 1) * kOut > sampledIds.size() || (row + 1) * kOut > sampledLogprobs.size()) {
+        return internalError("program ", program.plan->name()->str(),
+                             "'s sampled io slots hold fewer rows than it runs");
+      }
+      out.sampled.push_back(sampledToken(sampledIds.data() + row * kOut,
+                                         sampledLogprobs.data() + row * kOut,
+                                         b < sampling.rows.size() ? &sampling.rows[b] : nullptr));
+    }
+  }
   for (const RowGroup &g : groups) {
     sequences_.advance(g.slot, g.count);
   }
-  return logits;
+  return out;
 }
 
 Status CudaEngine::waitForStream() {
@@ -477,7 +546,7 @@ Expected<CudaEngine::ProgramTiming> CudaEngine::timeProgram(const plan::Program 
   std::vector<int32_t> tokens(static_cast<size_t>(p.batch()) * p.rows(), 1);
   // One run writes the io slots (and checks the program runs); its lengths are then rolled back.
   // run() ends the group itself when it fails on the device.
-  Expected<std::vector<float>> first = run(p, tokens, groups, LogitsBack::None);
+  Expected<RunOutput> first = run(p, tokens, groups, LogitsBack::None, {});
   release();
   GLM_RETURN_IF_ERROR(first.status());
 

@@ -96,11 +96,13 @@ private:
     const plan::Program *plan = nullptr;
     std::vector<Launch> launches; // every step's kernels, in step order
     std::vector<Segment> segments;
-    IoSlot tokens, positions, slots, pageTable, sampling, logits;
+    IoSlot tokens, positions, slots, pageTable, sampling, bias, mask, logits;
+    IoSlot sampledIds, sampledLogprobs;
     int64_t maxPages = 0;
   };
   CudaEngine() = default;
   Status clearSlots(int slot) override;
+  Status copyState(int from, int to) override;
   Status prepare(Program &program);
   /// Appends `step`'s kernel launches to the program's, with their argument structs' addresses
   /// filled in.
@@ -123,11 +125,13 @@ private:
   /// watches the other ranks, where a plain wait would hang behind a collective whose peer is gone.
   Status waitForStream();
   /// The work of run() after the io slots' pages are reserved.
-  Expected<std::vector<float>> runOnDevice(Program &program, std::span<const int32_t> tokens,
-                                           const std::vector<RowGroup> &groups, LogitsBack back);
-  /// Only the logits rows `back` names are copied back.
-  Expected<std::vector<float>> run(const plan::Program &program, std::span<const int32_t> tokens,
-                                   const std::vector<RowGroup> &groups, LogitsBack back) override;
+  Expected<RunOutput> runOnDevice(Program &program, std::span<const int32_t> tokens,
+                                  const std::vector<RowGroup> &groups, LogitsBack back,
+                                  RunSampling sampling);
+  /// Only the logits rows `back` names are copied back, and the sampled tokens when asked.
+  Expected<RunOutput> run(const plan::Program &program, std::span<const int32_t> tokens,
+                          const std::vector<RowGroup> &groups, LogitsBack back,
+                          RunSampling sampling) override;
   Program *find(const plan::Program *p);
 
   CudaEngineOptions options_; // first: its keepAlive outlives every other member

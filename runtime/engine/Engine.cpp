@@ -2,6 +2,7 @@
 #include "runtime/engine/Engine.h"
 
 #include <algorithm>
+#include <cstring>
 
 namespace glm::runtime {
 
@@ -115,8 +116,9 @@ Status Engine::initCommon(const plan::Plan &p, std::string source) {
   return Status::success();
 }
 
-Expected<std::vector<float>> Engine::prefill(int slot, std::span<const int32_t> tokens,
-                                             LogitRows rows) {
+Expected<Engine::RunOutput> Engine::prefillChunks(int slot, std::span<const int32_t> tokens,
+                                                  LogitRows rows, bool logits,
+                                                  std::span<const RowSampling> sampling) {
   if (!sequences_.active(slot)) {
     return invalidArgument("sequence slot ", slot, " is not in use");
   }
@@ -124,28 +126,57 @@ Expected<std::vector<float>> Engine::prefill(int slot, std::span<const int32_t> 
   if (prefill_ == nullptr) {
     return invalidArgument(source_, ": the plan has no prefill program");
   }
-  if (rows == LogitRows::All && prefill_->last_row_logits()) {
+  if (logits && rows == LogitRows::All && prefill_->last_row_logits()) {
     return invalidArgument(source_,
                            ": its prefill programs compute each chunk's last row's logits only "
                            "(compile with --prefill-logits all for every row's)");
   }
-  std::vector<float> logits;
+  RunOutput out;
   for (size_t start = 0; start < tokens.size(); start += prefill_->rows()) {
     const size_t n = std::min<size_t>(prefill_->rows(), tokens.size() - start);
+    const bool last = start + n == tokens.size();
     // Every chunk but the last only appends state; with LogitRows::Last only the final row
     // comes back.
-    const LogitsBack back = rows == LogitRows::All       ? LogitsBack::All
-                            : start + n == tokens.size() ? LogitsBack::Last
-                                                         : LogitsBack::None;
-    GLM_ASSIGN_OR_RETURN(std::vector<float> chunk, run(*prefill_, tokens.subspan(start, n),
-                                                       {{slot, 0, static_cast<int64_t>(n)}}, back));
-    logits.insert(logits.end(), chunk.begin(), chunk.end());
+    const LogitsBack back = !logits                  ? LogitsBack::None
+                            : rows == LogitRows::All ? LogitsBack::All
+                            : last                   ? LogitsBack::Last
+                                                     : LogitsBack::None;
+    GLM_ASSIGN_OR_RETURN(RunOutput chunk, run(*prefill_, tokens.subspan(start, n),
+                                              {{slot, 0, static_cast<int64_t>(n)}}, back,
+                                              {sampling, !sampling.empty() && last}));
+    out.logits.insert(out.logits.end(), chunk.logits.begin(), chunk.logits.end());
+    out.sampled = std::move(chunk.sampled);
   }
-  return logits;
+  return out;
 }
 
-Expected<std::vector<float>> Engine::decode(std::span<const int> slots,
-                                            std::span<const int32_t> tokens) {
+Expected<std::vector<float>> Engine::prefill(int slot, std::span<const int32_t> tokens,
+                                             LogitRows rows) {
+  GLM_ASSIGN_OR_RETURN(RunOutput out, prefillChunks(slot, tokens, rows, true, {}));
+  return std::move(out.logits);
+}
+
+Expected<SampledToken> Engine::prefillSample(int slot, std::span<const int32_t> tokens,
+                                             const RowSampling &sampling,
+                                             std::vector<float> *logits, LogitRows rows) {
+  GLM_RETURN_IF_ERROR(checkSampling(*sampling.params));
+  if (tokens.empty()) {
+    return invalidArgument("a prefill that samples needs at least one token");
+  }
+  GLM_ASSIGN_OR_RETURN(RunOutput out, prefillChunks(slot, tokens, rows, logits != nullptr,
+                                                    std::span<const RowSampling>(&sampling, 1)));
+  if (out.sampled.size() != 1) {
+    return internalError("a prefill sampled ", out.sampled.size(), " tokens, not 1");
+  }
+  if (logits != nullptr) {
+    *logits = std::move(out.logits);
+  }
+  return std::move(out.sampled.front());
+}
+
+Expected<Engine::RunOutput> Engine::decodeStep(std::span<const int> slots,
+                                               std::span<const int32_t> tokens, LogitsBack back,
+                                               RunSampling sampling) {
   GLM_RETURN_IF_ERROR(checkDecode(slots, tokens));
   const plan::Program *program = decodeProgramFor(slots.size());
   if (program == nullptr) {
@@ -155,11 +186,136 @@ Expected<std::vector<float>> Engine::decode(std::span<const int> slots,
   for (size_t i = 0; i < slots.size(); ++i) {
     groups.push_back({slots[i], static_cast<int64_t>(i), 1});
   }
-  return run(*program, tokens, groups, LogitsBack::All);
+  return run(*program, tokens, groups, back, sampling);
 }
 
-Expected<std::vector<float>> Engine::run(const plan::Program &program, std::span<const int32_t>,
-                                         const std::vector<RowGroup> &, LogitsBack) {
+Expected<std::vector<float>> Engine::decode(std::span<const int> slots,
+                                            std::span<const int32_t> tokens) {
+  GLM_ASSIGN_OR_RETURN(RunOutput out, decodeStep(slots, tokens, LogitsBack::All, {}));
+  return std::move(out.logits);
+}
+
+Expected<std::vector<SampledToken>> Engine::decodeSample(std::span<const int> slots,
+                                                         std::span<const int32_t> tokens,
+                                                         std::span<const RowSampling> sampling,
+                                                         std::vector<float> *logits) {
+  if (sampling.size() != slots.size()) {
+    return invalidArgument("decode needs one sampling per sequence");
+  }
+  for (const RowSampling &row : sampling) {
+    GLM_RETURN_IF_ERROR(checkSampling(*row.params));
+  }
+  GLM_ASSIGN_OR_RETURN(RunOutput out,
+                       decodeStep(slots, tokens,
+                                  logits != nullptr ? LogitsBack::All : LogitsBack::None,
+                                  {sampling, true}));
+  if (logits != nullptr) {
+    *logits = std::move(out.logits);
+  }
+  return std::move(out.sampled);
+}
+
+Expected<int> Engine::forkSequence(int from) {
+  if (!sequences_.active(from)) {
+    return invalidArgument("sequence slot ", from, " is not in use");
+  }
+  const int64_t length = sequences_.length(from);
+  GLM_ASSIGN_OR_RETURN(int to, sequences_.open());
+  if (Status s = sequences_.reserve(to, length); !s.ok()) {
+    sequences_.close(to);
+    return s;
+  }
+  if (Status s = copyState(from, to); !s.ok()) {
+    sequences_.close(to);
+    return s;
+  }
+  sequences_.advance(to, length);
+  return to;
+}
+
+Status Engine::checkSampling(const SamplingParams &p) const {
+  if (p.logitBias.size() > static_cast<size_t>(kernels::kSampleBiasEntries)) {
+    return invalidArgument("logit_bias has ", p.logitBias.size(), " entries; at most ",
+                           kernels::kSampleBiasEntries, " are allowed");
+  }
+  for (const auto &[id, bias] : p.logitBias) {
+    if (id < 0 || id >= vocab_) {
+      return invalidArgument("logit_bias names token ", id, ", outside the vocabulary [0, ", vocab_,
+                             ")");
+    }
+  }
+  if (p.logprobs > kernels::kSampleTopLogprobs) {
+    return invalidArgument("top_logprobs is ", p.logprobs, "; at most ",
+                           kernels::kSampleTopLogprobs, " are allowed");
+  }
+  if (!p.allowedTokens.empty() &&
+      static_cast<int64_t>(p.allowedTokens.size()) != kernels::maskWords(vocab_)) {
+    return invalidArgument("a token mask of ", p.allowedTokens.size(),
+                           " words for a vocabulary of ", vocab_, " tokens (",
+                           kernels::maskWords(vocab_), " words)");
+  }
+  return Status::success();
+}
+
+Engine::SamplingWords Engine::samplingWords(std::span<const RowSampling> rows, size_t batch) const {
+  static_assert(sizeof(kernels::SampleWords) == kernels::kSampleParamWords * 4);
+  static_assert(kMaxTopLogprobs == kernels::kSampleTopLogprobs &&
+                    kMaxLogitBias == kernels::kSampleBiasEntries,
+                "the API's limits are the sampler's");
+  SamplingWords w;
+  w.params.assign(batch, kernels::SampleWords{});
+  w.bias.assign(batch * 2 * kernels::kSampleBiasEntries, 0);
+  const size_t words = static_cast<size_t>(kernels::maskWords(vocab_));
+  w.mask.assign(batch * words, 0);
+  for (size_t b = 0; b < rows.size() && b < batch; ++b) {
+    const SamplingParams &p = *rows[b].params;
+    kernels::SampleWords &k = w.params[b];
+    k.temperature = p.temperature;
+    k.topP = p.topP;
+    k.minP = p.minP;
+    k.topK = p.topK;
+    k.seedLo = static_cast<uint32_t>(p.seed);
+    k.seedHi = static_cast<uint32_t>(p.seed >> 32);
+    k.presence = p.presencePenalty;
+    k.frequency = p.frequencyPenalty;
+    k.repetition = p.repetitionPenalty;
+    k.promptTokens = static_cast<int32_t>(rows[b].promptTokens);
+    k.logprobs = p.logprobs;
+    // Sorted by id: the kernel's blocks find their slice's entries in order.
+    std::vector<std::pair<int32_t, float>> bias = p.logitBias;
+    std::sort(bias.begin(), bias.end());
+    k.biasCount = static_cast<int32_t>(bias.size());
+    for (size_t e = 0; e < bias.size(); ++e) {
+      int32_t *entry = &w.bias[b * 2 * kernels::kSampleBiasEntries + 2 * e];
+      entry[0] = bias[e].first;
+      std::memcpy(&entry[1], &bias[e].second, sizeof(float));
+    }
+    w.anyBias = w.anyBias || !bias.empty();
+    k.hasMask = p.allowedTokens.empty() ? 0 : 1;
+    if (!p.allowedTokens.empty()) {
+      std::copy(p.allowedTokens.begin(), p.allowedTokens.end(), w.mask.begin() + b * words);
+      w.anyMask = true;
+    }
+  }
+  return w;
+}
+
+SampledToken Engine::sampledToken(const int32_t *ids, const float *logprobs,
+                                  const RowSampling *sampling) {
+  SampledToken t;
+  t.id = ids[0];
+  const int32_t k = sampling != nullptr ? sampling->params->logprobs : -1;
+  if (k >= 0) {
+    t.logprob = logprobs[0];
+    for (int32_t j = 1; j <= k && ids[j] >= 0; ++j) {
+      t.top.push_back({ids[j], logprobs[j]});
+    }
+  }
+  return t;
+}
+
+Expected<Engine::RunOutput> Engine::run(const plan::Program &program, std::span<const int32_t>,
+                                        const std::vector<RowGroup> &, LogitsBack, RunSampling) {
   return internalError("this engine does not run program ", program.name()->str(), " itself");
 }
 

@@ -4,6 +4,8 @@
 #pragma once
 
 #include "base/Status.h"
+#include "kernels/sample/sample_params.h"
+#include "runtime/api/EngineApi.h"
 #include "runtime/schema/plan_generated.h"
 
 #include <cstdint>
@@ -50,6 +52,13 @@ private:
 /// Which rows' logits a prefill returns.
 enum class LogitRows { All, Last };
 
+/// How one sequence samples in a step: its settings, and where its prompt ends (its tokens at
+/// positions below promptTokens are the prompt's, which the repetition penalty also counts).
+struct RowSampling {
+  const SamplingParams *params = nullptr; // never null
+  int64_t promptTokens = 0;
+};
+
 class Engine {
 public:
   virtual ~Engine() = default;
@@ -62,6 +71,10 @@ public:
   virtual Expected<int> newSequence();
   /// Frees a sequence's slot and pages.
   virtual void endSequence(int slot) { sequences_.close(slot); }
+  /// A new slot holding a copy of sequence `from`'s state and length (its pages copied into pages
+  /// of its own): the choices of an n > 1 request continue one prefilled prompt. Unavailable when
+  /// no slot or not enough pages are free.
+  virtual Expected<int> forkSequence(int from);
   /// Tokens a sequence holds.
   virtual int64_t length(int slot) const { return sequences_.length(slot); }
   /// State-pool pages a sequence must still take to hold `more` further tokens (0 for a plan
@@ -84,6 +97,23 @@ public:
   virtual Expected<std::vector<float>> decode(std::span<const int> slots,
                                               std::span<const int32_t> tokens);
 
+  /// What serving calls: prefill() and decode() with the plan's sampler, returning the token that
+  /// follows each sequence (and the logprobs asked for) instead of logits. Only those cross to the
+  /// host. Every chunk of a prefill runs with the sequence's sampling (its token counts follow
+  /// the tokens); the last chunk's last row gives the token. With `logits`, the logits rows
+  /// `rows` names (decode: every row) come back there too, for tools that compare them.
+  virtual Expected<SampledToken> prefillSample(int slot, std::span<const int32_t> tokens,
+                                               const RowSampling &sampling,
+                                               std::vector<float> *logits = nullptr,
+                                               LogitRows rows = LogitRows::Last);
+  virtual Expected<std::vector<SampledToken>> decodeSample(std::span<const int> slots,
+                                                           std::span<const int32_t> tokens,
+                                                           std::span<const RowSampling> sampling,
+                                                           std::vector<float> *logits = nullptr);
+  /// InvalidArgument naming the field when `params` cannot run on this plan (a logit_bias id
+  /// outside the vocabulary, too many entries, a mask of the wrong size, top_logprobs above 20).
+  Status checkSampling(const SamplingParams &params) const;
+
   /// Tokens one prefill program takes (the largest); prefill() splits longer inputs at multiples
   /// of it. 0 when the plan has no prefill program.
   int64_t prefillChunk() const { return prefill_ ? prefill_->rows() : 0; }
@@ -99,12 +129,28 @@ protected:
   };
   /// Which logits rows a run returns: all the rows it used, each group's last, or none.
   enum class LogitsBack { All, Last, None };
+  /// What a run gives back: the logits rows asked for, group by group, and, when it samples, the
+  /// token after each group's last row.
+  struct RunOutput {
+    std::vector<float> logits;
+    std::vector<SampledToken> sampled;
+  };
+  /// How a run samples: each group's sampling (empty: every sequence greedy, all counted as
+  /// generated), and whether the sampled tokens come back.
+  struct RunSampling {
+    std::span<const RowSampling> rows;
+    bool readBack = false;
+  };
   /// Runs one program over `tokens` for `groups` (pages reserved, lengths advanced) and returns
-  /// the logits rows `back` names, group by group. prefill() and decode() call it; an engine that
-  /// forwards those instead (LockstepEngine) need not implement it.
-  virtual Expected<std::vector<float>> run(const plan::Program &program,
-                                           std::span<const int32_t> tokens,
-                                           const std::vector<RowGroup> &groups, LogitsBack back);
+  /// the logits rows `back` names, group by group, and the tokens sampled when asked. The
+  /// prefill and decode calls use it; an engine that forwards those instead (LockstepEngine)
+  /// need not implement it.
+  virtual Expected<RunOutput> run(const plan::Program &program, std::span<const int32_t> tokens,
+                                  const std::vector<RowGroup> &groups, LogitsBack back,
+                                  RunSampling sampling);
+  /// Copies sequence `from`'s per-sequence state slots to `to`'s, and its pages' contents to
+  /// `to`'s pages (same count, in order). forkSequence calls it.
+  virtual Status copyState(int from, int to) = 0;
 
   /// Reads what every backend needs of the plan: the largest prefill program, the vocabulary,
   /// the state pool. `source` names the plan in errors.
@@ -116,6 +162,25 @@ protected:
   /// Checks a decode call's arguments.
   Status checkDecode(std::span<const int> slots, std::span<const int32_t> tokens) const;
   Status checkTokens(std::span<const int32_t> tokens) const;
+  /// The sampler's io slots for a run's groups, as the backends write them: [batch] SampleWords,
+  /// [batch, 2 · 300] logit_bias words (sorted by id), [batch, ⌈vocab / 32⌉] token_mask words.
+  struct SamplingWords {
+    std::vector<kernels::SampleWords> params;
+    std::vector<int32_t> bias;
+    std::vector<uint32_t> mask;
+    bool anyBias = false, anyMask = false;
+  };
+  SamplingWords samplingWords(std::span<const RowSampling> rows, size_t batch) const;
+  /// The token a run sampled for a row, from its rows of the SampledIds and SampledLogprobs slots
+  /// ([1 + 20] each), with the logprobs `sampling` asked for.
+  static SampledToken sampledToken(const int32_t *ids, const float *logprobs,
+                                   const RowSampling *sampling);
+  /// The decode step shared by decode() and decodeSample().
+  Expected<RunOutput> decodeStep(std::span<const int> slots, std::span<const int32_t> tokens,
+                                 LogitsBack back, RunSampling sampling);
+  /// The prefill chunks shared by prefill() and prefillSample().
+  Expected<RunOutput> prefillChunks(int slot, std::span<const int32_t> tokens, LogitRows rows,
+                                    bool logits, std::span<const RowSampling> sampling);
 
   SequenceTable sequences_;
   const plan::Program *prefill_ = nullptr; // the largest prefill program

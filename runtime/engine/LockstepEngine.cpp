@@ -20,11 +20,13 @@ enum class Op : uint32_t {
   Prefill = 4,
   Decode = 5,
   Form = 6, // the group has formed: every rank runs its formGroup
+  Fork = 7, // slot: the sequence forked; count: rank 0's new slot
 };
 
 /// What lockstepIdentity presents, so that ranks that would not understand each other's commands
-/// (a glmc of another protocol version) are refused at the door. 2: the Form command.
-constexpr int kLockstepProtocol = 2;
+/// (a glmc of another protocol version) are refused at the door. 2: the Form command. 3: Fork,
+/// and prefill / decode calls that sample (rows = 2).
+constexpr int kLockstepProtocol = 3;
 
 constexpr uint32_t kMaxCommandCount = 1u << 24;
 
@@ -42,6 +44,8 @@ const char *opName(uint32_t op) {
     return "decode";
   case Op::Form:
     return "forming the group";
+  case Op::Fork:
+    return "forkSequence";
   }
   return "an unknown call";
 }
@@ -82,8 +86,13 @@ struct LockstepCommand {
   uint32_t op = 0;
   int32_t slot = -1;
   uint32_t count = 0; // prefill: tokens; decode: sequences
-  uint32_t rows = 0;  // prefill: 0 all rows' logits, 1 the last row's (LogitRows)
+  uint32_t rows = 0;  // prefill: 0 all rows' logits, 1 the last row's (LogitRows); prefill
+                      // and decode: 2 the sampled tokens (prefillSample, decodeSample)
 };
+
+/// What a worker samples with: greedy, nothing applied. Its tokens are never read.
+const SamplingParams kWorkerSampling{};
+constexpr uint32_t kSampledRows = 2;
 
 std::string lockstepIdentity(const PlanFile &plan, const Checkpoint &checkpoint) {
   Fnv1a planHash;
@@ -443,6 +452,72 @@ Expected<std::vector<float>> LockstepEngine::decode(std::span<const int> slots,
   return logits;
 }
 
+Expected<SampledToken> LockstepEngine::prefillSample(int slot, std::span<const int32_t> tokens,
+                                                     const RowSampling &sampling,
+                                                     std::vector<float> *logits, LogitRows rows) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  GLM_RETURN_IF_ERROR(checkCurrent(slot));
+  GLM_RETURN_IF_ERROR(local_->checkSampling(*sampling.params)); // before any rank is involved
+  LockstepCommand command;
+  command.op = static_cast<uint32_t>(Op::Prefill);
+  command.slot = slot;
+  command.count = static_cast<uint32_t>(tokens.size());
+  command.rows = kSampledRows;
+  GLM_RETURN_IF_ERROR(begin(command, tokens));
+  // The workers' logits are not read: theirs never leave the device.
+  Expected<SampledToken> token = local_->prefillSample(slot, tokens, sampling, logits, rows);
+  GLM_RETURN_IF_ERROR(finish(token.status(), "prefill"));
+  return token;
+}
+
+Expected<std::vector<SampledToken>>
+LockstepEngine::decodeSample(std::span<const int> slots, std::span<const int32_t> tokens,
+                             std::span<const RowSampling> sampling, std::vector<float> *logits) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (int slot : slots) {
+    GLM_RETURN_IF_ERROR(checkCurrent(slot));
+  }
+  if (slots.size() != tokens.size() || slots.size() != sampling.size()) {
+    // Its error, before any rank is involved.
+    return local_->decodeSample(slots, tokens, sampling, logits);
+  }
+  for (const RowSampling &row : sampling) {
+    GLM_RETURN_IF_ERROR(local_->checkSampling(*row.params));
+  }
+  LockstepCommand command;
+  command.op = static_cast<uint32_t>(Op::Decode);
+  command.count = static_cast<uint32_t>(slots.size());
+  command.rows = kSampledRows;
+  std::vector<int32_t> payload(slots.begin(), slots.end());
+  payload.insert(payload.end(), tokens.begin(), tokens.end());
+  GLM_RETURN_IF_ERROR(begin(command, payload));
+  Expected<std::vector<SampledToken>> sampled =
+      local_->decodeSample(slots, tokens, sampling, logits);
+  GLM_RETURN_IF_ERROR(finish(sampled.status(), "decode"));
+  return sampled;
+}
+
+Expected<int> LockstepEngine::forkSequence(int from) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  GLM_RETURN_IF_ERROR(health());
+  GLM_RETURN_IF_ERROR(checkCurrent(from));
+  GLM_ASSIGN_OR_RETURN(int slot, local_->forkSequence(from));
+  LockstepCommand command;
+  command.op = static_cast<uint32_t>(Op::Fork);
+  command.slot = from;
+  command.count = static_cast<uint32_t>(slot);
+  Status s = begin(command, {});
+  if (s.ok()) {
+    s = finish(Status::success(), "forkSequence");
+  }
+  if (!s.ok()) {
+    local_->endSequence(slot);
+    return s;
+  }
+  slotGeneration_[slot] = generation_;
+  return slot;
+}
+
 Status runLockstepWorker(Comm &comm, Engine &engine,
                          const std::function<void(const std::string &)> &log,
                          const std::function<Status(Comm &control)> &formGroup) {
@@ -505,20 +580,36 @@ Status runLockstepWorker(Comm &comm, Engine &engine,
       }
       break;
     case Op::Prefill:
-      result = engine
-                   .prefill(local(command.slot), payload,
-                            command.rows == 1 ? LogitRows::Last : LogitRows::All)
-                   .status();
+      result =
+          command.rows == kSampledRows
+              ? engine.prefillSample(local(command.slot), payload, {&kWorkerSampling, 0}).status()
+              : engine
+                    .prefill(local(command.slot), payload,
+                             command.rows == 1 ? LogitRows::Last : LogitRows::All)
+                    .status();
       break;
     case Op::Decode: {
       std::vector<int> mine;
       for (uint32_t i = 0; i < command.count; ++i) {
         mine.push_back(local(payload[i]));
       }
-      result =
-          engine
-              .decode(mine, std::span<const int32_t>(payload).subspan(command.count, command.count))
-              .status();
+      const auto tokens = std::span<const int32_t>(payload).subspan(command.count, command.count);
+      const std::vector<RowSampling> greedy(command.count, RowSampling{&kWorkerSampling, 0});
+      result = command.rows == kSampledRows ? engine.decodeSample(mine, tokens, greedy).status()
+                                            : engine.decode(mine, tokens).status();
+      break;
+    }
+    case Op::Fork: {
+      const int remote = static_cast<int>(command.count);
+      if (int old = local(remote); old >= 0) {
+        engine.endSequence(old);
+        slots.erase(remote);
+      }
+      Expected<int> slot = engine.forkSequence(local(command.slot));
+      result = slot.status();
+      if (slot.ok()) {
+        slots[remote] = *slot;
+      }
       break;
     }
     default:

@@ -79,6 +79,17 @@ public:
                                        LogitRows rows = LogitRows::All) override;
   Expected<std::vector<float>> decode(std::span<const int> slots,
                                       std::span<const int32_t> tokens) override;
+  /// Rank 0 samples with the request's settings; the workers run the same programs greedily
+  /// (their tokens are not read: rank 0's go out, and come back as the next step's input).
+  Expected<SampledToken> prefillSample(int slot, std::span<const int32_t> tokens,
+                                       const RowSampling &sampling,
+                                       std::vector<float> *logits = nullptr,
+                                       LogitRows rows = LogitRows::Last) override;
+  Expected<std::vector<SampledToken>> decodeSample(std::span<const int> slots,
+                                                   std::span<const int32_t> tokens,
+                                                   std::span<const RowSampling> sampling,
+                                                   std::vector<float> *logits = nullptr) override;
+  Expected<int> forkSequence(int from) override;
   const plan::Plan &plan() const override { return local_->plan(); }
   /// Unavailable, naming the missing ranks, until every worker has joined; for ranks in this
   /// process, once their group has ended, with the reason.
@@ -92,7 +103,8 @@ public:
 private:
   LockstepEngine(std::unique_ptr<GroupComm> comm, std::unique_ptr<Engine> local,
                  std::string identity, LockstepOptions options);
-  Status clearSlots(int) override { return Status::success(); } // newSequence is forwarded
+  Status clearSlots(int) override { return Status::success(); }     // newSequence is forwarded
+  Status copyState(int, int) override { return Status::success(); } // forkSequence is forwarded
   void monitor();
   /// A group of processes has just formed: every rank runs its formGroup. The caller holds mutex_.
   Status form();

@@ -4,32 +4,52 @@
 // streams already decoding (chunked prefill). The state pool is shared: a sequence takes pages
 // as it grows, and when they run out the newest sequence gives its pages back and is later
 // prefilled again from its tokens (preemption by recomputation, as vLLM does).
+//
+// The engine samples: a step returns tokens, never logits. A request of n > 1 choices prefills its
+// prompt but the last token once, in choice 0's sequence; the other choices then fork that state
+// and all n decode the last prompt token together, each drawing with its own key (seed + choice).
 #include "runtime/engine/Scheduler.h"
 
 #include <algorithm>
-#include <atomic>
 #include <cmath>
 #include <limits>
-#include <system_error>
-#include <thread>
 
 namespace glm::runtime {
 
-struct Scheduler::Active {
+/// What the choices of one request share.
+struct Scheduler::Request {
   SequenceRequest request;
   std::shared_ptr<TokenSink> sink;
-  int slot = -1;               // -1 while preempted
-  std::vector<int32_t> tokens; // the prompt, then every token delivered
-  int64_t inEngine = 0;        // tokens[0, inEngine) are in the engine's state
-  int64_t generated = 0;       // tokens delivered
+};
 
-  /// Tokens the engine must hold before this sequence decodes: the prompt at first; after a
-  /// preemption, everything but the last token, which the next decode step feeds.
+struct Scheduler::Active {
+  std::shared_ptr<Request> shared;
+  int choice = 0;
+  SamplingParams sampling;     // the request's, keyed seed + choice
+  SamplingParams banned;       // the same with end-of-sequence tokens banned (before min_tokens)
+  int slot = -1;               // -1 while preempted, or while waiting for its fork
+  bool awaitingFork = false;   // a choice > 0 whose prompt choice 0 is prefilling
+  std::vector<int32_t> tokens; // the prompt, then every token delivered
+  int64_t promptTokens = 0;
+  int64_t inEngine = 0;  // tokens[0, inEngine) are in the engine's state
+  int64_t generated = 0; // tokens delivered
+
+  const SequenceRequest &request() const { return shared->request; }
+  TokenSink &sink() const { return *shared->sink; }
+  bool forks() const { return shared->request.n > 1; }
+  /// Tokens the engine must hold before this sequence decodes: the prompt at first (but its last
+  /// token when the request forks: every choice decodes that one); after a preemption, all but the
+  /// last token, which the next decode step feeds.
   int64_t prefillTarget() const {
-    return static_cast<int64_t>(tokens.size()) - (generated > 0 ? 1 : 0);
+    return static_cast<int64_t>(tokens.size()) - (generated > 0 || forks() ? 1 : 0);
   }
   bool decoding() const {
-    return slot >= 0 && generated > 0 && inEngine == static_cast<int64_t>(tokens.size()) - 1;
+    return slot >= 0 && (generated > 0 || forks()) &&
+           inEngine == static_cast<int64_t>(tokens.size()) - 1;
+  }
+  /// How this sequence samples its next token.
+  RowSampling rowSampling() const {
+    return {generated < request().minTokens ? &banned : &sampling, promptTokens};
   }
 };
 
@@ -48,6 +68,13 @@ Status Scheduler::submit(SequenceRequest request, std::shared_ptr<TokenSink> sin
   if (request.prompt.empty()) {
     return invalidArgument("a request needs at least one prompt token");
   }
+  const int64_t slots =
+      engine_->plan().state_pool() != nullptr ? engine_->plan().state_pool()->max_sequences() : 1;
+  if (request.n < 1 || request.n > slots) {
+    return invalidArgument("n is ", request.n, "; this server runs at most ", slots,
+                           " sequences at once");
+  }
+  GLM_RETURN_IF_ERROR(engine_->checkSampling(request.sampling));
   std::lock_guard<std::mutex> lock(mutex_);
   if (stopping_) {
     return Status(StatusCode::Unavailable, "the server is shutting down");
@@ -71,24 +98,12 @@ SchedulerStats Scheduler::stats() const {
   return stats_;
 }
 
-int32_t Scheduler::pick(const Active &a, std::span<float> row) const {
-  // End-of-sequence tokens are masked until min_tokens, and always under ignore_eos.
-  if (a.request.ignoreEos || a.generated < a.request.minTokens) {
-    for (int32_t id : a.request.eosIds) {
-      if (id >= 0 && id < static_cast<int32_t>(row.size())) {
-        row[static_cast<size_t>(id)] = -INFINITY;
-      }
-    }
-  }
-  return sampleToken(row, a.request.sampling, static_cast<int64_t>(a.tokens.size()));
-}
-
-bool Scheduler::deliver(Active &a, int32_t token) {
+bool Scheduler::deliver(Active &a, const SampledToken &token) {
+  const SequenceRequest &r = a.request();
   const bool eos =
-      !a.request.ignoreEos &&
-      std::find(a.request.eosIds.begin(), a.request.eosIds.end(), token) != a.request.eosIds.end();
+      !r.ignoreEos && std::find(r.eosIds.begin(), r.eosIds.end(), token.id) != r.eosIds.end();
   if (eos) {
-    a.sink->onFinish(FinishReason::Stop, Status::success());
+    a.sink().onFinish(a.choice, FinishReason::Stop, Status::success());
     return false;
   }
   ++a.generated;
@@ -96,16 +111,30 @@ bool Scheduler::deliver(Active &a, int32_t token) {
     std::lock_guard<std::mutex> lock(mutex_);
     ++stats_.generatedTokens;
   }
-  if (!a.sink->onToken(token)) {
-    a.sink->onFinish(FinishReason::Cancelled, Status::success());
+  if (!a.sink().onToken(a.choice, token)) {
+    a.sink().onFinish(a.choice, FinishReason::Cancelled, Status::success());
     return false;
   }
-  if (a.generated >= a.request.maxTokens) {
-    a.sink->onFinish(FinishReason::Length, Status::success());
+  if (a.generated >= r.maxTokens) {
+    a.sink().onFinish(a.choice, FinishReason::Length, Status::success());
     return false;
   }
-  a.tokens.push_back(token);
+  a.tokens.push_back(token.id);
   return true;
+}
+
+void Scheduler::fork(std::vector<std::unique_ptr<Active>> &running, Active &source) {
+  for (auto &a : running) {
+    if (!a->awaitingFork || a->shared != source.shared) {
+      continue;
+    }
+    a->awaitingFork = false;
+    Expected<int> slot = engine_->forkSequence(source.slot);
+    if (slot.ok()) {
+      a->slot = *slot;
+      a->inEngine = source.inEngine;
+    } // else it is prefilled from its own tokens once a slot and pages are free
+  }
 }
 
 void Scheduler::loop() {
@@ -121,20 +150,27 @@ void Scheduler::loop() {
     step(running);
   }
   for (auto &a : running) {
-    a->sink->onFinish(FinishReason::Cancelled, Status::success());
+    a->sink().onFinish(a->choice, FinishReason::Cancelled, Status::success());
     if (a->slot >= 0) {
       engine_->endSequence(a->slot);
     }
   }
   std::lock_guard<std::mutex> lock(mutex_);
   for (auto &[request, sink] : waiting_) {
-    sink->onFinish(FinishReason::Cancelled, Status::success());
+    for (int choice = 0; choice < request.n; ++choice) {
+      sink->onFinish(choice, FinishReason::Cancelled, Status::success());
+    }
   }
   waiting_.clear();
 }
 
 void Scheduler::step(std::vector<std::unique_ptr<Active>> &running) {
   auto finish = [&](size_t i) {
+    for (auto &other : running) {
+      if (other->awaitingFork && other->shared == running[i]->shared) {
+        other->awaitingFork = false; // no prompt to fork: it is prefilled from its own tokens
+      }
+    }
     if (running[i]->slot >= 0) {
       engine_->endSequence(running[i]->slot);
     }
@@ -164,12 +200,14 @@ void Scheduler::step(std::vector<std::unique_ptr<Active>> &running) {
   // could not resume them anyway.
   if (Status health = engine_->health(); !health.ok()) {
     while (!running.empty()) {
-      running.back()->sink->onFinish(FinishReason::Error, health);
+      running.back()->sink().onFinish(running.back()->choice, FinishReason::Error, health);
       finish(running.size() - 1);
     }
     std::lock_guard<std::mutex> lock(mutex_);
     for (auto &[request, sink] : waiting_) {
-      sink->onFinish(FinishReason::Error, health);
+      for (int choice = 0; choice < request.n; ++choice) {
+        sink->onFinish(choice, FinishReason::Error, health);
+      }
       ++stats_.finished;
     }
     stats_.waiting -= static_cast<int64_t>(waiting_.size());
@@ -181,7 +219,7 @@ void Scheduler::step(std::vector<std::unique_ptr<Active>> &running) {
   // prefilled. A waiting request whose client already left is dropped before it costs anything.
   bool slotless = false;
   for (auto &a : running) {
-    if (a->slot < 0) {
+    if (a->slot < 0 && !a->awaitingFork) {
       Expected<int> slot = engine_->newSequence();
       if (!slot.ok()) {
         slotless = true;
@@ -196,7 +234,9 @@ void Scheduler::step(std::vector<std::unique_ptr<Active>> &running) {
       break;
     }
     if (waiting_.front().second->cancelled()) {
-      waiting_.front().second->onFinish(FinishReason::Cancelled, Status::success());
+      for (int choice = 0; choice < waiting_.front().first.n; ++choice) {
+        waiting_.front().second->onFinish(choice, FinishReason::Cancelled, Status::success());
+      }
       waiting_.pop_front();
       --stats_.waiting;
       continue;
@@ -205,15 +245,38 @@ void Scheduler::step(std::vector<std::unique_ptr<Active>> &running) {
     if (!slot.ok()) {
       break; // no free slot: it waits for a running request to end
     }
-    auto a = std::make_unique<Active>();
-    a->request = std::move(waiting_.front().first);
-    a->tokens = std::move(a->request.prompt);
-    a->sink = std::move(waiting_.front().second);
-    a->slot = *slot;
+    auto shared = std::make_shared<Request>();
+    shared->request = std::move(waiting_.front().first);
+    shared->sink = std::move(waiting_.front().second);
     waiting_.pop_front();
     --stats_.waiting;
-    ++stats_.running;
-    running.push_back(std::move(a));
+    const SequenceRequest &r = shared->request;
+    for (int choice = 0; choice < r.n; ++choice) {
+      auto a = std::make_unique<Active>();
+      a->shared = shared;
+      a->choice = choice;
+      a->sampling = r.sampling;
+      a->sampling.seed = r.sampling.seed + static_cast<uint64_t>(choice);
+      a->banned = a->sampling;
+      for (int32_t id : r.eosIds) {
+        // min_tokens (vLLM): no end-of-sequence token before it, whatever its bias.
+        auto &bias = a->banned.logitBias;
+        auto at =
+            std::find_if(bias.begin(), bias.end(), [&](const auto &e) { return e.first == id; });
+        if (at != bias.end()) {
+          at->second = -INFINITY;
+        } else if (id >= 0 && id < engine_->vocabSize() &&
+                   bias.size() < static_cast<size_t>(kMaxLogitBias)) {
+          bias.emplace_back(id, -INFINITY);
+        }
+      }
+      a->tokens = r.prompt;
+      a->promptTokens = static_cast<int64_t>(r.prompt.size());
+      a->slot = choice == 0 ? *slot : -1;
+      a->awaitingFork = choice > 0;
+      ++stats_.running;
+      running.push_back(std::move(a));
+    }
   }
 
   // 2. Prefill, oldest first, at most one prefill program's worth of tokens in all. A prompt is
@@ -222,7 +285,6 @@ void Scheduler::step(std::vector<std::unique_ptr<Active>> &running) {
   // (A plan without prefill programs gets the whole prompt, so that the engine's error names it.)
   const int64_t programRows = engine_->prefillChunk();
   const int64_t chunk = programRows > 0 ? programRows : std::numeric_limits<int64_t>::max();
-  const int64_t vocab = engine_->vocabSize();
   int64_t reserved = 0;
   for (const auto &a : running) {
     reserved += a->decoding() ? engine_->pagesNeeded(a->slot, 1) : 0;
@@ -237,8 +299,8 @@ void Scheduler::step(std::vector<std::unique_ptr<Active>> &running) {
       ++i;
       continue;
     }
-    if (a.sink->cancelled()) {
-      a.sink->onFinish(FinishReason::Cancelled, Status::success());
+    if (a.sink().cancelled()) {
+      a.sink().onFinish(a.choice, FinishReason::Cancelled, Status::success());
       finish(i);
       continue;
     }
@@ -251,26 +313,35 @@ void Scheduler::step(std::vector<std::unique_ptr<Active>> &running) {
       break;
     }
     budget -= n;
-    Expected<std::vector<float>> logits =
-        engine_->prefill(a.slot,
-                         std::span<const int32_t>(a.tokens).subspan(static_cast<size_t>(a.inEngine),
-                                                                    static_cast<size_t>(n)),
-                         LogitRows::Last); // the last row gives the first token
-    if (!logits.ok()) {
-      a.sink->onFinish(FinishReason::Error, logits.status());
+    Expected<SampledToken> token =
+        engine_->prefillSample(a.slot,
+                               std::span<const int32_t>(a.tokens).subspan(
+                                   static_cast<size_t>(a.inEngine), static_cast<size_t>(n)),
+                               a.rowSampling());
+    if (!token.ok()) {
+      a.sink().onFinish(a.choice, FinishReason::Error, token.status());
       finish(i);
       continue;
     }
     prefilled = true;
     a.inEngine += n;
-    if (a.inEngine == target && a.generated == 0) {
+    if (a.inEngine == target && a.generated == 0 && !a.forks()) {
       // The prompt is in: its last row gives the first token.
-      if (!deliver(a, pick(a, std::span<float>(logits->end() - vocab, logits->end())))) {
+      if (!deliver(a, *token)) {
         finish(i);
         continue;
       }
     }
-    ++i;
+  }
+
+  // The choices waiting for a prompt that is now in fork it, so that they decode its last token
+  // in the same step as choice 0.
+  for (size_t i = 0; i < running.size(); ++i) {
+    Active &a = *running[i];
+    if (a.choice == 0 && a.forks() && a.generated == 0 && a.slot >= 0 &&
+        a.inEngine == a.prefillTarget()) {
+      fork(running, a);
+    }
   }
 
   // 3. One decode step for every sequence whose tokens are in. When the pool cannot give each
@@ -295,8 +366,8 @@ void Scheduler::step(std::vector<std::unique_ptr<Active>> &running) {
     if (blocked != nullptr && !prefilled && !preemptNewest(blocked)) {
       for (size_t i = 0; i < running.size(); ++i) {
         if (running[i].get() == blocked) {
-          blocked->sink->onFinish(
-              FinishReason::Error,
+          blocked->sink().onFinish(
+              blocked->choice, FinishReason::Error,
               Status(StatusCode::Unavailable,
                      strCat("a sequence of ", blocked->prefillTarget(),
                             " tokens needs more state pages than the plan's pool holds")));
@@ -309,64 +380,26 @@ void Scheduler::step(std::vector<std::unique_ptr<Active>> &running) {
   }
   std::vector<int> slots;
   std::vector<int32_t> tokens;
+  std::vector<RowSampling> sampling;
   for (size_t i : decoding) {
     slots.push_back(running[i]->slot);
     tokens.push_back(running[i]->tokens.back());
+    sampling.push_back(running[i]->rowSampling());
   }
-  Expected<std::vector<float>> logits = engine_->decode(slots, tokens);
-  const std::vector<int32_t> picked =
-      logits.ok() ? pickRows(running, decoding, *logits, vocab) : std::vector<int32_t>();
+  Expected<std::vector<SampledToken>> picked = engine_->decodeSample(slots, tokens, sampling);
   // Backwards, so that finishing one does not move the indices still to come.
   for (size_t k = decoding.size(); k-- > 0;) {
     const size_t i = decoding[k];
-    if (!logits.ok()) {
-      running[i]->sink->onFinish(FinishReason::Error, logits.status());
+    if (!picked.ok()) {
+      running[i]->sink().onFinish(running[i]->choice, FinishReason::Error, picked.status());
       finish(i);
       continue;
     }
     ++running[i]->inEngine;
-    if (!deliver(*running[i], picked[k])) {
+    if (!deliver(*running[i], (*picked)[k])) {
       finish(i);
     }
   }
-}
-
-std::vector<int32_t> Scheduler::pickRows(const std::vector<std::unique_ptr<Active>> &running,
-                                         const std::vector<size_t> &decoding,
-                                         std::vector<float> &logits, size_t vocab) const {
-  const size_t rows = decoding.size();
-  std::vector<int32_t> picked(rows);
-  std::atomic<size_t> next{0};
-  auto work = [&] {
-    for (size_t k = next.fetch_add(1); k < rows; k = next.fetch_add(1)) {
-      picked[k] = pick(*running[decoding[k]], std::span<float>(logits.data() + k * vocab, vocab));
-    }
-  };
-  // A sampled row costs milliseconds of host work (Sampler.cpp: 5.5 ms at GLM-5.3's vocabulary
-  // on the H200 machine's host), a greedy one a tenth of one: with two or more sampled rows the
-  // rows are picked on several threads. Each row's draw is keyed by its own seed and position,
-  // so the tokens are the same either way.
-  size_t sampled = 0;
-  for (size_t i : decoding) {
-    sampled += running[i]->request.sampling.temperature > 0.0f ? 1 : 0;
-  }
-  std::vector<std::thread> helpers;
-  if (sampled >= 2) {
-    const size_t threads =
-        std::min<size_t>(rows, std::max(1u, std::thread::hardware_concurrency()));
-    try {
-      while (helpers.size() + 1 < threads) {
-        helpers.emplace_back(work);
-      }
-    } catch (const std::system_error &) {
-      // No more threads to be had: this one and those started share the rows.
-    }
-  }
-  work();
-  for (std::thread &t : helpers) {
-    t.join();
-  }
-  return picked;
 }
 
 } // namespace glm::runtime

@@ -5,7 +5,6 @@
 #include "base/Status.h"
 #include "runtime/api/EngineApi.h"
 #include "runtime/engine/Engine.h"
-#include "runtime/engine/Sampler.h"
 
 #include <atomic>
 #include <condition_variable>
@@ -28,7 +27,8 @@ public:
   /// Stops the worker; requests still running finish with FinishReason::Cancelled.
   ~Scheduler();
 
-  /// Queues a request. Unavailable when the waiting queue is full.
+  /// Queues a request. Unavailable when the waiting queue is full; InvalidArgument when it can
+  /// never run on this engine (n above its sequence slots, sampling the plan cannot apply).
   Status submit(SequenceRequest request, std::shared_ptr<TokenSink> sink) override;
   SchedulerStats stats() const override;
   /// The engine's health (Engine::health): an error while it cannot run, e.g. a missing
@@ -36,18 +36,14 @@ public:
   Status health() const override { return engine_->health(); }
 
 private:
+  struct Request;
   struct Active;
   void loop();
   void step(std::vector<std::unique_ptr<Active>> &running);
-  /// Samples the next token from a row of logits (masked in place), honouring min_tokens and
-  /// ignore_eos. Reads only `a`: rows of one step may be picked on threads of their own.
-  int32_t pick(const Active &a, std::span<float> row) const;
-  /// The tokens of a decode step's rows, row k for the sequence running[decoding[k]].
-  std::vector<int32_t> pickRows(const std::vector<std::unique_ptr<Active>> &running,
-                                const std::vector<size_t> &decoding, std::vector<float> &logits,
-                                size_t vocab) const;
-  /// Delivers `token`; returns false once the request is over (and reports why).
-  bool deliver(Active &a, int32_t token);
+  /// Opens the choices of an n > 1 request that wait for choice 0's prompt: each a fork of it.
+  void fork(std::vector<std::unique_ptr<Active>> &running, Active &source);
+  /// Delivers `token`; returns false once the choice is over (and reports why).
+  bool deliver(Active &a, const SampledToken &token);
 
   std::unique_ptr<Engine> engine_;
   int64_t maxWaiting_;

@@ -11,6 +11,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <optional>
+#include <string>
+#include <string_view>
 #include <sys/socket.h>
 #include <thread>
 
@@ -27,6 +30,38 @@ void sendJson(httplib::Response &res, int status, const OrderedJson &body) {
 
 void sendError(httplib::Response &res, const ApiError &error) {
   sendJson(res, error.status, error.toJson());
+}
+
+bool isWordChar(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
+}
+
+/// Whether `word` appears in `text` as a whole word.
+bool hasWord(std::string_view text, std::string_view word) {
+  for (size_t at = text.find(word); at != std::string_view::npos; at = text.find(word, at + 1)) {
+    const size_t end = at + word.size();
+    if ((at == 0 || !isWordChar(text[at - 1])) && (end == text.size() || !isWordChar(text[end]))) {
+      return true;
+    }
+  }
+  return false;
+}
+
+/// The request field a refusal of submit() is about. EngineApi's InvalidArgument names it, as the
+/// wire spells it or as SequenceRequest does (logitBias); failing that, of the fields the engine
+/// checks (n above its slots, logit_bias ids beyond its vocabulary), the one the request set.
+std::optional<std::string> refusedParam(const Status &status, bool severalChoices, bool biased) {
+  const std::string &message = status.message();
+  if (hasWord(message, "logit_bias") || hasWord(message, "logitBias")) {
+    return "logit_bias";
+  }
+  if (hasWord(message, "n")) {
+    return "n";
+  }
+  if (severalChoices != biased) {
+    return severalChoices ? "n" : "logit_bias";
+  }
+  return std::nullopt;
 }
 
 } // namespace
@@ -78,10 +113,17 @@ struct HttpServer::Impl {
     return ok;
   }
 
-  /// Submits; on a full queue answers 503 (with Retry-After) and returns null.
+  /// Submits; answers and returns null when the engine refuses: 400 naming the field for a
+  /// request it can never run, 503 (with Retry-After) when it cannot take it now.
   std::shared_ptr<TokenQueue> submit(runtime::SequenceRequest request, httplib::Response &res) {
-    auto queue = std::make_shared<TokenQueue>(metrics);
+    auto queue = std::make_shared<TokenQueue>(metrics, request.n);
+    const bool severalChoices = request.n > 1, biased = !request.sampling.logitBias.empty();
     Status s = engine.submit(std::move(request), queue);
+    if (s.code() == StatusCode::InvalidArgument) {
+      sendError(res, ApiError{400, "invalid_request_error", "invalid_value", s.message(),
+                              refusedParam(s, severalChoices, biased)});
+      return nullptr;
+    }
     if (!s.ok()) {
       res.set_header("Retry-After", "1");
       // Refused because the engine is missing a part (a tensor-parallel rank), or the queue is
@@ -104,42 +146,45 @@ struct HttpServer::Impl {
     return false;
   }
 
-  /// Hands the engine's tokens to the reply until the engine finishes, polling the client
-  /// between waits; a client that went away cancels the request.
+  /// Hands the engine's tokens to the reply until the engine has ended every choice, polling the
+  /// client between waits; a client that went away cancels the request, and so does a reply
+  /// that can show nothing more (stop strings ended every choice, or the engine failed).
   bool relay(TokenQueue &queue, ReplyStream &reply, httplib::DataSink &sink) {
     const ReplyStream::Write write = [&sink](std::string_view bytes) {
       return sink.write(bytes.data(), bytes.size());
     };
-    GenerationEnd end;
-    bool started = false;
+    bool started = false, failed = false;
     for (bool finished = false; !finished;) {
       if (!sink.is_writable()) {
         return abandon(queue);
       }
       TokenQueue::Taken taken = queue.take(std::chrono::milliseconds(50));
       finished = taken.finished;
-      end.reason = taken.reason;
-      end.error = taken.error;
-      if (!started && (!taken.tokens.empty() || finished)) {
+      if (!started && (!taken.tokens.empty() || !taken.ends.empty())) {
         started = true;
         if (!reply.begin(write)) {
           return abandon(queue);
         }
       }
-      for (int32_t token : taken.tokens) {
-        ++end.completionTokens;
-        if (!reply.token(token, write)) {
+      for (const TokenQueue::Token &t : taken.tokens) {
+        if (!reply.token(t.choice, t.token, write)) {
           return abandon(queue);
         }
-        if (reply.stopped()) {
-          queue.cancel();
+      }
+      for (const TokenQueue::End &e : taken.ends) {
+        failed |= e.reason == runtime::FinishReason::Error;
+        if (!reply.finish(e.choice, e.reason, e.error, write)) {
+          return abandon(queue);
         }
       }
+      if (reply.complete()) {
+        queue.cancel();
+      }
     }
-    if (end.reason == runtime::FinishReason::Error) {
+    if (failed) {
       ++metrics.requestsFailed;
     }
-    reply.end(end, write);
+    reply.end(write);
     sink.done();
     return true;
   }

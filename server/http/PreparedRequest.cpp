@@ -1,6 +1,8 @@
 // Request preparation: typed request, then prompt token ids, then the engine's sequence request.
 #include "server/http/PreparedRequest.h"
 
+#include <cstdio>
+#include <mutex>
 #include <optional>
 #include <random>
 #include <string>
@@ -9,6 +11,16 @@
 
 namespace glm::server {
 namespace {
+
+std::string randomId(const char *prefix) {
+  static std::mutex mutex;
+  static std::mt19937_64 rng(std::random_device{}());
+  std::lock_guard<std::mutex> lock(mutex);
+  char hex[25];
+  std::snprintf(hex, sizeof hex, "%016llx%08llx", static_cast<unsigned long long>(rng()),
+                static_cast<unsigned long long>(rng() & 0xFFFFFFFFull));
+  return std::string(prefix) + hex;
+}
 
 ApiError invalidValue(std::string message, const char *param) {
   return ApiError{400, "invalid_request_error", "invalid_value", std::move(message), param};
@@ -44,7 +56,17 @@ std::optional<ApiError> buildPrompt(const CompletionRequest &request, const Serv
       }
     }
     out.sequence.prompt = request.promptIds;
+    if (request.echo) {
+      Expected<std::string> text = model.tokenizer->decode(request.promptIds);
+      if (!text.ok()) {
+        return invalidValue(text.status().message(), "prompt");
+      }
+      out.reply.echo = std::move(text).value();
+    }
     return std::nullopt;
+  }
+  if (request.echo) {
+    out.reply.echo = request.prompt;
   }
   Expected<std::vector<TokenId>> ids = model.tokenizer->encode(request.prompt);
   if (!ids.ok()) {
@@ -55,10 +77,10 @@ std::optional<ApiError> buildPrompt(const CompletionRequest &request, const Serv
 }
 
 /// The sequence's length limits and sampling, the same for both endpoints: the prompt must leave
-/// room in the context for max_tokens (absent: all the room there is).
+/// room in the context for max_tokens (absent: all the room there is), for each choice.
 std::optional<ApiError> settleSequence(const SamplingOptions &sampling, const char *promptParam,
                                        const ServedModel &model, int64_t maxContext,
-                                       runtime::SequenceRequest &s) {
+                                       const std::string &requestId, runtime::SequenceRequest &s) {
   const int64_t promptTokens = static_cast<int64_t>(s.prompt.size());
   if (promptTokens == 0) {
     return invalidValue("the prompt is empty", promptParam);
@@ -81,7 +103,16 @@ std::optional<ApiError> settleSequence(const SamplingOptions &sampling, const ch
   s.sampling.topP = static_cast<float>(sampling.topP);
   s.sampling.topK = static_cast<int32_t>(sampling.topK > 0 ? sampling.topK : 0);
   s.sampling.minP = static_cast<float>(sampling.minP);
-  s.sampling.seed = sampling.seed ? *sampling.seed : std::random_device{}();
+  s.sampling.presencePenalty = static_cast<float>(sampling.presencePenalty);
+  s.sampling.frequencyPenalty = static_cast<float>(sampling.frequencyPenalty);
+  s.sampling.repetitionPenalty = static_cast<float>(sampling.repetitionPenalty);
+  s.sampling.logitBias.clear();
+  for (const auto &[id, bias] : sampling.logitBias) {
+    s.sampling.logitBias.emplace_back(id, static_cast<float>(bias));
+  }
+  s.sampling.seed = sampling.seed.value_or(requestSeed(requestId));
+  s.sampling.logprobs = sampling.logprobs;
+  s.n = static_cast<int32_t>(sampling.n);
   return std::nullopt;
 }
 
@@ -96,21 +127,34 @@ std::variant<PreparedRequest, ApiError> prepare(std::variant<Request, ApiError> 
   constexpr bool chat = std::is_same_v<Request, ChatRequest>;
   PreparedRequest out;
   out.reply.chat = chat;
+  out.reply.id = randomId(chat ? "chatcmpl-" : "cmpl-");
   out.reply.model = request.model;
   out.reply.stream = request.stream;
   out.reply.includeUsage = request.includeUsage;
   out.reply.stop = request.sampling.stop;
+  out.reply.n = static_cast<int>(request.sampling.n);
+  out.reply.logprobs = request.sampling.logprobs >= 0;
   if (std::optional<ApiError> error = buildPrompt(request, model, out)) {
     return std::move(*error);
   }
-  if (std::optional<ApiError> error = settleSequence(request.sampling, chat ? "messages" : "prompt",
-                                                     model, limits.maxContext, out.sequence)) {
+  if (std::optional<ApiError> error =
+          settleSequence(request.sampling, chat ? "messages" : "prompt", model, limits.maxContext,
+                         out.reply.id, out.sequence)) {
     return std::move(*error);
   }
   return out;
 }
 
 } // namespace
+
+uint64_t requestSeed(std::string_view requestId) {
+  // FNV-1a: the 64-bit offset basis, then per byte xor and multiply by the 64-bit prime.
+  uint64_t hash = 0xcbf29ce484222325ull;
+  for (char c : requestId) {
+    hash = (hash ^ static_cast<uint8_t>(c)) * 0x100000001b3ull;
+  }
+  return hash;
+}
 
 std::variant<PreparedRequest, ApiError> prepareRequest(Endpoint endpoint, std::string_view body,
                                                        const ServedModel &model,

@@ -33,6 +33,11 @@ struct PreparedRequest {
   ReplyOptions reply;
 };
 
+/// The sampling key of a request that gives no seed: FNV-1a (64-bit) of its response id. Every
+/// request has a key, and one without a seed can still be replayed from its id alone: sent again
+/// with seed = requestSeed(id), it draws the same tokens.
+uint64_t requestSeed(std::string_view requestId);
+
 /// Parses `body` as the endpoint's request and builds its prompt. Every error is the client's
 /// (400, or 404 for an unknown model): malformed or unsupported fields, a chat template or
 /// tokenizer failure, an empty prompt, a prompt plus max_tokens beyond `limits.maxContext`.

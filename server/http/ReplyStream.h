@@ -20,44 +20,51 @@ namespace glm::server {
 
 /// What shapes a reply, as request preparation settles it.
 struct ReplyOptions {
-  bool chat = false;         // chat.completion objects; otherwise text_completion
+  bool chat = false; // chat.completion objects; otherwise text_completion
+  /// The response's id ("chatcmpl-..." / "cmpl-..."), taken at preparation: the sampling key of a
+  /// request that gives no seed derives from it.
+  std::string id;
   std::string model;         // the model name the request gave, echoed in every object
   bool stream = false;       // SSE chunks as the text arrives; otherwise one JSON body at the end
   bool includeUsage = false; // stream_options.include_usage: a last chunk with the usage
   bool startsInReasoning = false; // chat: the prompt leaves the reply inside a think block
   nlohmann::ordered_json tools;   // chat: the tools whose calls are parsed out (null: none)
   std::vector<std::string> stop;  // stop strings, matched against the visible content
+  int n = 1;                      // choices, each with its own text, finish and tool calls
+  bool logprobs = false;          // every token's logprob and the alternatives the engine gives
+  /// Completions with echo: the prompt's text, shown before each choice's (text_offset counts
+  /// from its start, as OpenAI's does).
+  std::string echo;
 };
 
-/// How the engine ended a request's generation.
-struct GenerationEnd {
-  runtime::FinishReason reason = runtime::FinishReason::Stop;
-  Status error; // with FinishReason::Error
-  int64_t completionTokens = 0;
-};
-
-/// One request's reply, written while the engine generates it. The transport calls begin() at
-/// the engine's first output, token() for every token, and end() once; each writes through
-/// `write`, one call per SSE event, so the client sees each event as soon as it is whole.
+/// One request's reply, written while the engine generates it, choice by choice. The transport
+/// calls begin() at the engine's first output, token() for every token, finish() once for every
+/// choice the engine ends, and end() once after the last; each writes through `write`, one call
+/// per SSE event, so the client sees each event as soon as it is whole.
 class ReplyStream {
 public:
   /// Writes bytes to the client; false once the client is gone.
   using Write = std::function<bool(std::string_view)>;
 
-  /// The reply `options` ask for, to a prompt of `promptTokens` tokens. Its id and `created` are
-  /// taken now. The tokenizer must outlive it.
+  /// The reply `options` ask for, to a prompt of `promptTokens` tokens; `created` is taken now.
+  /// The tokenizer must outlive it.
   static std::unique_ptr<ReplyStream> create(const Tokenizer &tokenizer, ReplyOptions options,
                                              int64_t promptTokens);
   virtual ~ReplyStream() = default;
 
-  /// At the engine's first output, a token or the end. False when writing failed.
+  /// At the engine's first output, a token or an end. False when writing failed.
   virtual bool begin(const Write &write) = 0;
-  /// One generated token. False when writing failed.
-  virtual bool token(int32_t token, const Write &write) = 0;
-  /// Whether a stop string has ended the visible reply (the engine may stop generating).
-  virtual bool stopped() const = 0;
-  /// The rest of the text and the last chunks (or the whole body), or the engine's error.
-  virtual void end(const GenerationEnd &end, const Write &write) = 0;
+  /// One generated token of choice `choice`. False when writing failed.
+  virtual bool token(int choice, const runtime::SampledToken &token, const Write &write) = 0;
+  /// The engine ended choice `choice`. False when writing failed.
+  virtual bool finish(int choice, runtime::FinishReason reason, const Status &error,
+                      const Write &write) = 0;
+  /// Whether nothing more the engine generates can show: every choice ended, by the engine or a
+  /// stop string, or the engine failed. The engine may stop then.
+  virtual bool complete() const = 0;
+  /// Once the engine ended every choice: the last chunks (or the whole body), or the engine's
+  /// error.
+  virtual void end(const Write &write) = 0;
 };
 
 } // namespace glm::server

@@ -3,39 +3,49 @@
 
 namespace glm::server {
 
-TokenQueue::TokenQueue(ServerMetrics &metrics)
-    : metrics_(metrics), submitted_(std::chrono::steady_clock::now()), last_(submitted_) {}
+TokenQueue::TokenQueue(ServerMetrics &metrics, int choices)
+    : metrics_(metrics), choices_(choices), submitted_(std::chrono::steady_clock::now()),
+      last_(submitted_) {}
 
-bool TokenQueue::onToken(int32_t token) {
-  const auto now = std::chrono::steady_clock::now();
-  const double gap = std::chrono::duration<double>(now - last_).count();
-  (tokensSeen_++ == 0 ? metrics_.timeToFirstToken : metrics_.interTokenLatency).observe(gap);
-  last_ = now;
+bool TokenQueue::onToken(int choice, const runtime::SampledToken &token) {
+  // Choice 0 stands for the request in the latencies: the choices share the prefill and advance
+  // in the same steps, so its first token is the request's and its gaps are the steps'; every
+  // choice's tokens would add n - 1 near-zero gaps a step.
+  if (choice == 0) {
+    const auto now = std::chrono::steady_clock::now();
+    const double gap = std::chrono::duration<double>(now - last_).count();
+    (tokensSeen_++ == 0 ? metrics_.timeToFirstToken : metrics_.interTokenLatency).observe(gap);
+    last_ = now;
+  }
   std::lock_guard<std::mutex> lock(mutex_);
-  tokens_.push_back(token);
+  tokens_.push_back({choice, token});
   ready_.notify_all();
   return !cancelled_;
 }
 
-void TokenQueue::onFinish(runtime::FinishReason reason, const Status &error) {
-  metrics_.endToEnd.observe(
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - submitted_).count());
-  std::lock_guard<std::mutex> lock(mutex_);
-  finished_ = true;
-  reason_ = reason;
-  error_ = error;
-  ready_.notify_all();
+void TokenQueue::onFinish(int choice, runtime::FinishReason reason, const Status &error) {
+  bool last = false;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    ends_.push_back({choice, reason, error});
+    last = ++ended_ == choices_;
+    ready_.notify_all();
+  }
+  // The request's latency runs to its last choice's end.
+  if (last) {
+    metrics_.endToEnd.observe(
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - submitted_).count());
+  }
 }
 
 TokenQueue::Taken TokenQueue::take(std::chrono::milliseconds timeout) {
   std::unique_lock<std::mutex> lock(mutex_);
-  ready_.wait_for(lock, timeout, [&] { return !tokens_.empty() || finished_; });
+  ready_.wait_for(lock, timeout,
+                  [&] { return !tokens_.empty() || !ends_.empty() || ended_ >= choices_; });
   Taken out;
-  out.tokens.assign(tokens_.begin(), tokens_.end());
-  tokens_.clear();
-  out.finished = finished_;
-  out.reason = reason_;
-  out.error = error_;
+  out.tokens.swap(tokens_);
+  out.ends.swap(ends_);
+  out.finished = ended_ >= choices_;
   return out;
 }
 

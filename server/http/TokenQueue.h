@@ -7,45 +7,54 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
-#include <deque>
 #include <mutex>
 #include <vector>
 
 namespace glm::server {
 
-/// The engine's sink for one request. The latencies are taken here, as the engine produces
-/// tokens, not when a handler happens to wake up.
+/// The engine's sink for one request of `choices` choices. The latencies are taken here, as the
+/// engine produces tokens, not when a handler happens to wake up.
 class TokenQueue : public runtime::TokenSink {
 public:
-  explicit TokenQueue(ServerMetrics &metrics);
+  TokenQueue(ServerMetrics &metrics, int choices);
 
-  bool onToken(int32_t token) override;
-  void onFinish(runtime::FinishReason reason, const Status &error) override;
+  bool onToken(int choice, const runtime::SampledToken &token) override;
+  void onFinish(int choice, runtime::FinishReason reason, const Status &error) override;
   bool cancelled() const override { return cancelled_.load(); }
-  /// Asks the engine to stop the request at its next step.
+  /// Asks the engine to stop the request (every choice of it) at its next step.
   void cancel() { cancelled_ = true; }
 
-  /// What one take() found: the tokens that arrived and, once the engine is done, how it ended.
-  struct Taken {
-    std::vector<int32_t> tokens;
-    bool finished = false;
+  struct Token {
+    int choice = 0;
+    runtime::SampledToken token;
+  };
+  struct End {
+    int choice = 0;
     runtime::FinishReason reason = runtime::FinishReason::Stop;
     Status error;
   };
-  /// Waits up to `timeout` for tokens or the end; returns what arrived.
+  /// What one take() found: the tokens that arrived and the choices that ended, each in the
+  /// engine's order (a choice's end comes after its tokens), and whether every choice has ended.
+  struct Taken {
+    std::vector<Token> tokens;
+    std::vector<End> ends;
+    bool finished = false;
+  };
+  /// Waits up to `timeout` for tokens or an end; returns what arrived.
   Taken take(std::chrono::milliseconds timeout);
 
 private:
   ServerMetrics &metrics_;
+  const int choices_;
+  // Touched on the engine's thread only.
   std::chrono::steady_clock::time_point submitted_, last_;
   int64_t tokensSeen_ = 0;
   std::mutex mutex_;
   std::condition_variable ready_;
-  std::deque<int32_t> tokens_;
-  bool finished_ = false;
+  std::vector<Token> tokens_;
+  std::vector<End> ends_;
+  int ended_ = 0;
   std::atomic<bool> cancelled_{false};
-  runtime::FinishReason reason_ = runtime::FinishReason::Stop;
-  Status error_;
 };
 
 } // namespace glm::server

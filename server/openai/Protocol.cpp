@@ -2,12 +2,14 @@
 #include "server/openai/Protocol.h"
 
 #include "base/JsonChecker.h"
-
 #include "base/Status.h"
+#include "runtime/api/SamplingParams.h"
 
 #include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <exception>
 #include <limits>
 #include <new>
@@ -347,6 +349,97 @@ MaybeError readStop(const Json &object, std::vector<std::string> &out) {
   return std::nullopt;
 }
 
+/// A logit_bias key: a token id in decimal, from 0 to int32's max, with no sign, space or
+/// leading zero, so that distinct keys are distinct ids.
+std::optional<int32_t> parseTokenIdKey(std::string_view key) {
+  if (key.empty() || key.size() > 10 || (key.size() > 1 && key.front() == '0')) {
+    return std::nullopt;
+  }
+  int64_t value = 0;
+  for (char c : key) {
+    if (c < '0' || c > '9') {
+      return std::nullopt;
+    }
+    value = value * 10 + (c - '0');
+  }
+  if (value > std::numeric_limits<int32_t>::max()) {
+    return std::nullopt;
+  }
+  return static_cast<int32_t>(value);
+}
+
+/// logit_bias: {"token id": bias in [-100, 100]}, at most runtime::kMaxLogitBias entries. Every
+/// error names logit_bias; ids beyond the vocabulary are the engine's to refuse (it knows the
+/// vocabulary; submit() answers InvalidArgument).
+MaybeError readLogitBias(const Json &body, std::vector<std::pair<int32_t, double>> &out) {
+  const Json *v = field(body, "logit_bias");
+  if (!v) {
+    return std::nullopt;
+  }
+  if (!v->is_object()) {
+    return typeError("logit_bias", "an object", *v);
+  }
+  if (v->size() > static_cast<size_t>(runtime::kMaxLogitBias)) {
+    return valueError("logit_bias", strCat("at most ", runtime::kMaxLogitBias,
+                                           " tokens may be biased, got ", v->size()));
+  }
+  std::vector<std::pair<int32_t, double>> bias;
+  bias.reserve(v->size());
+  for (const auto &[key, value] : v->items()) {
+    // The key is not quoted back: it comes from the body and may be anything.
+    std::optional<int32_t> id = parseTokenIdKey(key);
+    if (!id) {
+      return valueError("logit_bias", "keys must be token ids, integers from 0 written in decimal");
+    }
+    if (!value.is_number()) {
+      return typeError("logit_bias", strCat("a number as the bias of token ", *id), value);
+    }
+    const double d = value.get<double>();
+    if (!std::isfinite(d) || d < -100.0 || d > 100.0) {
+      return valueError("logit_bias",
+                        strCat("the bias of token ", *id, " must be between -100 and 100, got ",
+                               quoteNumber(value)));
+    }
+    bias.emplace_back(*id, d);
+  }
+  out = std::move(bias);
+  return std::nullopt;
+}
+
+/// Chat's logprobs (a boolean) and top_logprobs (0 to 20 alternatives a token). As OpenAI and
+/// vLLM: top_logprobs above 0 needs logprobs true; 0 without it asks for nothing and is accepted.
+MaybeError readChatLogprobs(const Json &body, int32_t &out) {
+  bool logprobs = false;
+  if (MaybeError e = readBool(body, "logprobs", logprobs)) {
+    return e;
+  }
+  std::optional<int64_t> top;
+  if (MaybeError e = readInteger(body, "top_logprobs", 0, runtime::kMaxTopLogprobs, top)) {
+    return e;
+  }
+  if (top.value_or(0) > 0 && !logprobs) {
+    return valueError("top_logprobs", "'logprobs' must be true to use 'top_logprobs'");
+  }
+  out = logprobs ? static_cast<int32_t>(top.value_or(0)) : -1;
+  return std::nullopt;
+}
+
+/// The legacy endpoint's logprobs is a count of alternatives, and even 0 asks for the sampled
+/// token's. Up to 20, as vLLM (OpenAI's own cap is 5). `false` reads as absent: lenient clients
+/// send it for "none".
+MaybeError readCompletionLogprobs(const Json &body, int32_t &out) {
+  const Json *v = field(body, "logprobs");
+  if (!v || (v->is_boolean() && !v->get<bool>())) {
+    return std::nullopt;
+  }
+  std::optional<int64_t> count;
+  if (MaybeError e = readInteger(body, "logprobs", 0, runtime::kMaxTopLogprobs, count)) {
+    return e;
+  }
+  out = static_cast<int32_t>(*count);
+  return std::nullopt;
+}
+
 /// Fields both endpoints take for sampling and stopping. `chat` adds max_completion_tokens,
 /// which wins over max_tokens (vLLM and OpenAI both).
 MaybeError readSampling(const Json &body, const ProtocolLimits &limits, bool chat,
@@ -380,6 +473,36 @@ MaybeError readSampling(const Json &body, const ProtocolLimits &limits, bool cha
     }
     out.seed = value;
   }
+  if (MaybeError e =
+          readNumber(body, "presence_penalty", {-2.0, 2.0, false, false, "between -2 and 2"},
+                     out.presencePenalty)) {
+    return e;
+  }
+  if (MaybeError e =
+          readNumber(body, "frequency_penalty", {-2.0, 2.0, false, false, "between -2 and 2"},
+                     out.frequencyPenalty)) {
+    return e;
+  }
+  // vLLM's rule: finite and above 0, no upper bound (it divides positive logits, multiplies
+  // negative ones).
+  if (MaybeError e =
+          readNumber(body, "repetition_penalty",
+                     {0.0, std::numeric_limits<double>::max(), true, false, "greater than 0"},
+                     out.repetitionPenalty)) {
+    return e;
+  }
+  if (MaybeError e = readLogitBias(body, out.logitBias)) {
+    return e;
+  }
+  if (MaybeError e = chat ? readChatLogprobs(body, out.logprobs)
+                          : readCompletionLogprobs(body, out.logprobs)) {
+    return e;
+  }
+  std::optional<int64_t> n;
+  if (MaybeError e = readInteger(body, "n", 1, kMaxChoices, n)) {
+    return e;
+  }
+  out.n = n.value_or(1);
 
   std::optional<int64_t> maxTokens;
   if (MaybeError e = readMaxTokens(body, "max_tokens", limits, maxTokens)) {
@@ -420,20 +543,6 @@ MaybeError readSampling(const Json &body, const ProtocolLimits &limits, bool cha
 // Fields we refuse rather than ignore
 //===------------------------------------------------------------------------------------------===//
 
-/// A number whose only supported value is its default (the penalties): wrong types and values
-/// outside [lo, hi] are invalid, other values unsupported.
-MaybeError refuseNumberUnlessDefault(const Json &body, const char *key, const Range &range,
-                                     double defaultValue) {
-  double value = defaultValue;
-  if (MaybeError e = readNumber(body, key, range, value)) {
-    return e;
-  }
-  if (value != defaultValue) {
-    return unsupportedValue(key, strCat("only the default, ", defaultValue, ", is supported yet"));
-  }
-  return std::nullopt;
-}
-
 MaybeError refuseTrue(const Json &body, const char *key, std::string_view why) {
   bool value = false;
   if (MaybeError e = readBool(body, key, value)) {
@@ -445,14 +554,14 @@ MaybeError refuseTrue(const Json &body, const char *key, std::string_view why) {
   return std::nullopt;
 }
 
-/// An array or object field that is fine empty and unsupported otherwise.
-MaybeError refuseNonEmpty(const Json &body, const char *key, bool object, std::string_view why) {
+/// An array field that is fine empty and unsupported otherwise.
+MaybeError refuseNonEmpty(const Json &body, const char *key, std::string_view why) {
   const Json *v = field(body, key);
   if (!v) {
     return std::nullopt;
   }
-  if (object ? !v->is_object() : !v->is_array()) {
-    return typeError(key, object ? "an object" : "an array", *v);
+  if (!v->is_array()) {
+    return typeError(key, "an array", *v);
   }
   if (!v->empty()) {
     return unsupportedValue(key, why);
@@ -499,66 +608,20 @@ MaybeError refuseUnsupported(const Json &body, bool chat) {
     }
   }
 
-  if (const Json *n = field(body, "n")) {
-    if (!n->is_number()) {
-      return typeError("n", "an integer", *n);
-    }
-    if (asInt64(*n) != std::optional<int64_t>(1)) {
-      return unsupportedValue("n", "only n = 1 is supported");
-    }
-  }
   if (const Json *bestOf = field(body, "best_of")) {
     if (!bestOf->is_number()) {
       return typeError("best_of", "an integer", *bestOf);
     }
     if (asInt64(*bestOf) != std::optional<int64_t>(1)) {
-      return unsupportedValue("best_of", "only best_of = 1 is supported");
+      return unsupportedValue("best_of", "only best_of = 1 is supported; use 'n' for several "
+                                         "choices");
     }
-  }
-
-  if (chat) {
-    if (MaybeError e = refuseTrue(body, "logprobs", "logprobs are not supported yet")) {
-      return e;
-    }
-    std::optional<int64_t> topLogprobs;
-    if (MaybeError e = readInteger(body, "top_logprobs", 0, 20, topLogprobs)) {
-      return e;
-    }
-    if (topLogprobs.value_or(0) > 0) {
-      return unsupportedValue("top_logprobs", "logprobs are not supported yet");
-    }
-  } else if (const Json *logprobs = field(body, "logprobs");
-             logprobs && !(logprobs->is_boolean() && !logprobs->get<bool>())) {
-    // The legacy endpoint's logprobs is a count, and even 0 asks for the sampled token's.
-    if (!logprobs->is_number() && !logprobs->is_boolean()) {
-      return typeError("logprobs", "an integer", *logprobs);
-    }
-    return unsupportedValue("logprobs", "logprobs are not supported yet");
   }
   if (MaybeError e = refusePresent(body, "prompt_logprobs", "prompt logprobs are not supported")) {
     return e;
   }
-
-  if (MaybeError e = refuseNumberUnlessDefault(body, "frequency_penalty",
-                                               {-2.0, 2.0, false, false, "between -2 and 2"}, 0)) {
-    return e;
-  }
-  if (MaybeError e = refuseNumberUnlessDefault(body, "presence_penalty",
-                                               {-2.0, 2.0, false, false, "between -2 and 2"}, 0)) {
-    return e;
-  }
-  if (MaybeError e = refuseNumberUnlessDefault(
-          body, "repetition_penalty",
-          {0.0, std::numeric_limits<double>::max(), true, false, "greater than 0"}, 1)) {
-    return e;
-  }
-  if (MaybeError e =
-          refuseNonEmpty(body, "logit_bias", /*object=*/true, "logit_bias is not supported yet")) {
-    return e;
-  }
   for (const char *key : {"stop_token_ids", "bad_words", "allowed_token_ids"}) {
-    if (MaybeError e =
-            refuseNonEmpty(body, key, /*object=*/false, strCat(key, " is not supported yet"))) {
+    if (MaybeError e = refuseNonEmpty(body, key, strCat(key, " is not supported yet"))) {
       return e;
     }
   }
@@ -1037,6 +1100,29 @@ Json finishReasonJson(const std::optional<std::string> &finishReason) {
   return finishReason ? Json(*finishReason) : Json(nullptr);
 }
 
+/// A logprob as OpenAI writes it: -9999.0 for "very unlikely" (JSON has no -inf: nlohmann would
+/// write null), otherwise the float's shortest decimal (-0.1, not the -0.10000000149011612 that
+/// widening the float to a double gives).
+Json logprobJson(float logprob) {
+  if (!std::isfinite(logprob) || logprob <= -9999.0f) {
+    return -9999.0;
+  }
+  char text[32];
+  const std::to_chars_result end = std::to_chars(std::begin(text), std::end(text), logprob);
+  return std::strtod(std::string(text, end.ptr).c_str(), nullptr);
+}
+
+Json tokenTextJson(const TokenText &t) {
+  Json bytes = nullptr;
+  if (t.bytes) {
+    bytes = Json::array();
+    for (unsigned char byte : *t.bytes) {
+      bytes.push_back(byte);
+    }
+  }
+  return Json{{"token", t.token}, {"logprob", logprobJson(t.logprob)}, {"bytes", std::move(bytes)}};
+}
+
 /// Exceptions never leave the parsers: JSON access is type-checked, so what remains is memory.
 template <typename Request, typename Parse> std::variant<Request, ApiError> guarded(Parse &&parse) {
   try {
@@ -1125,6 +1211,11 @@ std::variant<CompletionRequest, ApiError> parseCompletionRequest(std::string_vie
     if (MaybeError e = readSampling(root, limits, /*chat=*/false, request.sampling)) {
       return *e;
     }
+    if (request.echo && request.sampling.logprobs >= 0) {
+      // With echo, OpenAI's logprobs cover the prompt's tokens too.
+      return unsupportedValue("echo", "echo with logprobs asks for the prompt's logprobs, and "
+                                      "prompt logprobs are not supported");
+    }
     if (MaybeError e = refuseUnsupported(root, /*chat=*/false)) {
       return *e;
     }
@@ -1132,36 +1223,73 @@ std::variant<CompletionRequest, ApiError> parseCompletionRequest(std::string_vie
   });
 }
 
-nlohmann::ordered_json chatCompletionJson(const std::string &id, int64_t created,
-                                          const std::string &model, const std::string &content,
-                                          const std::optional<std::string> &reasoning,
-                                          const std::vector<ToolCall> &toolCalls,
-                                          const std::string &finishReason, const Usage &usage) {
-  Json message{{"role", "assistant"}};
-  // A reply that only calls tools has null content, as OpenAI's.
-  message["content"] = content.empty() && !toolCalls.empty() ? Json(nullptr) : Json(content);
-  message["refusal"] = nullptr; // required by the schema, nullable
-  if (reasoning) {
-    message["reasoning_content"] = *reasoning;
-    message["reasoning"] = *reasoning;
-  }
-  if (!toolCalls.empty()) {
-    Json calls = Json::array();
-    for (const ToolCall &call : toolCalls) {
-      calls.push_back(toolCallJson(call));
+nlohmann::ordered_json chatLogprobsJson(const std::vector<TokenLogprobs> &tokens) {
+  Json content = Json::array();
+  for (const TokenLogprobs &t : tokens) {
+    Json entry = tokenTextJson(t.sampled);
+    Json top = Json::array();
+    for (const TokenText &alternative : t.top) {
+      top.push_back(tokenTextJson(alternative));
     }
-    message["tool_calls"] = std::move(calls);
+    entry["top_logprobs"] = std::move(top);
+    content.push_back(std::move(entry));
   }
-  Json choice{{"index", 0},
-              {"message", std::move(message)},
-              {"logprobs", nullptr},
-              {"finish_reason", finishReason}};
-  return Json{{"id", id},
-              {"object", "chat.completion"},
-              {"created", created},
-              {"model", model},
-              {"choices", Json::array({std::move(choice)})},
-              {"usage", usageJson(usage)}};
+  return Json{{"content", std::move(content)}, {"refusal", nullptr}};
+}
+
+nlohmann::ordered_json completionLogprobsJson(const std::vector<TokenLogprobs> &tokens) {
+  Json texts = Json::array(), logprobs = Json::array(), top = Json::array(),
+       offsets = Json::array();
+  for (const TokenLogprobs &t : tokens) {
+    texts.push_back(t.sampled.token);
+    logprobs.push_back(logprobJson(t.sampled.logprob));
+    Json alternatives = Json::object();
+    for (const TokenText &alternative : t.top) {
+      if (!alternatives.contains(alternative.token)) {
+        alternatives[alternative.token] = logprobJson(alternative.logprob);
+      }
+    }
+    if (!alternatives.contains(t.sampled.token)) {
+      alternatives[t.sampled.token] = logprobJson(t.sampled.logprob);
+    }
+    top.push_back(std::move(alternatives));
+    offsets.push_back(t.textOffset);
+  }
+  return Json{{"tokens", std::move(texts)},
+              {"token_logprobs", std::move(logprobs)},
+              {"top_logprobs", std::move(top)},
+              {"text_offset", std::move(offsets)}};
+}
+
+nlohmann::ordered_json chatCompletionJson(const std::string &id, int64_t created,
+                                          const std::string &model,
+                                          const std::vector<ChatChoice> &choices,
+                                          const Usage &usage) {
+  Json list = Json::array();
+  for (const ChatChoice &choice : choices) {
+    Json message{{"role", "assistant"}};
+    // A reply that only calls tools has null content, as OpenAI's.
+    message["content"] =
+        choice.content.empty() && !choice.toolCalls.empty() ? Json(nullptr) : Json(choice.content);
+    message["refusal"] = nullptr; // required by the schema, nullable
+    if (choice.reasoning) {
+      message["reasoning_content"] = *choice.reasoning;
+      message["reasoning"] = *choice.reasoning;
+    }
+    if (!choice.toolCalls.empty()) {
+      Json calls = Json::array();
+      for (const ToolCall &call : choice.toolCalls) {
+        calls.push_back(toolCallJson(call));
+      }
+      message["tool_calls"] = std::move(calls);
+    }
+    list.push_back(Json{{"index", list.size()},
+                        {"message", std::move(message)},
+                        {"logprobs", choice.logprobs},
+                        {"finish_reason", choice.finishReason}});
+  }
+  return Json{{"id", id},       {"object", "chat.completion"}, {"created", created},
+              {"model", model}, {"choices", std::move(list)},  {"usage", usageJson(usage)}};
 }
 
 nlohmann::ordered_json chatDeltaJson(bool role, const std::optional<std::string> &content,
@@ -1199,12 +1327,13 @@ nlohmann::ordered_json chatDeltaJson(bool role, const std::optional<std::string>
 }
 
 nlohmann::ordered_json chatCompletionChunkJson(const std::string &id, int64_t created,
-                                               const std::string &model,
+                                               const std::string &model, int64_t index,
                                                const nlohmann::ordered_json &delta,
-                                               const std::optional<std::string> &finishReason) {
-  Json choice{{"index", 0},
+                                               const std::optional<std::string> &finishReason,
+                                               const nlohmann::ordered_json &logprobs) {
+  Json choice{{"index", index},
               {"delta", delta.is_object() ? delta : Json::object()},
-              {"logprobs", nullptr},
+              {"logprobs", logprobs},
               {"finish_reason", finishReasonJson(finishReason)}};
   return Json{{"id", id},
               {"object", "chat.completion.chunk"},
@@ -1220,23 +1349,28 @@ nlohmann::ordered_json chatUsageChunkJson(const std::string &id, int64_t created
 }
 
 nlohmann::ordered_json completionJson(const std::string &id, int64_t created,
-                                      const std::string &model, const std::string &text,
-                                      const std::string &finishReason, const Usage &usage) {
-  Json choice{{"index", 0}, {"text", text}, {"logprobs", nullptr}, {"finish_reason", finishReason}};
-  return Json{{"id", id},
-              {"object", "text_completion"},
-              {"created", created},
-              {"model", model},
-              {"choices", Json::array({std::move(choice)})},
-              {"usage", usageJson(usage)}};
+                                      const std::string &model,
+                                      const std::vector<CompletionChoice> &choices,
+                                      const Usage &usage) {
+  Json list = Json::array();
+  for (const CompletionChoice &choice : choices) {
+    list.push_back(Json{{"index", list.size()},
+                        {"text", choice.text},
+                        {"logprobs", choice.logprobs},
+                        {"finish_reason", choice.finishReason}});
+  }
+  return Json{{"id", id},       {"object", "text_completion"}, {"created", created},
+              {"model", model}, {"choices", std::move(list)},  {"usage", usageJson(usage)}};
 }
 
 nlohmann::ordered_json completionChunkJson(const std::string &id, int64_t created,
-                                           const std::string &model, const std::string &text,
-                                           const std::optional<std::string> &finishReason) {
-  Json choice{{"index", 0},
+                                           const std::string &model, int64_t index,
+                                           const std::string &text,
+                                           const std::optional<std::string> &finishReason,
+                                           const nlohmann::ordered_json &logprobs) {
+  Json choice{{"index", index},
               {"text", text},
-              {"logprobs", nullptr},
+              {"logprobs", logprobs},
               {"finish_reason", finishReasonJson(finishReason)}};
   return Json{{"id", id},
               {"object", "text_completion"},

@@ -10,6 +10,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <variant>
 #include <vector>
 
@@ -28,17 +29,29 @@ struct ApiError {
   nlohmann::ordered_json toJson() const;
 };
 
+/// The most choices a request may ask for (OpenAI's bound on `n`; the engine may allow fewer).
+inline constexpr int64_t kMaxChoices = 128;
+
 /// Sampling and stopping, as both endpoints accept them (OpenAI fields and vLLM's extensions).
 struct SamplingOptions {
   double temperature = 1.0;
   double topP = 1.0;
   int64_t topK = 0; // 0: off (vLLM's -1 also means off)
   double minP = 0.0;
+  double presencePenalty = 0.0;   // [-2, 2]
+  double frequencyPenalty = 0.0;  // [-2, 2]
+  double repetitionPenalty = 1.0; // > 0 (vLLM); 1: off
+  /// logit_bias: token id -> bias in [-100, 100], distinct ids, in the body's order.
+  std::vector<std::pair<int32_t, double>> logitBias;
   std::optional<uint64_t> seed;
   std::optional<int64_t> maxTokens; // max_tokens / max_completion_tokens; absent: up to the context
   int64_t minTokens = 0;
   bool ignoreEos = false;
   std::vector<std::string> stop; // at most 8 strings, each non-empty
+  int64_t n = 1;                 // choices, 1 .. kMaxChoices
+  /// -1: no logprobs; k in [0, 20]: each token's logprob and its k most likely alternatives
+  /// (chat: logprobs true with top_logprobs k; completions: logprobs k).
+  int32_t logprobs = -1;
 };
 
 /// What the server limits, for validation.
@@ -69,9 +82,9 @@ struct CompletionRequest {
 };
 
 /// Parses and validates a request body. Every error is a 400 `invalid_request_error` naming the
-/// `param` (malformed JSON with its position, wrong types, NaN/Inf, out-of-range values, n != 1,
-/// logprobs, unsupported constraint fields such as response_format json_schema/guided_*), or 404
-/// `model_not_found`. Unknown other fields are ignored.
+/// `param` (malformed JSON with its position, wrong types, NaN/Inf, out-of-range values,
+/// unsupported fields such as best_of, prompt logprobs or constraints like response_format
+/// json_schema/guided_*), or 404 `model_not_found`. Unknown other fields are ignored.
 std::variant<ChatRequest, ApiError> parseChatRequest(std::string_view body,
                                                      const ProtocolLimits &limits);
 std::variant<CompletionRequest, ApiError> parseCompletionRequest(std::string_view body,
@@ -79,23 +92,59 @@ std::variant<CompletionRequest, ApiError> parseCompletionRequest(std::string_vie
 
 struct Usage {
   int64_t promptTokens = 0;
-  int64_t completionTokens = 0;
+  int64_t completionTokens = 0; // over every choice
 };
 
-/// finish_reason: "stop", "length" or "tool_calls".
-nlohmann::ordered_json chatCompletionJson(const std::string &id, int64_t created,
-                                          const std::string &model, const std::string &content,
-                                          const std::optional<std::string> &reasoning,
-                                          const std::vector<ToolCall> &toolCalls,
-                                          const std::string &finishReason, const Usage &usage);
+/// A token as logprobs show it: its text (the token's bytes decoded alone, a partial UTF-8
+/// sequence replaced as any decode does), its bytes (none for an id without a token), its
+/// log-probability (non-finite ones are written as OpenAI's -9999.0, "very unlikely").
+struct TokenText {
+  std::string token;
+  std::optional<std::string> bytes;
+  float logprob = 0.0f;
+};
 
-/// One chat.completion.chunk: `delta` holds role / content / reasoning_content + reasoning /
-/// tool_calls (each call whole, with its index); finish_reason null until the last chunk; usage
-/// (when given) only in the final usage chunk, whose choices are empty.
+/// One generated token's logprobs: the sampled token, the most likely alternatives (most likely
+/// first), and where its text starts in the choice's text, in code points (completions'
+/// text_offset).
+struct TokenLogprobs {
+  TokenText sampled;
+  std::vector<TokenText> top;
+  int64_t textOffset = 0;
+};
+
+/// A chat choice's logprobs: {"content": [{token, logprob, bytes, top_logprobs: [{token, logprob,
+/// bytes}]}], "refusal": null}.
+nlohmann::ordered_json chatLogprobsJson(const std::vector<TokenLogprobs> &tokens);
+/// A completion choice's logprobs: {"tokens", "token_logprobs", "top_logprobs", "text_offset"},
+/// each top_logprobs entry an object token -> logprob that holds the sampled token too (OpenAI:
+/// "up to logprobs+1 elements"). Tokens whose texts coincide keep the first, most likely, one.
+nlohmann::ordered_json completionLogprobsJson(const std::vector<TokenLogprobs> &tokens);
+
+/// One choice of a chat.completion; its index is its place in the list.
+struct ChatChoice {
+  std::string content;
+  std::optional<std::string> reasoning;
+  std::vector<ToolCall> toolCalls;
+  std::string finishReason = "stop"; // "stop", "length" or "tool_calls"
+  nlohmann::ordered_json logprobs;   // chatLogprobsJson, or null when not asked for
+};
+
+nlohmann::ordered_json chatCompletionJson(const std::string &id, int64_t created,
+                                          const std::string &model,
+                                          const std::vector<ChatChoice> &choices,
+                                          const Usage &usage);
+
+/// One chat.completion.chunk for the choice `index` (a stream of n choices interleaves them, one
+/// choice a chunk, as OpenAI's): `delta` holds role / content / reasoning_content + reasoning /
+/// tool_calls (each call whole, with its index); finish_reason null until the choice's last
+/// chunk; logprobs those of the tokens the chunk carries (null: none); usage (when given) only in
+/// the final usage chunk, whose choices are empty.
 nlohmann::ordered_json chatCompletionChunkJson(const std::string &id, int64_t created,
-                                               const std::string &model,
+                                               const std::string &model, int64_t index,
                                                const nlohmann::ordered_json &delta,
-                                               const std::optional<std::string> &finishReason);
+                                               const std::optional<std::string> &finishReason,
+                                               const nlohmann::ordered_json &logprobs = nullptr);
 /// A chunk's delta: `role: "assistant"` (with `content: ""` when no content is given, as vLLM's
 /// first chunk), reasoning as both reasoning_content and reasoning, content, and whole tool calls
 /// ({index, id, type, function {name, arguments}}) numbered from `firstToolIndex`. Only what is
@@ -107,12 +156,24 @@ nlohmann::ordered_json chatDeltaJson(bool role, const std::optional<std::string>
 nlohmann::ordered_json chatUsageChunkJson(const std::string &id, int64_t created,
                                           const std::string &model, const Usage &usage);
 
+/// One choice of a text_completion; its index is its place in the list.
+struct CompletionChoice {
+  std::string text;
+  std::string finishReason = "stop"; // "stop" or "length"
+  nlohmann::ordered_json logprobs;   // completionLogprobsJson, or null when not asked for
+};
+
 nlohmann::ordered_json completionJson(const std::string &id, int64_t created,
-                                      const std::string &model, const std::string &text,
-                                      const std::string &finishReason, const Usage &usage);
+                                      const std::string &model,
+                                      const std::vector<CompletionChoice> &choices,
+                                      const Usage &usage);
+/// One streamed text_completion for the choice `index`, shaped as the whole object (OpenAI's
+/// rule); logprobs those of the tokens it carries (null: none).
 nlohmann::ordered_json completionChunkJson(const std::string &id, int64_t created,
-                                           const std::string &model, const std::string &text,
-                                           const std::optional<std::string> &finishReason);
+                                           const std::string &model, int64_t index,
+                                           const std::string &text,
+                                           const std::optional<std::string> &finishReason,
+                                           const nlohmann::ordered_json &logprobs = nullptr);
 
 /// The last chunk of a completions stream with stream_options.include_usage: empty choices.
 nlohmann::ordered_json completionUsageChunkJson(const std::string &id, int64_t created,

@@ -259,6 +259,64 @@ TEST_F(CudaEngineTiny, Bf16PlanAgreesWithTheF32PlanAsOftenAsHfsOwnBf16) {
   EXPECT_GE(rate, kHfBf16Agreement - 0.02) << agree << " of " << total << " prefill positions";
 }
 
+TEST_F(CudaEngineTiny, SampledTokensEqualTheCpuBackendsForTheSameKeys) {
+  // The engines sample on their own side (the plan's count_tokens and sample steps): for the same
+  // keys the f32 plans pick the same tokens, every parameter applied, and report the same logprobs.
+  // Two sequences decode together, one forked from the other's prompt, as n = 2 runs.
+  const std::vector<int32_t> ids = ints("short.input_ids");
+  std::vector<runtime::SamplingParams> mixes(4);
+  mixes[0] = {.temperature = 1.0f, .topP = 0.9f, .seed = 11, .logprobs = 5};
+  mixes[1] = {.temperature = 0.7f,
+              .topK = 40,
+              .presencePenalty = 0.8f,
+              .frequencyPenalty = 0.4f,
+              .repetitionPenalty = 1.2f,
+              .seed = 12,
+              .logitBias = {{7, 4.0f}, {100, -100.0f}},
+              .logprobs = 3};
+  mixes[2] = {.temperature = 0.0f, .repetitionPenalty = 1.5f, .logprobs = 20};
+  mixes[3] = {.temperature = 1.2f, .minP = 0.05f, .seed = 14};
+  mixes[3].allowedTokens.assign(static_cast<size_t>((cpu_->vocabSize() + 31) / 32), 0x5555AAAAu);
+  auto run =
+      [&](Engine &e, const runtime::SamplingParams &p,
+          const runtime::SamplingParams &forked) -> Expected<std::vector<runtime::SampledToken>> {
+    GLM_ASSIGN_OR_RETURN(int a, e.newSequence());
+    const runtime::RowSampling rows[] = {{&p, static_cast<int64_t>(ids.size())},
+                                         {&forked, static_cast<int64_t>(ids.size())}};
+    GLM_ASSIGN_OR_RETURN(runtime::SampledToken first, e.prefillSample(a, ids, rows[0]));
+    GLM_ASSIGN_OR_RETURN(int b, e.forkSequence(a));
+    std::vector<runtime::SampledToken> out = {first};
+    int32_t next[] = {first.id, first.id};
+    for (int step = 0; step < 12; ++step) {
+      const int slots[] = {a, b};
+      GLM_ASSIGN_OR_RETURN(std::vector<runtime::SampledToken> t, e.decodeSample(slots, next, rows));
+      next[0] = t[0].id;
+      next[1] = t[1].id;
+      out.insert(out.end(), t.begin(), t.end());
+    }
+    e.endSequence(a);
+    e.endSequence(b);
+    return out;
+  };
+  for (size_t m = 0; m < mixes.size(); ++m) {
+    const runtime::SamplingParams &forked = mixes[(m + 1) % mixes.size()];
+    Expected<std::vector<runtime::SampledToken>> cpu = run(*cpu_, mixes[m], forked);
+    Expected<std::vector<runtime::SampledToken>> gpu = run(*f32_, mixes[m], forked);
+    ASSERT_TRUE(cpu.ok()) << cpu.status().toString();
+    ASSERT_TRUE(gpu.ok()) << gpu.status().toString();
+    ASSERT_EQ(cpu->size(), gpu->size());
+    for (size_t k = 0; k < cpu->size(); ++k) {
+      const runtime::SampledToken &c = (*cpu)[k], &g = (*gpu)[k];
+      EXPECT_EQ(g.id, c.id) << "mix " << m << " token " << k;
+      EXPECT_NEAR(g.logprob, c.logprob, 1e-4) << "mix " << m << " token " << k;
+      ASSERT_EQ(g.top.size(), c.top.size()) << "mix " << m << " token " << k;
+      for (size_t j = 0; j < c.top.size(); ++j) {
+        EXPECT_EQ(g.top[j].id, c.top[j].id) << "mix " << m << " token " << k << " top " << j;
+      }
+    }
+  }
+}
+
 TEST_F(CudaEngineTiny, ServingPlansComputeTheLastRowAloneWithTheSameLogits) {
   // 150 tokens through 64-row chunks (the last padded): the serving plan's one row of logits is
   // the every-row plan's last, up to the head's kernel for one row summing in another order; the

@@ -11,9 +11,11 @@
 #include <httplib.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <filesystem>
+#include <span>
 #include <sstream>
 #include <thread>
 #include <unistd.h>
@@ -24,11 +26,33 @@ namespace {
 using Json = nlohmann::ordered_json;
 const std::filesystem::path kTiny = std::filesystem::path(GLM_FIXTURES_DIR) / "glm53-tiny";
 
-/// Replies to every request with the token ids of a scripted text, on its own thread.
+/// The token the fake engine reports for `id` under SamplingParams::logprobs = k: logprob -0.5
+/// and k alternatives, the token itself first (it is the most likely), then other small ids.
+runtime::SampledToken fakeSample(int32_t id, int32_t k) {
+  runtime::SampledToken token{.id = id};
+  if (k < 0) {
+    return token;
+  }
+  token.logprob = -0.5f;
+  for (int32_t other = 1; static_cast<int32_t>(token.top.size()) < k; ++other) {
+    if (token.top.empty()) {
+      token.top.push_back({id, -0.5f});
+    } else if (other != id) {
+      token.top.push_back({other, -0.5f - static_cast<float>(token.top.size())});
+    }
+  }
+  return token;
+}
+
+/// Replies to every request with the token ids of a scripted text, on its own thread: choice i
+/// with scripts[i] (script when there is none), the choices' tokens interleaved step by step.
 class FakeEngine : public runtime::EngineApi {
 public:
   std::vector<int32_t> script;
+  std::vector<std::vector<int32_t>> scripts; // per choice
   bool full = false;
+  Status refusal;  // submit's answer when set
+  Status failure;  // when set, every choice ends with it after its first token
   int delayMs = 0; // between tokens
   std::atomic<int> running{0};
   std::atomic<int> cancelled{0}; // requests whose sink asked to stop
@@ -40,27 +64,56 @@ public:
     if (full) {
       return Status(StatusCode::Unavailable, "the waiting queue is full (0 requests)");
     }
+    if (!refusal.ok()) {
+      return refusal;
+    }
     last = request;
     ++running;
-    std::thread([this, sink, tokens = script, max = request.maxTokens, delay = delayMs] {
-      int64_t n = 0;
-      runtime::FinishReason reason = runtime::FinishReason::Stop;
-      for (int32_t t : tokens) {
-        if (n == max) {
-          reason = runtime::FinishReason::Length;
-          break;
-        }
-        ++n;
-        std::this_thread::sleep_for(std::chrono::milliseconds(delay));
-        ++emitted;
-        if (!sink->onToken(t)) {
-          ++cancelled;
-          reason = runtime::FinishReason::Cancelled;
-          break;
+    std::vector<std::vector<int32_t>> choices;
+    for (int i = 0; i < request.n; ++i) {
+      choices.push_back(static_cast<size_t>(i) < scripts.size() ? scripts[static_cast<size_t>(i)]
+                                                                : script);
+    }
+    std::thread([this, sink, choices, max = request.maxTokens, k = request.sampling.logprobs,
+                 delay = delayMs, failure = failure] {
+      const int n = static_cast<int>(choices.size());
+      std::vector<bool> ended(static_cast<size_t>(n), false);
+      bool cancel = false;
+      for (size_t step = 0; !cancel && std::find(ended.begin(), ended.end(), false) != ended.end();
+           ++step) {
+        for (int c = 0; c < n && !cancel; ++c) {
+          const std::vector<int32_t> &tokens = choices[static_cast<size_t>(c)];
+          if (ended[static_cast<size_t>(c)]) {
+            continue;
+          }
+          if (!failure.ok() && step == 1) {
+            ended[static_cast<size_t>(c)] = true;
+            sink->onFinish(c, runtime::FinishReason::Error, failure);
+            continue;
+          }
+          if (step == tokens.size() || static_cast<int64_t>(step) == max) {
+            ended[static_cast<size_t>(c)] = true;
+            sink->onFinish(c,
+                           step == tokens.size() ? runtime::FinishReason::Stop
+                                                 : runtime::FinishReason::Length,
+                           Status::success());
+            continue;
+          }
+          std::this_thread::sleep_for(std::chrono::milliseconds(delay));
+          ++emitted;
+          if (!sink->onToken(c, fakeSample(tokens[step], k))) {
+            ++cancelled;
+            cancel = true;
+          }
         }
       }
       --running;
-      sink->onFinish(reason, Status::success());
+      // A cancelled request ends every choice it has left.
+      for (int c = 0; c < n; ++c) {
+        if (!ended[static_cast<size_t>(c)]) {
+          sink->onFinish(c, runtime::FinishReason::Cancelled, Status::success());
+        }
+      }
     }).detach();
     return Status::success();
   }
@@ -441,6 +494,470 @@ TEST(HttpServer, AClientThatLeavesCancelsItsGeneration) {
       metrics->body.find("vllm:http_requests_client_disconnected_total{model_name=\"tiny\"} 2"),
       std::string::npos)
       << metrics->body;
+}
+
+/// The SSE events of a streamed POST.
+std::vector<Json> streamed(const Running &server, const std::string &path, Json body) {
+  body["stream"] = true;
+  httplib::Client c = server.client();
+  auto res = c.Post(path.c_str(), body.dump(), "application/json");
+  EXPECT_TRUE(res) << path;
+  if (!res) {
+    return {};
+  }
+  EXPECT_EQ(res->status, 200) << res->body;
+  std::vector<Json> ev = events(res->body);
+  EXPECT_FALSE(ev.empty());
+  EXPECT_EQ(ev.empty() ? Json() : ev.back(), "[DONE]");
+  return ev;
+}
+
+/// Each token of `ids` decoded alone, as logprobs show it.
+std::vector<std::string> tokenTexts(const Tokenizer &t, const std::vector<int32_t> &ids) {
+  std::vector<std::string> out;
+  for (int32_t id : ids) {
+    out.push_back(std::move(t.decode(std::span(&id, 1))).value());
+  }
+  return out;
+}
+
+/// Checks one chat logprobs entry against the fake engine's token `id` with `k` alternatives.
+void expectChatEntry(const Tokenizer &t, const Json &entry, int32_t id, int k) {
+  std::vector<int> bytes;
+  for (unsigned char byte : t.tokenBytes(id)) {
+    bytes.push_back(byte);
+  }
+  EXPECT_EQ(entry["token"], tokenTexts(t, {id})[0]);
+  EXPECT_EQ(entry["logprob"], -0.5);
+  EXPECT_EQ(entry["bytes"], Json(bytes));
+  ASSERT_EQ(entry["top_logprobs"].size(), static_cast<size_t>(k));
+  for (int j = 0; j < k; ++j) {
+    const Json &alternative = entry["top_logprobs"][j];
+    EXPECT_TRUE(alternative["token"].is_string());
+    EXPECT_TRUE(alternative["bytes"].is_array());
+    if (j > 0) {
+      EXPECT_LT(alternative["logprob"].get<double>(),
+                entry["top_logprobs"][j - 1]["logprob"].get<double>());
+    }
+  }
+  if (k > 0) {
+    EXPECT_EQ(entry["top_logprobs"][0]["token"], entry["token"]);
+  }
+}
+
+/// Every generated token has its entry, reasoning and tool-call markup included, in order.
+TEST(HttpServer, ChatLogprobs) {
+  FakeEngine engine;
+  Running server(engine);
+  engine.script = encode(server.tokenizer(), "Let me think.</think>Hello there");
+  Json request = chat("Hi");
+  request["logprobs"] = true;
+  request["top_logprobs"] = 2;
+  Json r = post(server, "/v1/chat/completions", request, 200);
+  EXPECT_EQ(engine.last.sampling.logprobs, 2);
+  EXPECT_EQ(r["choices"][0]["message"]["content"], "Hello there");
+  const Json &logprobs = r["choices"][0]["logprobs"];
+  EXPECT_TRUE(logprobs["refusal"].is_null());
+  ASSERT_EQ(logprobs["content"].size(), engine.script.size());
+  for (size_t i = 0; i < engine.script.size(); ++i) {
+    expectChatEntry(server.tokenizer(), logprobs["content"][i], engine.script[i], 2);
+  }
+
+  // logprobs alone: the sampled tokens', no alternatives. Not asked for: null.
+  request.erase("top_logprobs");
+  r = post(server, "/v1/chat/completions", request, 200);
+  EXPECT_EQ(engine.last.sampling.logprobs, 0);
+  EXPECT_EQ(r["choices"][0]["logprobs"]["content"][0]["top_logprobs"], Json::array());
+  r = post(server, "/v1/chat/completions", chat("Hi"), 200);
+  EXPECT_EQ(engine.last.sampling.logprobs, -1);
+  EXPECT_TRUE(r["choices"][0]["logprobs"].is_null());
+}
+
+/// Each chunk carries the logprobs of the tokens whose text it carries; tokens whose text is
+/// held back (a stop string's possible start, the think block's close) come with a later chunk,
+/// so every token comes exactly once.
+TEST(HttpServer, StreamedChatLogprobs) {
+  FakeEngine engine;
+  Running server(engine);
+  const std::string text = "Hmm.</think>Streamed reply, with more words";
+  engine.script = encode(server.tokenizer(), text);
+  Json request = chat("Hi");
+  request["logprobs"] = true;
+  request["top_logprobs"] = 1;
+  request["stop"] = {"never matched"};
+  std::vector<Json> ev = streamed(server, "/v1/chat/completions", request);
+  EXPECT_TRUE(ev.front()["choices"][0]["logprobs"].is_null()); // the role chunk
+  std::vector<int32_t> seen;
+  for (const Json &e : ev) {
+    if (!e.is_object() || e["choices"].empty() || e["choices"][0]["logprobs"].is_null()) {
+      continue;
+    }
+    for (const Json &entry : e["choices"][0]["logprobs"]["content"]) {
+      ASSERT_LT(seen.size(), engine.script.size());
+      expectChatEntry(server.tokenizer(), entry, engine.script[seen.size()], 1);
+      seen.push_back(engine.script[seen.size()]);
+    }
+  }
+  EXPECT_EQ(seen, engine.script);
+}
+
+/// echo: the prompt's text before each choice's, whole or as each choice's first chunk.
+TEST(HttpServer, CompletionsEchoThePrompt) {
+  FakeEngine engine;
+  Running server(engine);
+  engine.script = encode(server.tokenizer(), " world");
+  Json request = {{"model", "tiny"}, {"prompt", "Hello"}, {"echo", true}, {"max_tokens", 8}};
+  Json r = post(server, "/v1/completions", request, 200);
+  EXPECT_EQ(r["choices"][0]["text"], "Hello world");
+  std::string text;
+  for (const Json &e : streamed(server, "/v1/completions", request)) {
+    if (e.is_object() && !e["choices"].empty()) {
+      text += e["choices"][0]["text"].get<std::string>();
+    }
+  }
+  EXPECT_EQ(text, "Hello world");
+  // A token-id prompt echoes its decoded text.
+  request["prompt"] = encode(server.tokenizer(), "Hi");
+  r = post(server, "/v1/completions", request, 200);
+  EXPECT_EQ(r["choices"][0]["text"], "Hi world");
+}
+
+TEST(HttpServer, CompletionLogprobs) {
+  FakeEngine engine;
+  Running server(engine);
+  engine.script = encode(server.tokenizer(), " a tensor parallel world");
+  const std::vector<std::string> texts = tokenTexts(server.tokenizer(), engine.script);
+  auto check = [&](const Json &tokens, const Json &logprobs, const Json &top, const Json &offsets) {
+    ASSERT_EQ(tokens.size(), texts.size());
+    ASSERT_EQ(logprobs.size(), texts.size());
+    ASSERT_EQ(top.size(), texts.size());
+    ASSERT_EQ(offsets.size(), texts.size());
+    int64_t offset = 0;
+    for (size_t i = 0; i < texts.size(); ++i) {
+      EXPECT_EQ(tokens[i], texts[i]);
+      EXPECT_EQ(logprobs[i], -0.5);
+      // Three alternatives, the sampled token among them.
+      EXPECT_EQ(top[i].size(), 3u);
+      EXPECT_EQ(top[i].value(texts[i], 0.0), -0.5);
+      EXPECT_EQ(offsets[i], offset); // where the token starts in the text
+      offset += static_cast<int64_t>(texts[i].size());
+    }
+  };
+  Json request = {{"model", "tiny"}, {"prompt", "Hello"}, {"logprobs", 3}};
+  Json r = post(server, "/v1/completions", request, 200);
+  EXPECT_EQ(engine.last.sampling.logprobs, 3);
+  EXPECT_EQ(r["choices"][0]["text"], " a tensor parallel world");
+  const Json &lp = r["choices"][0]["logprobs"];
+  check(lp["tokens"], lp["token_logprobs"], lp["top_logprobs"], lp["text_offset"]);
+
+  // Streamed: the same lists, cut along the chunks; offsets count from the start of the text.
+  Json tokens = Json::array(), logprobs = Json::array(), top = Json::array(),
+       offsets = Json::array();
+  std::string text;
+  for (const Json &e : streamed(server, "/v1/completions", request)) {
+    if (!e.is_object() || e["choices"].empty()) {
+      continue;
+    }
+    text += e["choices"][0]["text"].get<std::string>();
+    const Json &chunk = e["choices"][0]["logprobs"];
+    if (chunk.is_null()) {
+      continue;
+    }
+    for (size_t i = 0; i < chunk["tokens"].size(); ++i) {
+      tokens.push_back(chunk["tokens"][i]);
+      logprobs.push_back(chunk["token_logprobs"][i]);
+      top.push_back(chunk["top_logprobs"][i]);
+      offsets.push_back(chunk["text_offset"][i]);
+    }
+  }
+  EXPECT_EQ(text, " a tensor parallel world");
+  check(tokens, logprobs, top, offsets);
+
+  r = post(server, "/v1/completions", {{"model", "tiny"}, {"prompt", "Hello"}}, 200);
+  EXPECT_TRUE(r["choices"][0]["logprobs"].is_null());
+}
+
+/// A character split across tokens: each piece's text is U+FFFD, its bytes the piece's, and its
+/// text_offset the character it is part of.
+TEST(HttpServer, LogprobsOfPartialCharacters) {
+  FakeEngine engine;
+  Running server(engine);
+  const std::string text = " h\xc3\xa9llo w\xc3\xb6rld"; // " héllo wörld"
+  engine.script = encode(server.tokenizer(), text);
+  std::vector<size_t> starts; // the byte where each character starts
+  for (size_t b = 0; b < text.size(); ++b) {
+    if ((static_cast<unsigned char>(text[b]) & 0xC0) != 0x80) {
+      starts.push_back(b);
+    }
+  }
+  Json r =
+      post(server, "/v1/completions", {{"model", "tiny"}, {"prompt", "x"}, {"logprobs", 0}}, 200);
+  EXPECT_EQ(r["choices"][0]["text"], text);
+  const Json &lp = r["choices"][0]["logprobs"];
+  ASSERT_EQ(lp["tokens"].size(), engine.script.size());
+  size_t byte = 0, partial = 0;
+  for (size_t i = 0; i < engine.script.size(); ++i) {
+    const std::string_view bytes = server.tokenizer().tokenBytes(engine.script[i]);
+    const size_t character = std::upper_bound(starts.begin(), starts.end(), byte) - starts.begin();
+    EXPECT_EQ(lp["text_offset"][i], character - 1) << i;
+    if (std::string(bytes) != lp["tokens"][i].get<std::string>()) {
+      EXPECT_EQ(lp["tokens"][i], "\ufffd") << i; // a piece of a character
+      ++partial;
+    }
+    byte += bytes.size();
+  }
+  EXPECT_GT(partial, 0u) << "the fixture's tokenizer no longer splits these characters";
+
+  // Chat: the bytes of the entries make up the reply.
+  Json request = chat("Hi");
+  request["chat_template_kwargs"] = {{"enable_thinking", false}};
+  request["logprobs"] = true;
+  r = post(server, "/v1/chat/completions", request, 200);
+  EXPECT_EQ(r["choices"][0]["message"]["content"], text);
+  std::string joined;
+  for (const Json &entry : r["choices"][0]["logprobs"]["content"]) {
+    for (int b : entry["bytes"]) {
+      joined += static_cast<char>(b);
+    }
+  }
+  EXPECT_EQ(joined, text);
+}
+
+/// n choices: each its own text, reasoning, finish reason and logprobs; usage sums them.
+TEST(HttpServer, ChoicesHaveTheirOwnReplies) {
+  FakeEngine engine;
+  Running server(engine);
+  engine.scripts = {encode(server.tokenizer(), "a.</think>alpha"),
+                    encode(server.tokenizer(), "b.</think>beta beta"),
+                    encode(server.tokenizer(), "c.</think>gamma gamma gamma")};
+  Json request = chat("Hi");
+  request["n"] = 3;
+  request["max_tokens"] = static_cast<int64_t>(engine.scripts[1].size()); // choice 2 is cut
+  request["logprobs"] = true;
+  Json r = post(server, "/v1/chat/completions", request, 200);
+  EXPECT_EQ(engine.last.n, 3);
+  ASSERT_EQ(r["choices"].size(), 3u);
+  const char *contents[] = {"alpha", "beta beta", nullptr};
+  const char *reasoning[] = {"a.", "b.", "c."};
+  size_t tokens = 0;
+  for (size_t i = 0; i < 3; ++i) {
+    const Json &choice = r["choices"][i];
+    EXPECT_EQ(choice["index"], i);
+    if (contents[i]) {
+      EXPECT_EQ(choice["message"]["content"], contents[i]);
+    }
+    EXPECT_EQ(choice["message"]["reasoning_content"], reasoning[i]);
+    EXPECT_EQ(choice["finish_reason"], i == 2 ? "length" : "stop");
+    const size_t expected = std::min(engine.scripts[i].size(), engine.scripts[1].size());
+    EXPECT_EQ(choice["logprobs"]["content"].size(), expected);
+    tokens += expected;
+  }
+  EXPECT_EQ(r["usage"]["completion_tokens"], tokens);
+  EXPECT_EQ(r["usage"]["prompt_tokens"], engine.last.prompt.size());
+
+  // Completions too.
+  r = post(server, "/v1/completions", {{"model", "tiny"}, {"prompt", "Hello"}, {"n", 2}}, 200);
+  ASSERT_EQ(r["choices"].size(), 2u);
+  EXPECT_EQ(r["choices"][0]["text"], "a.</think>alpha");
+  EXPECT_EQ(r["choices"][1]["index"], 1);
+  EXPECT_EQ(r["choices"][1]["text"], "b.</think>beta beta");
+}
+
+/// A stream of n choices interleaves them, one choice a chunk: each has its role chunk, its
+/// deltas and its finish chunk; the usage chunk and [DONE] come once, after all.
+TEST(HttpServer, StreamedChoicesInterleave) {
+  FakeEngine engine;
+  Running server(engine);
+  engine.scripts = {encode(server.tokenizer(), "</think>one two three"),
+                    encode(server.tokenizer(), "</think>four five six seven"),
+                    encode(server.tokenizer(), "</think>eight")};
+  Json request = chat("Hi");
+  request["n"] = 3;
+  request["stream_options"] = {{"include_usage", true}};
+  std::vector<Json> ev = streamed(server, "/v1/chat/completions", request);
+  std::string content[3];
+  int roles[3] = {}, finishes[3] = {};
+  std::vector<int> order; // the choice of every content chunk
+  for (size_t e = 0; e + 2 < ev.size(); ++e) {
+    ASSERT_EQ(ev[e]["choices"].size(), 1u) << ev[e].dump();
+    const Json &choice = ev[e]["choices"][0];
+    const int i = choice["index"].get<int>();
+    ASSERT_TRUE(i >= 0 && i < 3);
+    roles[i] += choice["delta"].contains("role");
+    if (choice["delta"].contains("content") && !choice["delta"].contains("role")) {
+      content[i] += choice["delta"]["content"].get<std::string>();
+      order.push_back(i);
+    }
+    if (!choice["finish_reason"].is_null()) {
+      EXPECT_EQ(choice["finish_reason"], "stop");
+      ++finishes[i];
+    }
+  }
+  EXPECT_EQ(content[0], "one two three");
+  EXPECT_EQ(content[1], "four five six seven");
+  EXPECT_EQ(content[2], "eight");
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(roles[i], 1) << i;
+    EXPECT_EQ(finishes[i], 1) << i;
+  }
+  EXPECT_FALSE(std::is_sorted(order.begin(), order.end())); // interleaved, not one after another
+  const Json &usage = ev[ev.size() - 2];
+  EXPECT_TRUE(usage["choices"].empty());
+  EXPECT_EQ(usage["usage"]["completion_tokens"],
+            engine.scripts[0].size() + engine.scripts[1].size() + engine.scripts[2].size());
+}
+
+/// A stop string ends its own choice only; the engine's further tokens of it are not counted.
+TEST(HttpServer, AStopStringEndsItsChoice) {
+  FakeEngine engine;
+  Running server(engine);
+  engine.scripts = {encode(server.tokenizer(), "</think>one two STOP three four five"),
+                    encode(server.tokenizer(), "</think>six seven")};
+  Json request = chat("Count");
+  request["n"] = 2;
+  request["stop"] = {" STOP"};
+  Json r = post(server, "/v1/chat/completions", request, 200);
+  EXPECT_EQ(r["choices"][0]["message"]["content"], "one two");
+  EXPECT_EQ(r["choices"][0]["finish_reason"], "stop");
+  EXPECT_EQ(r["choices"][1]["message"]["content"], "six seven");
+  const size_t shown = encode(server.tokenizer(), "</think>one two STOP").size();
+  EXPECT_LT(r["usage"]["completion_tokens"].get<size_t>(),
+            engine.scripts[0].size() + engine.scripts[1].size());
+  EXPECT_GE(r["usage"]["completion_tokens"].get<size_t>(), shown + engine.scripts[1].size());
+}
+
+TEST(HttpServer, SamplingControlsReachTheEngine) {
+  FakeEngine engine;
+  engine.script = {1};
+  Running server(engine);
+  Json request = chat("Hi");
+  request.update(Json::parse(R"({"presence_penalty": 0.5, "frequency_penalty": -0.25,
+      "repetition_penalty": 1.5, "logit_bias": {"17": -100, "3": 2.5}, "n": 2, "seed": 9,
+      "min_tokens": 1, "ignore_eos": true, "temperature": 0.75, "top_p": 0.5, "top_k": 7,
+      "min_p": 0.125})"));
+  post(server, "/v1/chat/completions", request, 200);
+  const runtime::SamplingParams &s = engine.last.sampling;
+  EXPECT_EQ(s.presencePenalty, 0.5f);
+  EXPECT_EQ(s.frequencyPenalty, -0.25f);
+  EXPECT_EQ(s.repetitionPenalty, 1.5f);
+  EXPECT_EQ(s.logitBias, (std::vector<std::pair<int32_t, float>>{{17, -100.0f}, {3, 2.5f}}));
+  EXPECT_EQ(s.seed, 9u);
+  EXPECT_EQ(s.temperature, 0.75f);
+  EXPECT_EQ(s.topP, 0.5f);
+  EXPECT_EQ(s.topK, 7);
+  EXPECT_EQ(s.minP, 0.125f);
+  EXPECT_EQ(s.logprobs, -1);
+  EXPECT_TRUE(s.allowedTokens.empty());
+  EXPECT_EQ(engine.last.n, 2);
+  EXPECT_EQ(engine.last.minTokens, 1);
+  EXPECT_TRUE(engine.last.ignoreEos);
+
+  post(server, "/v1/completions", {{"model", "tiny"}, {"prompt", "x"}}, 200);
+  EXPECT_EQ(engine.last.sampling.presencePenalty, 0.0f);
+  EXPECT_EQ(engine.last.sampling.repetitionPenalty, 1.0f);
+  EXPECT_TRUE(engine.last.sampling.logitBias.empty());
+  EXPECT_EQ(engine.last.n, 1);
+}
+
+/// Without a seed the key derives from the request id, so every request has its own and can be
+/// replayed; a seed given is the key.
+TEST(HttpServer, TheSamplingKeyIsTheSeedOrDerivesFromTheId) {
+  FakeEngine engine;
+  engine.script = {1};
+  Running server(engine);
+  Json a = post(server, "/v1/chat/completions", chat("Hi"), 200);
+  const uint64_t keyA = engine.last.sampling.seed;
+  Json b = post(server, "/v1/completions", {{"model", "tiny"}, {"prompt", "x"}}, 200);
+  const uint64_t keyB = engine.last.sampling.seed;
+  EXPECT_EQ(keyA, requestSeed(a["id"].get<std::string>()));
+  EXPECT_EQ(keyB, requestSeed(b["id"].get<std::string>()));
+  EXPECT_NE(a["id"], b["id"]);
+  EXPECT_NE(keyA, keyB);
+  // A streamed reply's chunks carry the same id the key came from.
+  std::vector<Json> ev = streamed(server, "/v1/chat/completions", chat("Hi"));
+  EXPECT_EQ(engine.last.sampling.seed, requestSeed(ev.front()["id"].get<std::string>()));
+
+  Json seeded = chat("Hi");
+  seeded["seed"] = 12345;
+  post(server, "/v1/chat/completions", seeded, 200);
+  EXPECT_EQ(engine.last.sampling.seed, 12345u);
+  post(server, "/v1/chat/completions", seeded, 200);
+  EXPECT_EQ(engine.last.sampling.seed, 12345u);
+  // FNV-1a's published vectors.
+  EXPECT_EQ(requestSeed(""), 0xcbf29ce484222325ull);
+  EXPECT_EQ(requestSeed("a"), 0xaf63dc4c8601ec8cull);
+}
+
+/// A request the engine can never run is the client's error: 400 naming the field, the engine's
+/// message.
+TEST(HttpServer, AnEngineRefusalIs400NamingTheField) {
+  FakeEngine engine;
+  Running server(engine);
+  Json many = chat("Hi");
+  many["n"] = 8;
+  engine.refusal = invalidArgument("n = 8 is above the engine's 4 sequence slots");
+  Json e = post(server, "/v1/chat/completions", many, 400)["error"];
+  EXPECT_EQ(e["type"], "invalid_request_error");
+  EXPECT_EQ(e["code"], "invalid_value");
+  EXPECT_EQ(e["param"], "n");
+  EXPECT_EQ(e["message"], "n = 8 is above the engine's 4 sequence slots");
+
+  Json biased = {{"model", "tiny"}, {"prompt", "x"}, {"logit_bias", {{"999999", 5}}}};
+  engine.refusal = invalidArgument("logitBias: token 999999 is outside the vocabulary");
+  EXPECT_EQ(post(server, "/v1/completions", biased, 400)["error"]["param"], "logit_bias");
+  // A message that names no field: the one field the engine checks that the request set.
+  engine.refusal = invalidArgument("token 999999 is outside the vocabulary");
+  EXPECT_EQ(post(server, "/v1/completions", biased, 400)["error"]["param"], "logit_bias");
+  EXPECT_EQ(post(server, "/v1/chat/completions", many, 400)["error"]["param"], "n");
+}
+
+/// An engine failure replaces the rest of the reply with the error, whatever choices ended.
+TEST(HttpServer, AnEngineFailureEndsTheReply) {
+  FakeEngine engine;
+  Running server(engine);
+  engine.script = encode(server.tokenizer(), "</think>one two three");
+  engine.failure = Status(StatusCode::Internal, "the step failed");
+  Json request = chat("Hi");
+  request["n"] = 2;
+  Json r = post(server, "/v1/chat/completions", request, 200); // the status went before the failure
+  EXPECT_EQ(r["error"]["type"], "server_error");
+  EXPECT_EQ(r["error"]["code"], "engine_error");
+  EXPECT_EQ(r["error"]["message"], "the step failed");
+  std::vector<Json> ev = streamed(server, "/v1/chat/completions", request);
+  ASSERT_GE(ev.size(), 2u);
+  EXPECT_EQ(ev[ev.size() - 2]["error"]["message"], "the step failed");
+  for (size_t e = 0; e + 2 < ev.size(); ++e) {
+    EXPECT_TRUE(ev[e]["choices"][0]["finish_reason"].is_null()) << ev[e].dump();
+  }
+  auto metrics = server.client().Get("/metrics");
+  ASSERT_TRUE(metrics);
+  EXPECT_NE(metrics->body.find("glmc:http_requests_failed_total{model_name=\"tiny\"} 2"),
+            std::string::npos)
+      << metrics->body;
+}
+
+/// Choice 0 stands for the request in the latency histograms.
+TEST(HttpServer, LatenciesFollowTheFirstChoice) {
+  FakeEngine engine;
+  Running server(engine);
+  engine.scripts = {encode(server.tokenizer(), "</think>a b c"),
+                    encode(server.tokenizer(), "</think>d e f g h")};
+  Json request = chat("Hi");
+  request["n"] = 2;
+  post(server, "/v1/chat/completions", request, 200);
+  auto metrics = server.client().Get("/metrics");
+  ASSERT_TRUE(metrics);
+  EXPECT_NE(metrics->body.find("vllm:time_to_first_token_seconds_count{model_name=\"tiny\"} 1"),
+            std::string::npos)
+      << metrics->body;
+  EXPECT_NE(
+      metrics->body.find(strCat("vllm:inter_token_latency_seconds_count{model_name=\"tiny\"} ",
+                                engine.scripts[0].size() - 1)),
+      std::string::npos)
+      << metrics->body;
+  EXPECT_NE(metrics->body.find(
+                "vllm:e2e_request_latency_seconds_bucket{model_name=\"tiny\",le=\"+Inf\"} 1"),
+            std::string::npos);
 }
 
 TEST(HttpServerEndToEnd, GreedyRepliesMatchTheEngineAndStreamsRunConcurrently) {

@@ -203,14 +203,31 @@ public:
   }
   Expected<std::vector<float>> decode(std::span<const int> slots,
                                       std::span<const int32_t> tokens) override {
+    gate();
+    return inner_->decode(slots, tokens);
+  }
+  Expected<SampledToken> prefillSample(int slot, std::span<const int32_t> tokens,
+                                       const RowSampling &sampling, std::vector<float> *logits,
+                                       LogitRows rows) override {
+    return inner_->prefillSample(slot, tokens, sampling, logits, rows);
+  }
+  Expected<std::vector<SampledToken>> decodeSample(std::span<const int> slots,
+                                                   std::span<const int32_t> tokens,
+                                                   std::span<const RowSampling> sampling,
+                                                   std::vector<float> *logits) override {
+    gate();
+    return inner_->decodeSample(slots, tokens, sampling, logits);
+  }
+  Expected<int> forkSequence(int from) override { return inner_->forkSequence(from); }
+  const plan::Plan &plan() const override { return inner_->plan(); }
+  /// Holds the gated decode step until the test releases it.
+  void gate() {
     if (gateAt > 0 && ++decodes == gateAt) {
       gateAt = 0;
       reached.set_value();
       release.get_future().wait();
     }
-    return inner_->decode(slots, tokens);
   }
-  const plan::Plan &plan() const override { return inner_->plan(); }
 
   std::atomic<int> gateAt{0};
   std::atomic<int> decodes{0};
@@ -218,6 +235,7 @@ public:
 
 private:
   Status clearSlots(int) override { return Status::success(); }
+  Status copyState(int, int) override { return Status::success(); }
   std::unique_ptr<Engine> inner_;
 };
 

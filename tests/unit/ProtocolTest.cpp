@@ -4,8 +4,10 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <cmath>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <variant>
 #include <vector>
 
@@ -163,12 +165,19 @@ const FieldCase kSharedCases[] = {
     {"StopEight", R"({"stop": ["1","2","3","4","5","6","7","8"]})", kOk, nullptr},
     {"StopEmptyArray", R"({"stop": []})", kOk, nullptr},
     // n and best_of
-    {"NTwo", R"({"n": 2})", "n", "unsupported_value"},
-    {"NZero", R"({"n": 0})", "n", "unsupported_value"},
+    {"NTwo", R"({"n": 2})", kOk, nullptr},
+    {"NMax", R"({"n": 128})", kOk, nullptr},
+    {"NAboveMax", R"({"n": 129})", "n", "invalid_value"},
+    {"NZero", R"({"n": 0})", "n", "invalid_value"},
+    {"NNegative", R"({"n": -3})", "n", "invalid_value"},
+    {"NFraction", R"({"n": 1.5})", "n", "invalid_value"},
     {"NString", R"({"n": "1"})", "n", "invalid_type"},
+    {"NBool", R"({"n": true})", "n", "invalid_type"},
     {"NOne", R"({"n": 1})", kOk, nullptr},
     {"NOneFloat", R"({"n": 1.0})", kOk, nullptr},
+    {"NNull", R"({"n": null})", kOk, nullptr},
     {"BestOfTwo", R"({"best_of": 2})", "best_of", "unsupported_value"},
+    {"BestOfOne", R"({"best_of": 1, "n": 3})", kOk, nullptr},
     // response_format and constrained decoding: refused, never ignored
     {"ResponseFormatJsonObject", R"({"response_format": {"type": "json_object"}})",
      "response_format.type", "unsupported_value"},
@@ -188,24 +197,56 @@ const FieldCase kSharedCases[] = {
     {"StructuredOutputs", R"({"structured_outputs": {"regex": "a+"}})", "structured_outputs",
      "unsupported_parameter"},
     {"GuidedJsonNull", R"({"guided_json": null})", kOk, nullptr},
-    // penalties and token-level controls: only their defaults
-    {"FrequencyPenaltyNonZero", R"({"frequency_penalty": 0.5})", "frequency_penalty",
-     "unsupported_value"},
-    {"FrequencyPenaltyOutOfRange", R"({"frequency_penalty": 3})", "frequency_penalty",
+    // penalties
+    {"FrequencyPenalty", R"({"frequency_penalty": 0.5})", kOk, nullptr},
+    {"FrequencyPenaltyTwo", R"({"frequency_penalty": 2})", kOk, nullptr},
+    {"FrequencyPenaltyMinusTwo", R"({"frequency_penalty": -2})", kOk, nullptr},
+    {"FrequencyPenaltyAboveTwo", R"({"frequency_penalty": 2.01})", "frequency_penalty",
+     "invalid_value"},
+    {"FrequencyPenaltyHuge", R"({"frequency_penalty": 1e308})", "frequency_penalty",
      "invalid_value"},
     {"FrequencyPenaltyString", R"({"frequency_penalty": "0"})", "frequency_penalty",
      "invalid_type"},
-    {"FrequencyPenaltyZero", R"({"frequency_penalty": 0})", kOk, nullptr},
-    {"PresencePenaltyNonZero", R"({"presence_penalty": -0.1})", "presence_penalty",
-     "unsupported_value"},
-    {"RepetitionPenaltyNonOne", R"({"repetition_penalty": 1.1})", "repetition_penalty",
-     "unsupported_value"},
+    {"PresencePenalty", R"({"presence_penalty": -0.1})", kOk, nullptr},
+    {"PresencePenaltyBelowMinusTwo", R"({"presence_penalty": -2.5})", "presence_penalty",
+     "invalid_value"},
+    {"PresencePenaltyBool", R"({"presence_penalty": true})", "presence_penalty", "invalid_type"},
+    {"RepetitionPenalty", R"({"repetition_penalty": 1.1})", kOk, nullptr},
+    {"RepetitionPenaltyBelowOne", R"({"repetition_penalty": 0.01})", kOk, nullptr},
+    {"RepetitionPenaltyLarge", R"({"repetition_penalty": 10})", kOk, nullptr},
+    {"RepetitionPenaltyOne", R"({"repetition_penalty": 1.0})", kOk, nullptr},
     {"RepetitionPenaltyZero", R"({"repetition_penalty": 0})", "repetition_penalty",
      "invalid_value"},
-    {"RepetitionPenaltyOne", R"({"repetition_penalty": 1.0})", kOk, nullptr},
-    {"LogitBias", R"({"logit_bias": {"42": 10}})", "logit_bias", "unsupported_value"},
-    {"LogitBiasWrongType", R"({"logit_bias": []})", "logit_bias", "invalid_type"},
+    {"RepetitionPenaltyNegative", R"({"repetition_penalty": -1})", "repetition_penalty",
+     "invalid_value"},
+    {"RepetitionPenaltyString", R"({"repetition_penalty": "1"})", "repetition_penalty",
+     "invalid_type"},
+    // logit_bias
+    {"LogitBias", R"({"logit_bias": {"42": 10}})", kOk, nullptr},
+    {"LogitBiasBounds", R"({"logit_bias": {"0": -100, "7": 100, "2147483647": 0.5}})", kOk,
+     nullptr},
     {"LogitBiasEmpty", R"({"logit_bias": {}})", kOk, nullptr},
+    {"LogitBiasNull", R"({"logit_bias": null})", kOk, nullptr},
+    {"LogitBiasArray", R"({"logit_bias": []})", "logit_bias", "invalid_type"},
+    {"LogitBiasString", R"({"logit_bias": "42"})", "logit_bias", "invalid_type"},
+    {"LogitBiasAboveHundred", R"({"logit_bias": {"1": 100.5}})", "logit_bias", "invalid_value"},
+    {"LogitBiasBelowMinusHundred", R"({"logit_bias": {"1": -101}})", "logit_bias", "invalid_value"},
+    {"LogitBiasValueString", R"({"logit_bias": {"1": "5"}})", "logit_bias", "invalid_type"},
+    {"LogitBiasValueNull", R"({"logit_bias": {"1": null}})", "logit_bias", "invalid_type"},
+    {"LogitBiasValueObject", R"({"logit_bias": {"1": {}}})", "logit_bias", "invalid_type"},
+    {"LogitBiasNegativeKey", R"({"logit_bias": {"-1": 1}})", "logit_bias", "invalid_value"},
+    {"LogitBiasWordKey", R"({"logit_bias": {"hello": 1}})", "logit_bias", "invalid_value"},
+    {"LogitBiasSignedKey", R"({"logit_bias": {"+5": 1}})", "logit_bias", "invalid_value"},
+    {"LogitBiasSpacedKey", R"({"logit_bias": {" 5": 1}})", "logit_bias", "invalid_value"},
+    {"LogitBiasTrailingJunkKey", R"({"logit_bias": {"5x": 1}})", "logit_bias", "invalid_value"},
+    {"LogitBiasFractionKey", R"({"logit_bias": {"1.0": 1}})", "logit_bias", "invalid_value"},
+    {"LogitBiasLeadingZeroKey", R"({"logit_bias": {"05": 1}})", "logit_bias", "invalid_value"},
+    {"LogitBiasEmptyKey", R"({"logit_bias": {"": 1}})", "logit_bias", "invalid_value"},
+    {"LogitBiasKeyBeyondInt32", R"({"logit_bias": {"2147483648": 1}})", "logit_bias",
+     "invalid_value"},
+    {"LogitBiasHugeKey", R"({"logit_bias": {"99999999999999999999": 1}})", "logit_bias",
+     "invalid_value"},
+    // token-level controls: only their defaults
     {"StopTokenIds", R"({"stop_token_ids": [7]})", "stop_token_ids", "unsupported_value"},
     {"StopTokenIdsEmpty", R"({"stop_token_ids": []})", kOk, nullptr},
     {"BadWords", R"({"bad_words": ["x"]})", "bad_words", "unsupported_value"},
@@ -315,13 +356,26 @@ const FieldCase kChatCases[] = {
     {"MinTokensAboveMaxCompletion",
      R"({"max_tokens": 100, "max_completion_tokens": 4, "min_tokens": 5})", "min_tokens",
      "invalid_value"},
-    // logprobs
-    {"LogprobsTrue", R"({"logprobs": true})", "logprobs", "unsupported_value"},
-    {"LogprobsString", R"({"logprobs": "true"})", "logprobs", "invalid_type"},
+    // logprobs and top_logprobs
+    {"LogprobsTrue", R"({"logprobs": true})", kOk, nullptr},
     {"LogprobsFalse", R"({"logprobs": false})", kOk, nullptr},
-    {"TopLogprobs", R"({"top_logprobs": 5})", "top_logprobs", "unsupported_value"},
-    {"TopLogprobsOutOfRange", R"({"top_logprobs": 21})", "top_logprobs", "invalid_value"},
+    {"LogprobsString", R"({"logprobs": "true"})", "logprobs", "invalid_type"},
+    {"LogprobsNumber", R"({"logprobs": 1})", "logprobs", "invalid_type"},
+    {"TopLogprobs", R"({"logprobs": true, "top_logprobs": 5})", kOk, nullptr},
+    {"TopLogprobsTwenty", R"({"logprobs": true, "top_logprobs": 20})", kOk, nullptr},
     {"TopLogprobsZero", R"({"top_logprobs": 0})", kOk, nullptr},
+    {"TopLogprobsNull", R"({"logprobs": true, "top_logprobs": null})", kOk, nullptr},
+    {"TopLogprobsWithoutLogprobs", R"({"top_logprobs": 5})", "top_logprobs", "invalid_value"},
+    {"TopLogprobsLogprobsFalse", R"({"logprobs": false, "top_logprobs": 1})", "top_logprobs",
+     "invalid_value"},
+    {"TopLogprobsOutOfRange", R"({"logprobs": true, "top_logprobs": 21})", "top_logprobs",
+     "invalid_value"},
+    {"TopLogprobsNegative", R"({"logprobs": true, "top_logprobs": -1})", "top_logprobs",
+     "invalid_value"},
+    {"TopLogprobsFraction", R"({"logprobs": true, "top_logprobs": 2.5})", "top_logprobs",
+     "invalid_value"},
+    {"TopLogprobsString", R"({"logprobs": true, "top_logprobs": "5"})", "top_logprobs",
+     "invalid_type"},
     // chat extras
     {"ReasoningEffortHigh", R"({"reasoning_effort": "high"})", kOk, nullptr},
     {"ReasoningEffortUnknown", R"({"reasoning_effort": "extreme"})", "reasoning_effort",
@@ -358,10 +412,20 @@ const FieldCase kCompletionCases[] = {
     {"PromptInnerEmpty", R"({"prompt": [[]]})", "prompt[0]", "invalid_value"},
     {"EchoString", R"({"echo": "yes"})", "echo", "invalid_type"},
     {"EchoTrue", R"({"echo": true})", kOk, nullptr},
-    {"LogprobsCount", R"({"logprobs": 0})", "logprobs", "unsupported_value"},
-    {"LogprobsTrue", R"({"logprobs": true})", "logprobs", "unsupported_value"},
-    {"LogprobsString", R"({"logprobs": "1"})", "logprobs", "invalid_type"},
+    // logprobs: a count of alternatives
+    {"LogprobsZero", R"({"logprobs": 0})", kOk, nullptr},
+    {"LogprobsTwenty", R"({"logprobs": 20})", kOk, nullptr},
+    {"LogprobsIntegralFloat", R"({"logprobs": 3.0})", kOk, nullptr},
+    {"LogprobsNull", R"({"logprobs": null})", kOk, nullptr},
     {"LogprobsFalse", R"({"logprobs": false})", kOk, nullptr},
+    {"LogprobsAboveTwenty", R"({"logprobs": 21})", "logprobs", "invalid_value"},
+    {"LogprobsNegative", R"({"logprobs": -1})", "logprobs", "invalid_value"},
+    {"LogprobsFraction", R"({"logprobs": 1.5})", "logprobs", "invalid_value"},
+    {"LogprobsTrue", R"({"logprobs": true})", "logprobs", "invalid_type"},
+    {"LogprobsString", R"({"logprobs": "1"})", "logprobs", "invalid_type"},
+    // echo with logprobs would need the prompt's logprobs
+    {"EchoWithLogprobs", R"({"echo": true, "logprobs": 0})", "echo", "unsupported_value"},
+    {"EchoWithNullLogprobs", R"({"echo": true, "logprobs": null})", kOk, nullptr},
     {"Suffix", R"({"suffix": "end"})", "suffix", "unsupported_value"},
     {"SuffixEmpty", R"({"suffix": ""})", kOk, nullptr},
     {"SuffixNumber", R"({"suffix": 1})", "suffix", "invalid_type"},
@@ -460,10 +524,78 @@ TEST(ProtocolRequestTest, ModelNotFoundBoundsTheEchoedName) {
   EXPECT_LT(error.message.size(), 400u);
 }
 
-TEST(ProtocolRequestTest, NIsOnlyOne) {
-  ApiError error = parseChatError(withFields(kChatBase, R"({"n": 2})"));
-  EXPECT_EQ(error.param, "n");
-  EXPECT_NE(error.message.find("only n = 1 is supported"), std::string::npos) << error.message;
+TEST(ProtocolRequestTest, SamplingControlsAreRead) {
+  for (std::string_view base : {kChatBase, kCompletionBase}) {
+    const std::string body = withFields(base, R"({"n": 3, "presence_penalty": 0.5,
+        "frequency_penalty": -1.25, "repetition_penalty": 1.2,
+        "logit_bias": {"42": 10, "7": -100, "0": 0.5}})");
+    const SamplingOptions sampling =
+        base == kChatBase ? parseChatOk(body).sampling : parseCompletionOk(body).sampling;
+    EXPECT_EQ(sampling.n, 3);
+    EXPECT_EQ(sampling.presencePenalty, 0.5);
+    EXPECT_EQ(sampling.frequencyPenalty, -1.25);
+    EXPECT_EQ(sampling.repetitionPenalty, 1.2);
+    // In the body's order.
+    EXPECT_EQ(sampling.logitBias,
+              (std::vector<std::pair<int32_t, double>>{{42, 10.0}, {7, -100.0}, {0, 0.5}}));
+  }
+}
+
+TEST(ProtocolRequestTest, LogprobsAreRead) {
+  EXPECT_EQ(parseChatOk(std::string(kChatBase)).sampling.logprobs, -1);
+  EXPECT_EQ(parseChatOk(withFields(kChatBase, R"({"logprobs": false})")).sampling.logprobs, -1);
+  EXPECT_EQ(parseChatOk(withFields(kChatBase, R"({"top_logprobs": 0})")).sampling.logprobs, -1);
+  // logprobs alone: the sampled token's only.
+  EXPECT_EQ(parseChatOk(withFields(kChatBase, R"({"logprobs": true})")).sampling.logprobs, 0);
+  EXPECT_EQ(parseChatOk(withFields(kChatBase, R"({"logprobs": true, "top_logprobs": 7})"))
+                .sampling.logprobs,
+            7);
+  EXPECT_EQ(parseCompletionOk(std::string(kCompletionBase)).sampling.logprobs, -1);
+  EXPECT_EQ(
+      parseCompletionOk(withFields(kCompletionBase, R"({"logprobs": false})")).sampling.logprobs,
+      -1);
+  EXPECT_EQ(parseCompletionOk(withFields(kCompletionBase, R"({"logprobs": 0})")).sampling.logprobs,
+            0);
+  EXPECT_EQ(parseCompletionOk(withFields(kCompletionBase, R"({"logprobs": 20})")).sampling.logprobs,
+            20);
+}
+
+TEST(ProtocolRequestTest, LogitBiasHoldsAtMost300Tokens) {
+  Json body = Json::parse(kChatBase);
+  body["logit_bias"] = Json::object();
+  for (int i = 0; i < 300; ++i) {
+    body["logit_bias"][std::to_string(i)] = -1;
+  }
+  EXPECT_EQ(parseChatOk(body.dump()).sampling.logitBias.size(), 300u);
+  body["logit_bias"]["300"] = -1;
+  ApiError error = parseChatError(body.dump());
+  EXPECT_EQ(error.param, "logit_bias");
+  EXPECT_EQ(error.code, "invalid_value");
+  EXPECT_EQ(error.message, "Invalid 'logit_bias': at most 300 tokens may be biased, got 301.");
+}
+
+TEST(ProtocolRequestTest, NewFieldsMessages) {
+  EXPECT_EQ(parseChatError(withFields(kChatBase, R"({"n": 0})")).message,
+            "Invalid 'n': must be between 1 and 128, got 0.");
+  EXPECT_EQ(parseChatError(withFields(kChatBase, R"({"top_logprobs": 2})")).message,
+            "Invalid 'top_logprobs': 'logprobs' must be true to use 'top_logprobs'.");
+  EXPECT_EQ(parseChatError(withFields(kChatBase, R"({"presence_penalty": 3})")).message,
+            "Invalid 'presence_penalty': must be between -2 and 2, got 3.");
+  EXPECT_EQ(parseChatError(withFields(kChatBase, R"({"repetition_penalty": 0})")).message,
+            "Invalid 'repetition_penalty': must be greater than 0, got 0.");
+  EXPECT_EQ(parseChatError(withFields(kChatBase, R"({"logit_bias": {"9": 101}})")).message,
+            "Invalid 'logit_bias': the bias of token 9 must be between -100 and 100, got 101.");
+  EXPECT_EQ(parseChatError(withFields(kChatBase, R"({"logit_bias": {"9": "x"}})")).message,
+            "Invalid type for 'logit_bias': expected a number as the bias of token 9, but got a "
+            "string instead.");
+  // A bad key is not quoted back: it comes from the body.
+  ApiError key = parseChatError(withFields(kChatBase, R"({"logit_bias": {"<script>": 1}})"));
+  EXPECT_EQ(key.message,
+            "Invalid 'logit_bias': keys must be token ids, integers from 0 written in decimal.");
+  ApiError echo =
+      parseCompletionError(withFields(kCompletionBase, R"({"echo": true, "logprobs": 2})"));
+  EXPECT_NE(echo.message.find("prompt logprobs are not supported"), std::string::npos)
+      << echo.message;
 }
 
 TEST(ProtocolRequestTest, TooManyTools) {
@@ -503,6 +635,12 @@ TEST(ProtocolRequestTest, ChatDefaults) {
   EXPECT_EQ(request.sampling.minTokens, 0);
   EXPECT_FALSE(request.sampling.ignoreEos);
   EXPECT_TRUE(request.sampling.stop.empty());
+  EXPECT_EQ(request.sampling.presencePenalty, 0.0);
+  EXPECT_EQ(request.sampling.frequencyPenalty, 0.0);
+  EXPECT_EQ(request.sampling.repetitionPenalty, 1.0);
+  EXPECT_TRUE(request.sampling.logitBias.empty());
+  EXPECT_EQ(request.sampling.n, 1);
+  EXPECT_EQ(request.sampling.logprobs, -1);
   EXPECT_EQ(request.body.dump(), Json::parse(kChatBase).dump());
 }
 
@@ -780,8 +918,9 @@ TEST(ProtocolResponseTest, ApiErrorJson) {
 }
 
 TEST(ProtocolResponseTest, ChatCompletionWithContent) {
-  EXPECT_EQ(chatCompletionJson("chatcmpl-1", 1764400000, "glm-5.3", "Hello!", std::nullopt, {},
-                               "stop", Usage{10, 3})
+  EXPECT_EQ(chatCompletionJson("chatcmpl-1", 1764400000, "glm-5.3",
+                               {ChatChoice{.content = "Hello!", .finishReason = "stop"}},
+                               Usage{10, 3})
                 .dump(),
             R"({"id":"chatcmpl-1","object":"chat.completion","created":1764400000,)"
             R"("model":"glm-5.3","choices":[{"index":0,"message":{"role":"assistant",)"
@@ -792,22 +931,96 @@ TEST(ProtocolResponseTest, ChatCompletionWithContent) {
 TEST(ProtocolResponseTest, ChatCompletionWithReasoningAndToolCalls) {
   std::vector<ToolCall> calls = {{"call_1", "get_weather", R"({"city":"Paris"})"},
                                  {"call_2", "get_time", "{}"}};
-  EXPECT_EQ(chatCompletionJson("chatcmpl-2", 5, "glm-5.3", "", std::string("Think."), calls,
-                               "tool_calls", Usage{212, 57})
-                .dump(),
-            R"({"id":"chatcmpl-2","object":"chat.completion","created":5,"model":"glm-5.3",)"
-            R"("choices":[{"index":0,"message":{"role":"assistant","content":null,)"
-            R"("refusal":null,"reasoning_content":"Think.","reasoning":"Think.",)"
-            R"("tool_calls":[{"id":"call_1","type":"function","function":{"name":"get_weather",)"
-            R"("arguments":"{\"city\":\"Paris\"}"}},{"id":"call_2","type":"function",)"
-            R"("function":{"name":"get_time","arguments":"{}"}}]},"logprobs":null,)"
-            R"("finish_reason":"tool_calls"}],)"
-            R"("usage":{"prompt_tokens":212,"completion_tokens":57,"total_tokens":269}})");
+  EXPECT_EQ(
+      chatCompletionJson(
+          "chatcmpl-2", 5, "glm-5.3",
+          {ChatChoice{.reasoning = "Think.", .toolCalls = calls, .finishReason = "tool_calls"}},
+          Usage{212, 57})
+          .dump(),
+      R"({"id":"chatcmpl-2","object":"chat.completion","created":5,"model":"glm-5.3",)"
+      R"("choices":[{"index":0,"message":{"role":"assistant","content":null,)"
+      R"("refusal":null,"reasoning_content":"Think.","reasoning":"Think.",)"
+      R"("tool_calls":[{"id":"call_1","type":"function","function":{"name":"get_weather",)"
+      R"("arguments":"{\"city\":\"Paris\"}"}},{"id":"call_2","type":"function",)"
+      R"("function":{"name":"get_time","arguments":"{}"}}]},"logprobs":null,)"
+      R"("finish_reason":"tool_calls"}],)"
+      R"("usage":{"prompt_tokens":212,"completion_tokens":57,"total_tokens":269}})");
   // Content beside calls stays a string; empty content without calls is "" (not null).
-  Json withText = chatCompletionJson("c", 5, "m", "Sure.", std::nullopt, calls, "tool_calls", {});
+  Json withText = chatCompletionJson(
+      "c", 5, "m",
+      {ChatChoice{.content = "Sure.", .toolCalls = calls, .finishReason = "tool_calls"}}, {});
   EXPECT_EQ(withText["choices"][0]["message"]["content"], "Sure.");
-  Json empty = chatCompletionJson("c", 5, "m", "", std::nullopt, {}, "length", {});
+  Json empty = chatCompletionJson("c", 5, "m", {ChatChoice{.finishReason = "length"}}, {});
   EXPECT_EQ(empty["choices"][0]["message"]["content"], "");
+}
+
+TEST(ProtocolResponseTest, ChatCompletionChoicesAreIndexed) {
+  const Json logprobs = chatLogprobsJson({TokenLogprobs{.sampled = {"b", "b", -0.5f}}});
+  Json r = chatCompletionJson("c", 5, "m",
+                              {ChatChoice{.content = "a", .finishReason = "length"},
+                               ChatChoice{.content = "b", .logprobs = logprobs},
+                               ChatChoice{.content = "c"}},
+                              Usage{4, 9});
+  ASSERT_EQ(r["choices"].size(), 3u);
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(r["choices"][i]["index"], i);
+    EXPECT_EQ(r["choices"][i]["message"]["content"], std::string(1, static_cast<char>('a' + i)));
+  }
+  EXPECT_EQ(r["choices"][0]["finish_reason"], "length");
+  EXPECT_EQ(r["choices"][1]["finish_reason"], "stop");
+  EXPECT_TRUE(r["choices"][0]["logprobs"].is_null());
+  EXPECT_EQ(r["choices"][1]["logprobs"], logprobs);
+  EXPECT_EQ(r["usage"]["completion_tokens"], 9);
+}
+
+TEST(ProtocolResponseTest, ChatLogprobs) {
+  const std::vector<TokenLogprobs> tokens = {
+      {.sampled = {"Hi", "Hi", -0.25f}, .top = {{"Hi", "Hi", -0.25f}, {"Hey", "Hey", -1.5f}}},
+      // A token that is half of "é" (0xC3 0xA9): its text is the replacement character, its
+      // bytes the one byte; an id without a token has no bytes.
+      {.sampled = {"\ufffd", std::string("\xc3"), -0.1f}, .top = {{"", std::nullopt, -3.0f}}},
+  };
+  EXPECT_EQ(chatLogprobsJson(tokens).dump(),
+            R"({"content":[{"token":"Hi","logprob":-0.25,"bytes":[72,105],"top_logprobs":[)"
+            R"({"token":"Hi","logprob":-0.25,"bytes":[72,105]},)"
+            R"({"token":"Hey","logprob":-1.5,"bytes":[72,101,121]}]},)"
+            R"({"token":")"
+            "\ufffd"
+            R"(","logprob":-0.1,"bytes":[195],"top_logprobs":[)"
+            R"({"token":"","logprob":-3.0,"bytes":null}]}],"refusal":null})");
+  EXPECT_EQ(chatLogprobsJson({}).dump(), R"({"content":[],"refusal":null})");
+}
+
+TEST(ProtocolResponseTest, LogprobsAreFiniteAndShort) {
+  const Json json = chatLogprobsJson(
+      {{.sampled = {"a", "a", -INFINITY}, .top = {{"b", "b", NAN}, {"c", "c", -12345.0f}}},
+       {.sampled = {"d", "d", -0.1f}}});
+  // JSON has no -inf: very unlikely is OpenAI's -9999.0.
+  EXPECT_EQ(json["content"][0]["logprob"], -9999.0);
+  EXPECT_EQ(json["content"][0]["top_logprobs"][0]["logprob"], -9999.0);
+  EXPECT_EQ(json["content"][0]["top_logprobs"][1]["logprob"], -9999.0);
+  // The float's shortest decimal, not its exact double.
+  EXPECT_EQ(json["content"][1]["logprob"].dump(), "-0.1");
+}
+
+TEST(ProtocolResponseTest, CompletionLogprobs) {
+  const std::vector<TokenLogprobs> tokens = {
+      {.sampled = {" a", " a", -0.5f}, .top = {{" a", " a", -0.5f}, {" b", " b", -1.0f}}},
+      // The sampled token outside the alternatives joins them (OpenAI: up to logprobs + 1).
+      {.sampled = {" c", " c", -4.0f}, .top = {{" d", " d", -0.25f}}, .textOffset = 2},
+  };
+  EXPECT_EQ(completionLogprobsJson(tokens).dump(),
+            R"({"tokens":[" a"," c"],"token_logprobs":[-0.5,-4.0],)"
+            R"("top_logprobs":[{" a":-0.5," b":-1.0},{" d":-0.25," c":-4.0}],)"
+            R"("text_offset":[0,2]})");
+  // Tokens with the same text keep the most likely one's logprob.
+  EXPECT_EQ(completionLogprobsJson({{.sampled = {"\ufffd", "\xe2", -2.0f},
+                                     .top = {{"\ufffd", "\xe2\x82", -1.0f},
+                                             {"\ufffd", "\xe2", -2.0f}}}})["top_logprobs"]
+                .dump(),
+            "[{\"\ufffd\":-1.0}]");
+  EXPECT_EQ(completionLogprobsJson({}).dump(),
+            R"({"tokens":[],"token_logprobs":[],"top_logprobs":[],"text_offset":[]})");
 }
 
 TEST(ProtocolResponseTest, ChatDeltas) {
@@ -832,16 +1045,27 @@ TEST(ProtocolResponseTest, ChatDeltas) {
 }
 
 TEST(ProtocolResponseTest, ChatChunks) {
-  EXPECT_EQ(chatCompletionChunkJson("chatcmpl-X", 7, "glm-5.3",
+  EXPECT_EQ(chatCompletionChunkJson("chatcmpl-X", 7, "glm-5.3", 0,
                                     chatDeltaJson(true, std::nullopt, std::nullopt), std::nullopt)
                 .dump(),
             R"({"id":"chatcmpl-X","object":"chat.completion.chunk","created":7,"model":"glm-5.3",)"
             R"("choices":[{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,)"
             R"("finish_reason":null}]})");
-  EXPECT_EQ(chatCompletionChunkJson("chatcmpl-X", 7, "glm-5.3", Json::object(), std::string("stop"))
+  EXPECT_EQ(
+      chatCompletionChunkJson("chatcmpl-X", 7, "glm-5.3", 0, Json::object(), std::string("stop"))
+          .dump(),
+      R"({"id":"chatcmpl-X","object":"chat.completion.chunk","created":7,"model":"glm-5.3",)"
+      R"("choices":[{"index":0,"delta":{},"logprobs":null,"finish_reason":"stop"}]})");
+  // Another choice's chunk, with the logprobs of its tokens.
+  const Json logprobs = chatLogprobsJson({{.sampled = {"x", "x", -1.0f}}});
+  EXPECT_EQ(chatCompletionChunkJson("chatcmpl-X", 7, "glm-5.3", 2,
+                                    chatDeltaJson(false, std::string("x"), std::nullopt),
+                                    std::nullopt, logprobs)
                 .dump(),
             R"({"id":"chatcmpl-X","object":"chat.completion.chunk","created":7,"model":"glm-5.3",)"
-            R"("choices":[{"index":0,"delta":{},"logprobs":null,"finish_reason":"stop"}]})");
+            R"("choices":[{"index":2,"delta":{"content":"x"},"logprobs":{"content":[{"token":"x",)"
+            R"("logprob":-1.0,"bytes":[120],"top_logprobs":[]}],"refusal":null},)"
+            R"("finish_reason":null}]})");
   EXPECT_EQ(
       chatUsageChunkJson("chatcmpl-X", 7, "glm-5.3", Usage{10, 5}).dump(),
       R"({"id":"chatcmpl-X","object":"chat.completion.chunk","created":7,"model":"glm-5.3",)"
@@ -849,14 +1073,31 @@ TEST(ProtocolResponseTest, ChatChunks) {
 }
 
 TEST(ProtocolResponseTest, TextCompletion) {
-  EXPECT_EQ(completionJson("cmpl-1", 9, "glm-5.3", " a time", "length", Usage{2, 3}).dump(),
+  EXPECT_EQ(completionJson("cmpl-1", 9, "glm-5.3",
+                           {CompletionChoice{.text = " a time", .finishReason = "length"}},
+                           Usage{2, 3})
+                .dump(),
             R"({"id":"cmpl-1","object":"text_completion","created":9,"model":"glm-5.3",)"
             R"("choices":[{"index":0,"text":" a time","logprobs":null,"finish_reason":"length"}],)"
             R"("usage":{"prompt_tokens":2,"completion_tokens":3,"total_tokens":5}})");
-  EXPECT_EQ(completionChunkJson("cmpl-1", 9, "glm-5.3", " a", std::nullopt).dump(),
+  EXPECT_EQ(completionChunkJson("cmpl-1", 9, "glm-5.3", 0, " a", std::nullopt).dump(),
             R"({"id":"cmpl-1","object":"text_completion","created":9,"model":"glm-5.3",)"
             R"("choices":[{"index":0,"text":" a","logprobs":null,"finish_reason":null}]})");
-  EXPECT_EQ(completionChunkJson("cmpl-1", 9, "glm-5.3", "", std::string("stop")).dump(),
+  EXPECT_EQ(completionChunkJson("cmpl-1", 9, "glm-5.3", 1, " b", std::nullopt,
+                                completionLogprobsJson({{.sampled = {" b", " b", -2.0f}}}))
+                .dump(),
+            R"({"id":"cmpl-1","object":"text_completion","created":9,"model":"glm-5.3",)"
+            R"("choices":[{"index":1,"text":" b","logprobs":{"tokens":[" b"],)"
+            R"("token_logprobs":[-2.0],"top_logprobs":[{" b":-2.0}],"text_offset":[0]},)"
+            R"("finish_reason":null}]})");
+  Json two = completionJson(
+      "cmpl-1", 9, "glm-5.3",
+      {CompletionChoice{.text = "x"}, CompletionChoice{.text = "y", .finishReason = "length"}},
+      Usage{2, 6});
+  EXPECT_EQ(two["choices"][1]["index"], 1);
+  EXPECT_EQ(two["choices"][1]["text"], "y");
+  EXPECT_EQ(two["choices"][1]["finish_reason"], "length");
+  EXPECT_EQ(completionChunkJson("cmpl-1", 9, "glm-5.3", 0, "", std::string("stop")).dump(),
             R"({"id":"cmpl-1","object":"text_completion","created":9,"model":"glm-5.3",)"
             R"("choices":[{"index":0,"text":"","logprobs":null,"finish_reason":"stop"}]})");
   EXPECT_EQ(completionUsageChunkJson("cmpl-1", 9, "glm-5.3", Usage{2, 3}).dump(),

@@ -20,43 +20,56 @@ namespace {
 
 const std::filesystem::path kTiny = std::filesystem::path(GLM_FIXTURES_DIR) / "glm53-tiny";
 
-/// Records what the scheduler hands it; `gone` plays a client that has left.
+/// Records what the scheduler hands it, choice by choice; `gone` plays a client that has left.
 class RecordingSink : public TokenSink {
 public:
-  explicit RecordingSink(bool gone) : gone_(gone) {}
-  bool onToken(int32_t token) override {
+  explicit RecordingSink(bool gone, int choices = 1)
+      : gone_(gone), received_(static_cast<size_t>(choices)),
+        sampled_(static_cast<size_t>(choices)),
+        reasons_(static_cast<size_t>(choices), FinishReason::Error) {}
+  bool onToken(int choice, const SampledToken &token) override {
     std::lock_guard<std::mutex> lock(mutex_);
     ++tokens_;
-    received_.push_back(token);
+    received_.at(static_cast<size_t>(choice)).push_back(token.id);
+    sampled_.at(static_cast<size_t>(choice)).push_back(token);
     return !gone_;
   }
-  void onFinish(FinishReason reason, const Status &) override {
+  void onFinish(int choice, FinishReason reason, const Status &) override {
     std::lock_guard<std::mutex> lock(mutex_);
-    reason_ = reason;
-    finished_ = true;
+    reasons_.at(static_cast<size_t>(choice)) = reason;
+    ++finished_;
     done_.notify_all();
   }
   bool cancelled() const override { return gone_; }
 
-  /// Waits for onFinish; returns the reason and how many tokens came before it.
+  /// Waits for every choice's onFinish; returns choice 0's reason and how many tokens came in all.
   std::pair<FinishReason, int> wait() {
     std::unique_lock<std::mutex> lock(mutex_);
-    done_.wait(lock, [&] { return finished_; });
-    return {reason_, tokens_};
+    done_.wait(lock, [&] { return finished_ == reasons_.size(); });
+    return {reasons_[0], tokens_};
   }
-  std::vector<int32_t> received() {
+  std::vector<int32_t> received(int choice = 0) {
     std::lock_guard<std::mutex> lock(mutex_);
-    return received_;
+    return received_.at(static_cast<size_t>(choice));
+  }
+  std::vector<SampledToken> sampled(int choice = 0) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return sampled_.at(static_cast<size_t>(choice));
+  }
+  FinishReason reason(int choice) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return reasons_.at(static_cast<size_t>(choice));
   }
 
 private:
   const bool gone_;
   std::mutex mutex_;
   std::condition_variable done_;
-  bool finished_ = false;
-  FinishReason reason_ = FinishReason::Error;
+  size_t finished_ = 0;
   int tokens_ = 0;
-  std::vector<int32_t> received_;
+  std::vector<std::vector<int32_t>> received_;
+  std::vector<std::vector<SampledToken>> sampled_;
+  std::vector<FinishReason> reasons_;
 };
 
 /// The tiny fixture's f32 CPU plan compiled with `options`, bound to the fixture's weights.
@@ -107,9 +120,9 @@ TEST(Scheduler, ARequestWhoseClientLeftWhileWaitingIsNeverPrefilled) {
 class StreamingSink : public RecordingSink {
 public:
   StreamingSink() : RecordingSink(false) {}
-  bool onToken(int32_t token) override {
+  bool onToken(int choice, const SampledToken &token) override {
     ++count;
-    return RecordingSink::onToken(token);
+    return RecordingSink::onToken(choice, token);
   }
   std::atomic<int> count{0};
 };
@@ -117,11 +130,11 @@ public:
 class FirstTokenSink : public RecordingSink {
 public:
   explicit FirstTokenSink(const StreamingSink &other) : RecordingSink(false), other_(other) {}
-  bool onToken(int32_t token) override {
+  bool onToken(int choice, const SampledToken &token) override {
     if (otherAtFirstToken < 0) {
       otherAtFirstToken = other_.count.load();
     }
-    return RecordingSink::onToken(token);
+    return RecordingSink::onToken(choice, token);
   }
   int otherAtFirstToken = -1;
 
@@ -207,23 +220,41 @@ TEST(Scheduler, SequencesThatOutgrowThePoolArePreemptedAndRecomputed) {
     requests[r].maxTokens = 132;
     requests[r].ignoreEos = true;
   }
+  // One greedy, one sampled with penalties and a bias: a recomputed sequence's token counts are
+  // rebuilt from its tokens, so its draws and penalties are the same as without the preemption.
+  requests[1].sampling = {.temperature = 0.8f,
+                          .topP = 0.95f,
+                          .presencePenalty = 0.4f,
+                          .frequencyPenalty = 0.2f,
+                          .repetitionPenalty = 1.2f,
+                          .seed = 77,
+                          .logitBias = {{5, 3.0f}, {40, -2.0f}}};
   expectEachEqualsItselfAlone(scheduler, requests);
   EXPECT_GE(scheduler.stats().preemptions, 1);
 }
 
 TEST(Scheduler, SampledRepliesInABatchEqualEachAlone) {
-  // Four sampled requests decode together, their rows picked on threads of their own (two or more
-  // sampled rows a step): each draw is keyed by its request's seed and position, so every reply
-  // equals the one it gets alone. One masks its end-of-sequence token in place until min_tokens.
-  Engine engine("--max-seqs 4 --prefill 64 --decode 1x1,4x1");
+  // Eight sampled requests decode together, with every sampling parameter among them: each draw
+  // is keyed by its request's seed and position, and penalties count each sequence's own tokens,
+  // so every reply equals the one it gets alone. One bans its end-of-sequence tokens until
+  // min_tokens.
+  Engine engine("--max-seqs 8 --prefill 64 --decode 1x1,8x1");
   Scheduler scheduler(engine.take(), 8);
-  std::vector<SequenceRequest> requests(4);
+  std::vector<SequenceRequest> requests(8);
   for (size_t r = 0; r < requests.size(); ++r) {
     requests[r].prompt = {static_cast<int32_t>(40 + r), 7, static_cast<int32_t>(90 + 3 * r)};
-    requests[r].sampling = SamplingParams{1.0f, 0.9f, 0, 0.0f, 1000 + r};
+    requests[r].sampling = {.temperature = 1.0f, .topP = 0.9f, .seed = 1000 + r};
     requests[r].maxTokens = 24;
     requests[r].ignoreEos = true;
   }
+  requests[1].sampling.topK = 5;
+  requests[2].sampling.minP = 0.1f;
+  requests[4].sampling.presencePenalty = 1.5f;
+  requests[4].sampling.frequencyPenalty = 0.5f;
+  requests[5].sampling.repetitionPenalty = 1.3f;
+  requests[6].sampling.logitBias = {{3, 2.0f}, {9, -100.0f}};
+  requests[7].sampling.temperature = 0.0f;
+  requests[7].sampling.logprobs = 4;
   requests[3].ignoreEos = false;
   requests[3].minTokens = 24;
   requests[3].eosIds = {5, 6};
@@ -233,6 +264,87 @@ TEST(Scheduler, SampledRepliesInABatchEqualEachAlone) {
   for (int32_t token : together[3]) {
     EXPECT_TRUE(token != 5 && token != 6) << "an end-of-sequence token before min_tokens";
   }
+  for (int32_t token : together[6]) {
+    EXPECT_NE(token, 9) << "a token biased by -100";
+  }
+}
+
+TEST(Scheduler, LogprobsComeWithTheTokenSortedAndAtMostZero) {
+  Engine engine("--max-seqs 2");
+  Scheduler scheduler(engine.take(), 2);
+  SequenceRequest request;
+  request.prompt = {21, 22, 23};
+  request.maxTokens = 6;
+  request.ignoreEos = true;
+  request.sampling = {.temperature = 0.7f, .seed = 5, .logprobs = 5};
+  auto sink = std::make_shared<RecordingSink>(false);
+  ASSERT_TRUE(scheduler.submit(request, sink).ok());
+  EXPECT_EQ(sink->wait(), std::make_pair(FinishReason::Length, 6));
+  for (const SampledToken &t : sink->sampled()) {
+    ASSERT_EQ(t.top.size(), 5u);
+    EXPECT_LE(t.logprob, 0.0f);
+    for (size_t j = 0; j < t.top.size(); ++j) {
+      EXPECT_LE(t.top[j].logprob, 0.0f);
+      if (j > 0) {
+        EXPECT_GE(t.top[j - 1].logprob, t.top[j].logprob);
+      }
+      if (t.top[j].id == t.id) {
+        EXPECT_EQ(t.top[j].logprob, t.logprob);
+      }
+    }
+    EXPECT_LE(t.logprob, t.top[0].logprob);
+  }
+}
+
+TEST(Scheduler, NChoicesForkOnePromptAndEachEqualsTheReplyWithItsOwnKey) {
+  // n = 3 with seed 40: the prompt is prefilled once and forked; choice i draws with seed 40 + i
+  // and equals the n = 1 reply with that seed. The three differ.
+  Engine engine("--max-seqs 4 --prefill 16 --decode 1x1,4x1");
+  Scheduler scheduler(engine.take(), 4);
+  SequenceRequest request;
+  for (int32_t t = 0; t < 21; ++t) {
+    request.prompt.push_back(30 + t); // more than one prefill chunk before the fork
+  }
+  request.maxTokens = 12;
+  request.ignoreEos = true;
+  request.sampling = {.temperature = 1.0f, .seed = 40, .logprobs = 2};
+  request.n = 3;
+  auto choices = std::make_shared<RecordingSink>(false, 3);
+  ASSERT_TRUE(scheduler.submit(request, choices).ok());
+  EXPECT_EQ(choices->wait(), std::make_pair(FinishReason::Length, 36));
+  for (int c = 0; c < 3; ++c) {
+    EXPECT_EQ(choices->reason(c), FinishReason::Length) << "choice " << c;
+    SequenceRequest alone = request;
+    alone.n = 1;
+    alone.sampling.seed = 40 + static_cast<uint64_t>(c);
+    auto sink = std::make_shared<RecordingSink>(false);
+    ASSERT_TRUE(scheduler.submit(alone, sink).ok());
+    EXPECT_EQ(sink->wait(), std::make_pair(FinishReason::Length, 12));
+    EXPECT_EQ(choices->received(c), sink->received()) << "choice " << c;
+    ASSERT_EQ(choices->sampled(c).size(), sink->sampled().size());
+    for (size_t k = 0; k < sink->sampled().size(); ++k) {
+      EXPECT_NEAR(choices->sampled(c)[k].logprob, sink->sampled()[k].logprob, 1e-5)
+          << "choice " << c << " token " << k;
+    }
+  }
+  EXPECT_NE(choices->received(0), choices->received(1));
+  EXPECT_NE(choices->received(1), choices->received(2));
+  // More choices than the engine has sequences can never run.
+  request.n = 5;
+  const Status refused = scheduler.submit(request, std::make_shared<RecordingSink>(false, 5));
+  EXPECT_EQ(refused.code(), StatusCode::InvalidArgument);
+  EXPECT_NE(refused.message().find("n is 5"), std::string::npos) << refused.message();
+}
+
+TEST(Scheduler, SamplingThePlanCannotApplyIsRefusedAtSubmit) {
+  Engine engine("--max-seqs 1");
+  Scheduler scheduler(engine.take(), 2);
+  SequenceRequest request;
+  request.prompt = {1, 2};
+  request.sampling.logitBias = {{1 << 30, 1.0f}};
+  const Status s = scheduler.submit(request, std::make_shared<RecordingSink>(false));
+  EXPECT_EQ(s.code(), StatusCode::InvalidArgument);
+  EXPECT_NE(s.message().find("logit_bias"), std::string::npos) << s.message();
 }
 
 } // namespace

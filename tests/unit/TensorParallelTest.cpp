@@ -200,6 +200,7 @@ public:
 
 private:
   Status clearSlots(int) override { return Status::success(); }
+  Status copyState(int, int) override { return Status::success(); }
   std::unique_ptr<Engine> inner_;
 };
 

@@ -1,7 +1,6 @@
 // `glmc generate`: one prompt through a plan on the CPU backend, with the text streamed as it
 // comes.
 #include "models/glm53/Config.h"
-#include "runtime/engine/Sampler.h"
 #include "runtime/weights/SafeTensorsWriter.h"
 #include "server/chat/ChatPrompt.h"
 #include "server/tokenizer/StreamingDetokenizer.h"
@@ -215,20 +214,26 @@ int runGenerate(const std::vector<std::string> &args) {
     return cl.fail(slot.status());
   }
 
-  // Wall-clock time of the engine calls alone (not sampling or printing), reported at the end.
+  // The engine samples on the device; only the tokens (and, when dumped, the logits) come back.
+  // Wall-clock time of the engine calls alone (not printing), reported at the end.
+  const bool dumpLogits = cl.has("dump-logits");
+  const runtime::RowSampling rowSampling{&sampling, static_cast<int64_t>(prompt.size())};
   using Clock = std::chrono::steady_clock;
   const Clock::time_point prefillStart = Clock::now();
   std::vector<float> prefillLogits;
+  runtime::SampledToken next;
   size_t start = 0;
   for (size_t end : chunkEnds) {
-    // Every prompt row's logits only when they are dumped; otherwise each chunk's last row.
-    Expected<std::vector<float>> logits =
-        e.prefill(*slot, std::span(prompt).subspan(start, end - start),
-                  cl.has("dump-logits") ? runtime::LogitRows::All : runtime::LogitRows::Last);
-    if (!logits.ok()) {
-      return cl.fail(logits.status());
+    // Every prompt row's logits only when they are dumped.
+    std::vector<float> logits;
+    Expected<runtime::SampledToken> token =
+        e.prefillSample(*slot, std::span(prompt).subspan(start, end - start), rowSampling,
+                        dumpLogits ? &logits : nullptr, runtime::LogitRows::All);
+    if (!token.ok()) {
+      return cl.fail(token.status());
     }
-    prefillLogits.insert(prefillLogits.end(), logits->begin(), logits->end());
+    next = *token;
+    prefillLogits.insert(prefillLogits.end(), logits.begin(), logits.end());
     start = end;
   }
   const double prefillMs =
@@ -253,17 +258,13 @@ int runGenerate(const std::vector<std::string> &args) {
     std::fflush(stdout);
     return Status::success();
   };
-  const float *row = prefillLogits.data() + prefillLogits.size() - vocab;
-  std::vector<float> last(row, row + vocab);
   for (int64_t i = 0; i < limit; ++i) {
-    const int64_t position = static_cast<int64_t>(prompt.size()) + i;
-    const int32_t next = runtime::sampleToken(last, sampling, position);
-    generated.push_back(next);
-    if (std::find(config->eosTokenIds.begin(), config->eosTokenIds.end(), next) !=
+    generated.push_back(next.id);
+    if (std::find(config->eosTokenIds.begin(), config->eosTokenIds.end(), next.id) !=
         config->eosTokenIds.end()) {
       break;
     }
-    if (Status s = emit(next); !s.ok()) {
+    if (Status s = emit(next.id); !s.ok()) {
       return cl.fail(s);
     }
     if (i + 1 == limit) {
@@ -271,14 +272,17 @@ int runGenerate(const std::vector<std::string> &args) {
     }
     const int slots[] = {*slot};
     const Clock::time_point stepStart = Clock::now();
-    Expected<std::vector<float>> logits = e.decode(slots, std::span(&generated.back(), 1));
-    if (!logits.ok()) {
-      return cl.fail(logits.status());
+    std::vector<float> logits;
+    Expected<std::vector<runtime::SampledToken>> tokens = e.decodeSample(
+        slots, std::span(&generated.back(), 1),
+        std::span<const runtime::RowSampling>(&rowSampling, 1), dumpLogits ? &logits : nullptr);
+    if (!tokens.ok()) {
+      return cl.fail(tokens.status());
     }
     decodeMs += std::chrono::duration<double, std::milli>(Clock::now() - stepStart).count();
     ++decodeSteps;
-    decodeLogits.insert(decodeLogits.end(), logits->begin(), logits->end());
-    last = *logits;
+    decodeLogits.insert(decodeLogits.end(), logits.begin(), logits.end());
+    next = tokens->front();
   }
   if (detokenizer) {
     std::string rest = detokenizer->finish();
@@ -287,7 +291,7 @@ int runGenerate(const std::vector<std::string> &args) {
   std::printf("\n");
   std::fprintf(stderr,
                "glmc generate: prefill of %zu tokens %.1f ms; %lld decode steps %.1f ms (%.3f ms a "
-               "step, logits copied back)\n",
+               "step)\n",
                prompt.size(), prefillMs, static_cast<long long>(decodeSteps), decodeMs,
                decodeSteps > 0 ? decodeMs / static_cast<double>(decodeSteps) : 0.0);
 

@@ -235,18 +235,27 @@ Status addSampler(Suite &suite) {
   const int64_t vocab = suite.model().vocabSize;
   GLM_ASSIGN_OR_RETURN(
       std::unique_ptr<cuda::Module> m,
-      suite.compile(R"(#include "kernels/sample/sample.cuh")", {"glm::kernels::sampleKernel"}));
+      suite.compile(R"(#include "kernels/sample/sample.cuh")",
+                    {"glm::kernels::sampleProcessKernel", "glm::kernels::sampleKernel"}));
   struct Config {
     const char *label;
     float temperature, topP, minP;
     int32_t topK;
+    bool processed; // penalties on 2000 seen tokens, 50 logit_bias entries, a mask
+    int32_t logprobs;
   };
-  const Config configs[] = {{"greedy", 0.0f, 1.0f, 0.0f, 0},
-                            {"T0.7 top_k 50 top_p 0.9", 0.7f, 0.9f, 0.0f, 50},
-                            {"T1 top_p 0.95", 1.0f, 0.95f, 0.0f, 0},
-                            {"T1 min_p 0.05", 1.0f, 1.0f, 0.05f, 0},
-                            {"T1 (all kept)", 1.0f, 1.0f, 0.0f, 0}};
-  for (int64_t rows : {1, 4}) {
+  const Config configs[] = {
+      {"greedy", 0.0f, 1.0f, 0.0f, 0, false, -1},
+      {"T0.7 top_k 50 top_p 0.9", 0.7f, 0.9f, 0.0f, 50, false, -1},
+      {"T1 top_p 0.95", 1.0f, 0.95f, 0.0f, 0, false, -1},
+      {"T1 min_p 0.05", 1.0f, 1.0f, 0.05f, 0, false, -1},
+      {"T1 (all kept)", 1.0f, 1.0f, 0.0f, 0, false, -1},
+      {"greedy + penalties, bias, mask", 0.0f, 1.0f, 0.0f, 0, true, -1},
+      {"T1 top_p 0.95 + penalties, bias, mask", 1.0f, 0.95f, 0.0f, 0, true, -1},
+      {"T1 top_p 0.95 + top_logprobs 20", 1.0f, 0.95f, 0.0f, 0, false, 20}};
+  constexpr int64_t kOut = 1 + kernels::kSampleTopLogprobs;
+  const int64_t maskWords = kernels::maskWords(vocab);
+  for (int64_t rows : {1, 4, 16}) {
     const size_t bytes = rows * vocab * 4;
     std::vector<cuda::DeviceMemory> logits;
     for (size_t c = 0; c < copiesFor(suite, bytes); ++c) {
@@ -254,25 +263,66 @@ Status addSampler(Suite &suite) {
       GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory l, suite.random(rows * vocab, false, 3.0f));
       logits.push_back(std::move(l));
     }
-    std::vector<int32_t> positions(rows);
+    std::vector<int32_t> positions(rows), slots(rows);
     std::iota(positions.begin(), positions.end(), 1000);
-    GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory dpos, suite.ctx().allocate(rows * 4));
-    GLM_RETURN_IF_ERROR(suite.ctx().upload(dpos.ptr(), positions.data(), rows * 4));
-    GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory dparams, suite.ctx().allocate(rows * 32));
-    GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory out, suite.ctx().allocate(rows * 4));
-    for (const Config &c : configs) {
-      std::vector<int32_t> words(rows * 8, 0);
-      for (int64_t b = 0; b < rows; ++b) {
-        words[b * 8 + 0] = std::bit_cast<int32_t>(c.temperature);
-        words[b * 8 + 1] = std::bit_cast<int32_t>(c.topP);
-        words[b * 8 + 2] = std::bit_cast<int32_t>(c.minP);
-        words[b * 8 + 3] = c.topK;
-        words[b * 8 + 4] = static_cast<int32_t>(12345 + b);
+    std::iota(slots.begin(), slots.end(), 0);
+    // Each sequence has seen 2000 tokens (a quarter of them in its prompt), may sample 7 tokens
+    // in 8, and biases 50.
+    std::vector<uint32_t> counts(rows * vocab, 0), mask(rows * maskWords, 0);
+    std::vector<int32_t> bias(rows * 2 * kernels::kSampleBiasEntries, 0);
+    for (int64_t b = 0; b < rows; ++b) {
+      for (int64_t k = 0; k < 2000; ++k) {
+        const int64_t id = (k * 7919 + b * 31) % vocab;
+        counts[b * vocab + id] = k < 500 ? kernels::kPromptSeenBit : 1u;
       }
-      GLM_RETURN_IF_ERROR(suite.ctx().upload(dparams.ptr(), words.data(), words.size() * 4));
+      for (int64_t i = 0; i < vocab; ++i) {
+        mask[b * maskWords + i / 32] |= i % 8 != 3 ? 1u << (i % 32) : 0u;
+      }
+      for (int64_t e = 0; e < 50; ++e) {
+        bias[b * 2 * kernels::kSampleBiasEntries + 2 * e] = static_cast<int32_t>(e * 3001);
+        bias[b * 2 * kernels::kSampleBiasEntries + 2 * e + 1] = std::bit_cast<int32_t>(-2.0f);
+      }
+    }
+    auto upload = [&](const auto &v) -> Expected<cuda::DeviceMemory> {
+      GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory d, suite.ctx().allocate(v.size() * 4));
+      GLM_RETURN_IF_ERROR(suite.ctx().upload(d.ptr(), v.data(), v.size() * 4));
+      return d;
+    };
+    GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory dpos, upload(positions));
+    GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory dslots, upload(slots));
+    GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory dcounts, upload(counts));
+    GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory dmask, upload(mask));
+    GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory dbias, upload(bias));
+    GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory dparams,
+                         suite.ctx().allocate(rows * sizeof(kernels::SampleWords)));
+    GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory processed, suite.ctx().allocate(bytes));
+    GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory ids, suite.ctx().allocate(rows * kOut * 4));
+    GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory logprobs, suite.ctx().allocate(rows * kOut * 4));
+    for (const Config &c : configs) {
+      std::vector<kernels::SampleWords> words(rows, kernels::SampleWords{});
+      for (int64_t b = 0; b < rows; ++b) {
+        kernels::SampleWords &w = words[b];
+        w.temperature = c.temperature;
+        w.topP = c.topP;
+        w.minP = c.minP;
+        w.topK = c.topK;
+        w.seedLo = static_cast<uint32_t>(12345 + b);
+        w.logprobs = c.logprobs;
+        if (c.processed) {
+          w.presence = 0.5f;
+          w.frequency = 0.3f;
+          w.repetition = 1.1f;
+          w.biasCount = 50;
+          w.hasMask = 1;
+        }
+      }
+      GLM_RETURN_IF_ERROR(suite.ctx().upload(dparams.ptr(), words.data(),
+                                             words.size() * sizeof(kernels::SampleWords)));
       kernels::StepContext ctx{};
       ctx.positions = reinterpret_cast<const int32_t *>(dpos.ptr());
+      ctx.slots = reinterpret_cast<const int32_t *>(dslots.ptr());
       ctx.rowsPerSequence = 1;
+      const kernels::LaunchDims dp = kernels::sampleProcessLaunch(rows, vocab);
       const kernels::LaunchDims d = kernels::sampleLaunch(rows);
       size_t next = 0;
       Row row;
@@ -281,19 +331,28 @@ Status addSampler(Suite &suite) {
       std::snprintf(shape, sizeof shape, "[%lldx%lld] f32", static_cast<long long>(rows),
                     static_cast<long long>(vocab));
       row.shape = shape;
-      row.bytes = static_cast<double>(bytes + rows * (32 + 4 + 4));
+      // The logits once; processed rows also read their counts and mask and write and read the
+      // processed row.
+      row.bytes = static_cast<double>(bytes + rows * (sizeof(kernels::SampleWords) + 8 * kOut)) +
+                  (c.processed ? static_cast<double>(bytes * 3 + rows * maskWords * 4) : 0.0);
       row.bound = "bw";
       GLM_RETURN_IF_ERROR(suite.time(
-          [&] {
-            const kernels::SampleGpuArgs args{
-                reinterpret_cast<const float *>(logits[next++ % logits.size()].ptr()),
-                reinterpret_cast<const int32_t *>(dparams.ptr()),
-                ctx,
-                reinterpret_cast<int32_t *>(out.ptr()),
-                rows,
-                vocab,
-                0};
-            return suite.ctx().launch(m->function(0), d.grid, d.block, d.sharedMemory, args);
+          [&]() -> Status {
+            kernels::SampleGpuArgs args{};
+            args.logits = reinterpret_cast<const float *>(logits[next++ % logits.size()].ptr());
+            args.ctx = ctx;
+            args.params = reinterpret_cast<const kernels::SampleWords *>(dparams.ptr());
+            args.bias = reinterpret_cast<const int32_t *>(dbias.ptr());
+            args.mask = reinterpret_cast<const uint32_t *>(dmask.ptr());
+            args.counts = reinterpret_cast<const uint32_t *>(dcounts.ptr());
+            args.processed = reinterpret_cast<float *>(processed.ptr());
+            args.ids = reinterpret_cast<int32_t *>(ids.ptr());
+            args.logprobs = reinterpret_cast<float *>(logprobs.ptr());
+            args.rows = rows;
+            args.vocab = vocab;
+            GLM_RETURN_IF_ERROR(
+                suite.ctx().launch(m->function(0), dp.grid, dp.block, dp.sharedMemory, args));
+            return suite.ctx().launch(m->function(1), d.grid, d.block, d.sharedMemory, args);
           },
           row));
       suite.add(row);

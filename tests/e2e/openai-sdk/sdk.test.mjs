@@ -1,7 +1,8 @@
-// glmc serve driven by the official OpenAI Node SDK: chat (plain, streamed, with tools),
-// completions, usage, API keys, errors (400, 401, 404, 413, 503), clients that leave, and eight
-// concurrent streams. Every response, chunk and error is also checked against OpenAI's published
-// schema. BUSY_URL is a server with one slot and a one-request waiting queue.
+// glmc serve driven by the official OpenAI Node SDK: chat (plain, streamed, with tools, with
+// logprobs, with n choices), completions, usage, API keys, errors (400, 401, 404, 413, 503),
+// clients that leave, and eight concurrent streams. Every response, chunk and error is also
+// checked against OpenAI's published schema. BUSY_URL is a server with one slot and a one-request
+// waiting queue.
 // Usage: node sdk.test.mjs BASE_URL MODEL OPENAPI_YAML API_KEY BUSY_URL
 import OpenAI from 'openai';
 import { loadSchemas } from './schema.mjs';
@@ -81,6 +82,91 @@ await test('completion', async () => {
   conform('CreateCompletionResponse', r);
   check(r.object === 'text_completion' && typeof r.choices[0].text === 'string', 'text completion');
   check(r.usage.completion_tokens <= 5, 'usage');
+});
+
+// Checks one token's logprobs (ChatCompletionTokenLogprob) at temperature 0 with `k` alternatives:
+// each logprob at most 0, the alternatives most likely first, and the sampled token, the greedy
+// one, the first of them with its own logprob.
+function checkTokenLogprob(t, k) {
+  check(typeof t.token === 'string' && Array.isArray(t.bytes), `token ${JSON.stringify(t)}`);
+  check(Number.isFinite(t.logprob) && t.logprob <= 0, `logprob ${t.logprob}`);
+  check(t.top_logprobs.length === k, `${t.top_logprobs.length} alternatives, asked for ${k}`);
+  t.top_logprobs.forEach((a, i) => {
+    check(typeof a.token === 'string' && Number.isFinite(a.logprob) && a.logprob <= 0,
+      `alternative ${JSON.stringify(a)}`);
+    check(i === 0 || a.logprob <= t.top_logprobs[i - 1].logprob, 'alternatives sorted, most likely first');
+  });
+  const first = t.top_logprobs[0];
+  check(first.token === t.token && JSON.stringify(first.bytes) === JSON.stringify(t.bytes) &&
+        Math.abs(first.logprob - t.logprob) < 1e-4,
+    `greedy token ${JSON.stringify(t.token)} ${t.logprob} is not the most likely ${JSON.stringify(first)}`);
+}
+
+await test('chat logprobs', async () => {
+  const ask = { model, messages: hello, max_tokens: 6, temperature: 0, logprobs: true, top_logprobs: 3 };
+  const r = await client.chat.completions.create(ask);
+  conform('CreateChatCompletionResponse', r);
+  const logprobs = r.choices[0].logprobs;
+  check(logprobs !== null && logprobs.refusal === null, `logprobs ${JSON.stringify(logprobs)}`);
+  // Every generated token has its entry, the reasoning's included.
+  check(logprobs.content.length === r.usage.completion_tokens,
+    `${logprobs.content.length} entries for ${r.usage.completion_tokens} tokens`);
+  logprobs.content.forEach((t) => checkTokenLogprob(t, 3));
+
+  // Streamed: the chunks carry the same entries between them.
+  const stream = await client.chat.completions.create({
+    ...ask, stream: true, stream_options: { include_usage: true },
+  });
+  const streamed = [];
+  let usage = null;
+  for await (const chunk of stream) {
+    conform('CreateChatCompletionStreamResponse', chunk);
+    if (chunk.usage) usage = chunk.usage;
+    for (const choice of chunk.choices) streamed.push(...(choice.logprobs?.content ?? []));
+  }
+  streamed.forEach((t) => checkTokenLogprob(t, 3));
+  // At temperature 0 both replies are the greedy one.
+  check(streamed.length === logprobs.content.length &&
+        streamed.every((t, i) => t.token === logprobs.content[i].token &&
+                                 Math.abs(t.logprob - logprobs.content[i].logprob) < 1e-4),
+    'streamed logprobs are the whole reply\'s');
+  check(usage && streamed.length === usage.completion_tokens, `${streamed.length} streamed entries`);
+
+  // Not asked for: null.
+  const plain = await client.chat.completions.create({ model, messages: hello, max_tokens: 2 });
+  check(plain.choices[0].logprobs === null, 'no logprobs unless asked');
+});
+
+await test('n = 2 gives two choices', async () => {
+  const ask = { model, messages: hello, max_tokens: 6, temperature: 1, seed: 7 };
+  const r = await client.chat.completions.create({ ...ask, n: 2 });
+  conform('CreateChatCompletionResponse', r);
+  check(r.choices.length === 2, `${r.choices.length} choices`);
+  check(r.choices[0].index === 0 && r.choices[1].index === 1, `indices ${r.choices.map((c) => c.index)}`);
+  for (const c of r.choices) {
+    check(c.message.role === 'assistant' && ['stop', 'length'].includes(c.finish_reason),
+      `choice ${JSON.stringify(c)}`);
+  }
+  check(r.usage.completion_tokens <= 12, `usage ${r.usage.completion_tokens} over both choices`);
+  // Choice i draws with the key seed + i: it is the one-choice reply with that seed.
+  const text = (c) => (c.message.reasoning_content ?? '') + '|' + (c.message.content ?? '');
+  for (const i of [0, 1]) {
+    const one = await client.chat.completions.create({ ...ask, seed: 7 + i });
+    check(text(one.choices[0]) === text(r.choices[i]),
+      `choice ${i} ${JSON.stringify(text(r.choices[i]))} != seed ${7 + i}'s ${JSON.stringify(text(one.choices[0]))}`);
+  }
+
+  // Streamed: one choice a chunk, each with its index, each choice finishing once.
+  const stream = await client.chat.completions.create({ ...ask, n: 2, stream: true });
+  const finishes = [0, 0];
+  for await (const chunk of stream) {
+    conform('CreateChatCompletionStreamResponse', chunk);
+    check(chunk.choices.length === 1, `${chunk.choices.length} choices in a chunk`);
+    const { index, finish_reason: finish } = chunk.choices[0];
+    check(index === 0 || index === 1, `index ${index}`);
+    if (finish) finishes[index]++;
+  }
+  check(finishes[0] === 1 && finishes[1] === 1, `finish chunks ${finishes}`);
 });
 
 await test('models', async () => {

@@ -65,6 +65,7 @@ func.func @moe(%x: tensor<2x8xf32> loc("x")) -> tensor<2x8xf32> {
 
 // CHECK: glm.state @conv : tensor<3x4xf32>
 // CHECK: glm.state @s : tensor<1x4x4xf32>
+// CHECK: glm.state @counts : tensor<12xf32>
 // CHECK-LABEL: func.func @kda
 // CHECK: %kda = glm.kda {{.*}} {head_dim = 4 : i64, lower_bound = -5.000000e+00 : f64, num_heads = 1 : i64} : (tensor<1x4xf32>, tensor<1x4xf32>, tensor<1x4xf32>, tensor<1x4xf32>, tensor<1x1xf32>) -> tensor<1x4xf32>
 // CHECK: %o.all_reduce = glm.all_reduce %o
@@ -80,14 +81,15 @@ glm.weight @o : tensor<8x8xbf16> {checkpoint = "o", format = #glm.format<bfloat1
 glm.weight @head : tensor<12x8xbf16> {checkpoint = "lm_head.weight", format = #glm.format<bfloat16>, shard = #glm.shard<column>}
 glm.state @conv : tensor<3x8xf32> {kind = #glm.state_kind<conv_window>}
 glm.state @s : tensor<2x4x4xf32> {kind = #glm.state_kind<kda_recurrent>}
-func.func @kda(%x: tensor<1x8xf32> loc("x")) -> tensor<1xi32> {
+glm.state @counts : tensor<12xf32> {kind = #glm.state_kind<token_counts>}
+func.func @kda(%x: tensor<1x8xf32> loc("x")) -> tensor<1x21xi32> {
   %q0 = glm.linear %x, @q : tensor<1x8xf32> -> tensor<1x8xf32> loc("q_proj")
   %q = glm.short_conv %q0, @conv_w, state @conv : tensor<1x8xf32> loc("q_conv")
   %b = glm.linear %x, @b : tensor<1x8xf32> -> tensor<1x2xf32> loc("b_proj")
   %k = glm.kda %q, %q, %q, %q, %b, @a_log, @dt, state @s {num_heads = 2 : i64, head_dim = 4 : i64, lower_bound = -5.0 : f64} : (tensor<1x8xf32>, tensor<1x8xf32>, tensor<1x8xf32>, tensor<1x8xf32>, tensor<1x2xf32>) -> tensor<1x8xf32> loc("kda")
   %o = glm.linear %k, @o : tensor<1x8xf32> -> tensor<1x8xf32> loc("o")
   %logits = glm.linear %o, @head : tensor<1x8xf32> -> tensor<1x12xf32> loc("logits")
-  %t = glm.sample %logits {greedy} : tensor<1x12xf32> -> tensor<1xi32> loc("sample")
-  return %t : tensor<1xi32>
+  %t, %lp = glm.sample %logits, counts @counts {greedy} : tensor<1x12xf32> -> tensor<1x21xi32>, tensor<1x21xf32> loc("sample")
+  return %t : tensor<1x21xi32>
 }
 

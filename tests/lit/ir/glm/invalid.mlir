@@ -84,3 +84,30 @@ func.func @last_rows(%x: tensor<6x8xf32>) -> tensor<4x8xf32> {
   %y = glm.last_rows %x : tensor<6x8xf32> -> tensor<4x8xf32>
   return %y : tensor<4x8xf32>
 }
+
+// -----
+
+glm.state @counts : tensor<12xf32> {kind = #glm.state_kind<token_counts>}
+func.func @sample_counts_of_another_vocabulary(%l: tensor<2x16xf32>) {
+  // expected-error @+1 {{'glm.sample' op state @counts must count the 16 tokens of the logits, not [12]}}
+  %t, %p = glm.sample %l, counts @counts : tensor<2x16xf32> -> tensor<2x21xi32>, tensor<2x21xf32>
+  return
+}
+
+// -----
+
+glm.state @counts : tensor<16xf32> {kind = #glm.state_kind<token_counts>}
+func.func @sample_without_the_alternatives(%l: tensor<2x16xf32>) {
+  // expected-error @+1 {{'glm.sample' op takes [N, V] logits to ids and logprobs of [N, 21], not [2, 16] to [2, 1] and [2, 1]}}
+  %t, %p = glm.sample %l, counts @counts : tensor<2x16xf32> -> tensor<2x1xi32>, tensor<2x1xf32>
+  return
+}
+
+// -----
+
+glm.state @s : tensor<16xf32> {kind = #glm.state_kind<kda_recurrent>}
+func.func @count_tokens_into_a_recurrent_state(%ids: tensor<3xi32>) {
+  // expected-error @+1 {{state @s is kda_recurrent, expected token_counts}}
+  glm.count_tokens %ids, counts @s : tensor<3xi32>
+  return
+}

@@ -28,9 +28,12 @@ glm.state @conv_state : tensor<3x8xf32> {kind = #glm.state_kind<conv_window>}
 glm.state @kda_state : tensor<2x4x4xf32> {kind = #glm.state_kind<kda_recurrent>}
 glm.state @index_state : tensor<4xf32> {kind = #glm.state_kind<index_keys>}
 glm.state @latent_state : tensor<4xf32> {kind = #glm.state_kind<mla_latent>}
+glm.state @counts : tensor<16xf32> {kind = #glm.state_kind<token_counts>}
 
 // CHECK-LABEL: func.func @layer
-func.func @layer(%ids: tensor<3xi32>) -> (tensor<3x2x8xf32>, tensor<3xi32>) {
+func.func @layer(%ids: tensor<3xi32>) -> (tensor<3x2x8xf32>, tensor<3x21xi32>) {
+  // CHECK: glm.count_tokens %{{.*}}, counts @counts
+  glm.count_tokens %ids, counts @counts : tensor<3xi32>
   // CHECK: glm.embedding %{{.*}}, @emb
   %e = glm.embedding %ids, @emb : tensor<3xi32> -> tensor<3x8xf32>
   // CHECK: glm.expand_streams
@@ -73,9 +76,9 @@ func.func @layer(%ids: tensor<3xi32>) -> (tensor<3x2x8xf32>, tensor<3xi32>) {
   %red = glm.all_reduce %sum {world = 2 : i64} : tensor<3x8xf32>
   // CHECK: glm.all_gather
   %gath = glm.all_gather %red {axis = 1 : i64, world = 2 : i64} : tensor<3x8xf32> -> tensor<3x16xf32>
-  // CHECK: glm.sample
-  %tok = glm.sample %gath {greedy} : tensor<3x16xf32> -> tensor<3xi32>
+  // CHECK: glm.sample {{.*}} counts @counts
+  %tok, %lp = glm.sample %gath, counts @counts {greedy} : tensor<3x16xf32> -> tensor<3x21xi32>, tensor<3x21xf32>
   // CHECK: glm.last_rows {{.*}} : tensor<3x8xf32> -> tensor<1x8xf32>
   %last = glm.last_rows %sum : tensor<3x8xf32> -> tensor<1x8xf32>
-  return %r, %tok : tensor<3x2x8xf32>, tensor<3xi32>
+  return %r, %tok : tensor<3x2x8xf32>, tensor<3x21xi32>
 }
