@@ -1,6 +1,8 @@
 // Request preparation: typed request, then prompt token ids, then the engine's sequence request.
 #include "server/http/PreparedRequest.h"
 
+#include "base/Hash.h"
+
 #include <cstdio>
 #include <mutex>
 #include <optional>
@@ -147,14 +149,7 @@ std::variant<PreparedRequest, ApiError> prepare(std::variant<Request, ApiError> 
 
 } // namespace
 
-uint64_t requestSeed(std::string_view requestId) {
-  // FNV-1a: the 64-bit offset basis, then per byte xor and multiply by the 64-bit prime.
-  uint64_t hash = 0xcbf29ce484222325ull;
-  for (char c : requestId) {
-    hash = (hash ^ static_cast<uint8_t>(c)) * 0x100000001b3ull;
-  }
-  return hash;
-}
+uint64_t requestSeed(std::string_view requestId) { return Fnv1a64().add(requestId).value(); }
 
 std::variant<PreparedRequest, ApiError> prepareRequest(Endpoint endpoint, std::string_view body,
                                                        const ServedModel &model,

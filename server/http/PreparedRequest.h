@@ -33,7 +33,7 @@ struct PreparedRequest {
   ReplyOptions reply;
 };
 
-/// The sampling key of a request that gives no seed: FNV-1a (64-bit) of its response id. Every
+/// The sampling key of a request that gives no seed: base/Hash.h's FNV-1a of its response id. Every
 /// request has a key, and one without a seed can still be replayed from its id alone: sent again
 /// with seed = requestSeed(id), it draws the same tokens.
 uint64_t requestSeed(std::string_view requestId);
