@@ -130,13 +130,16 @@ Expected<CpuEngine::RunOutput> CpuEngine::run(const plan::Program &program,
                                               const std::vector<RowGroup> &groups, LogitsBack back,
                                               RunSampling sampling) {
   const int64_t rows = static_cast<int64_t>(tokens.size());
-  // Programs share the io arena, so every slot is rewritten before each run.
+  // Programs share the io arena, so every slot is rewritten before each run (the bias and mask
+  // ones when some sequence has them: the sampler reads them only then).
   const SamplingWords words = samplingWords(sampling.rows, program.batch());
   for (const plan::IoSlot *io : *program.io()) {
     uint8_t *at = address(*io->tensor()->slice());
     const size_t bytes = io->tensor()->slice()->size();
     auto write = [&](const void *data, size_t size) {
-      std::memcpy(at, data, std::min(bytes, size));
+      if (size > 0) {
+        std::memcpy(at, data, std::min(bytes, size));
+      }
     };
     switch (io->kind()) {
     case plan::IoKind::TokenIds:

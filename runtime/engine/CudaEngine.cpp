@@ -428,10 +428,10 @@ Expected<CudaEngine::RunOutput> CudaEngine::runOnDevice(Program &program,
   const SamplingWords words = samplingWords(sampling.rows, program.plan->batch());
   GLM_RETURN_IF_ERROR(upload(program.sampling, words.params.data(),
                              words.params.size() * sizeof(kernels::SampleWords)));
-  if (words.anyBias) {
+  if (!words.bias.empty()) {
     GLM_RETURN_IF_ERROR(upload(program.bias, words.bias.data(), words.bias.size() * 4));
   }
-  if (words.anyMask) {
+  if (!words.mask.empty()) {
     GLM_RETURN_IF_ERROR(upload(program.mask, words.mask.data(), words.mask.size() * 4));
   }
   GLM_RETURN_IF_ERROR(execute(program));

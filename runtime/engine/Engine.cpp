@@ -264,9 +264,7 @@ Engine::SamplingWords Engine::samplingWords(std::span<const RowSampling> rows, s
                 "the API's limits are the sampler's");
   SamplingWords w;
   w.params.assign(batch, kernels::SampleWords{});
-  w.bias.assign(batch * 2 * kernels::kSampleBiasEntries, 0);
   const size_t words = static_cast<size_t>(kernels::maskWords(vocab_));
-  w.mask.assign(batch * words, 0);
   for (size_t b = 0; b < rows.size() && b < batch; ++b) {
     const SamplingParams &p = *rows[b].params;
     kernels::SampleWords &k = w.params[b];
@@ -281,20 +279,29 @@ Engine::SamplingWords Engine::samplingWords(std::span<const RowSampling> rows, s
     k.repetition = p.repetitionPenalty;
     k.promptTokens = static_cast<int32_t>(rows[b].promptTokens);
     k.logprobs = p.logprobs;
-    // Sorted by id: the kernel's blocks find their slice's entries in order.
-    std::vector<std::pair<int32_t, float>> bias = p.logitBias;
-    std::sort(bias.begin(), bias.end());
-    k.biasCount = static_cast<int32_t>(bias.size());
-    for (size_t e = 0; e < bias.size(); ++e) {
-      int32_t *entry = &w.bias[b * 2 * kernels::kSampleBiasEntries + 2 * e];
-      entry[0] = bias[e].first;
-      std::memcpy(&entry[1], &bias[e].second, sizeof(float));
+    // The bias and mask slots are filled only when a sequence has them (a decode step of 64
+    // sequences would otherwise build 1.4 MB of zeros); the sampler reads a sequence's rows of
+    // them only when its words say so.
+    if (!p.logitBias.empty()) {
+      if (w.bias.empty()) {
+        w.bias.assign(batch * 2 * kernels::kSampleBiasEntries, 0);
+      }
+      // Sorted by id: the kernel's blocks find their slice's entries in order.
+      std::vector<std::pair<int32_t, float>> bias = p.logitBias;
+      std::sort(bias.begin(), bias.end());
+      k.biasCount = static_cast<int32_t>(bias.size());
+      for (size_t e = 0; e < bias.size(); ++e) {
+        int32_t *entry = &w.bias[b * 2 * kernels::kSampleBiasEntries + 2 * e];
+        entry[0] = bias[e].first;
+        std::memcpy(&entry[1], &bias[e].second, sizeof(float));
+      }
     }
-    w.anyBias = w.anyBias || !bias.empty();
-    k.hasMask = p.allowedTokens.empty() ? 0 : 1;
     if (!p.allowedTokens.empty()) {
+      if (w.mask.empty()) {
+        w.mask.assign(batch * words, 0);
+      }
+      k.hasMask = 1;
       std::copy(p.allowedTokens.begin(), p.allowedTokens.end(), w.mask.begin() + b * words);
-      w.anyMask = true;
     }
   }
   return w;

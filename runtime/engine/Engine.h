@@ -163,12 +163,12 @@ protected:
   Status checkDecode(std::span<const int> slots, std::span<const int32_t> tokens) const;
   Status checkTokens(std::span<const int32_t> tokens) const;
   /// The sampler's io slots for a run's groups, as the backends write them: [batch] SampleWords,
-  /// [batch, 2 · 300] logit_bias words (sorted by id), [batch, ⌈vocab / 32⌉] token_mask words.
+  /// [batch, 2 · 300] logit_bias words (sorted by id), [batch, ⌈vocab / 32⌉] token_mask words;
+  /// the last two empty when no sequence has a bias or a mask (nothing then reads them).
   struct SamplingWords {
     std::vector<kernels::SampleWords> params;
     std::vector<int32_t> bias;
     std::vector<uint32_t> mask;
-    bool anyBias = false, anyMask = false;
   };
   SamplingWords samplingWords(std::span<const RowSampling> rows, size_t batch) const;
   /// The token a run sampled for a row, from its rows of the SampledIds and SampledLogprobs slots
