@@ -16,6 +16,27 @@
 
 namespace glm::runtime {
 
+namespace {
+
+/// `sampling` with the end-of-sequence tokens biased to -inf (min_tokens, as vLLM has it: none
+/// before it, whatever their bias), through the same logit_bias the request may set.
+SamplingParams withEndTokensBanned(const SamplingParams &sampling,
+                                   const std::vector<int32_t> &eosIds) {
+  SamplingParams banned = sampling;
+  for (int32_t id : eosIds) {
+    auto at = std::find_if(banned.logitBias.begin(), banned.logitBias.end(),
+                           [&](const auto &e) { return e.first == id; });
+    if (at != banned.logitBias.end()) {
+      at->second = -INFINITY;
+    } else {
+      banned.logitBias.emplace_back(id, -INFINITY);
+    }
+  }
+  return banned;
+}
+
+} // namespace
+
 /// What the choices of one request share.
 struct Scheduler::Request {
   SequenceRequest request;
@@ -26,7 +47,7 @@ struct Scheduler::Active {
   std::shared_ptr<Request> shared;
   int choice = 0;
   SamplingParams sampling;     // the request's, keyed seed + choice
-  SamplingParams banned;       // the same with end-of-sequence tokens banned (before min_tokens)
+  SamplingParams banned;       // the same with end-of-sequence tokens banned, with min_tokens
   int slot = -1;               // -1 while preempted, or while waiting for its fork
   bool awaitingFork = false;   // a choice > 0 whose prompt choice 0 is prefilling
   std::vector<int32_t> tokens; // the prompt, then every token delivered
@@ -75,6 +96,12 @@ Status Scheduler::submit(SequenceRequest request, std::shared_ptr<TokenSink> sin
                            " sequences at once");
   }
   GLM_RETURN_IF_ERROR(engine_->checkSampling(request.sampling));
+  if (request.minTokens > 0) {
+    // The ban rides on the bias entries: refused here when they do not fit, never dropped.
+    GLM_RETURN_IF_ERROR(
+        engine_->checkSampling(withEndTokensBanned(request.sampling, request.eosIds))
+            .withContext("min_tokens bans the end-of-sequence tokens through logit_bias"));
+  }
   std::lock_guard<std::mutex> lock(mutex_);
   if (stopping_) {
     return Status(StatusCode::Unavailable, "the server is shutting down");
@@ -257,18 +284,8 @@ void Scheduler::step(std::vector<std::unique_ptr<Active>> &running) {
       a->choice = choice;
       a->sampling = r.sampling;
       a->sampling.seed = r.sampling.seed + static_cast<uint64_t>(choice);
-      a->banned = a->sampling;
-      for (int32_t id : r.eosIds) {
-        // min_tokens (vLLM): no end-of-sequence token before it, whatever its bias.
-        auto &bias = a->banned.logitBias;
-        auto at =
-            std::find_if(bias.begin(), bias.end(), [&](const auto &e) { return e.first == id; });
-        if (at != bias.end()) {
-          at->second = -INFINITY;
-        } else if (id >= 0 && id < engine_->vocabSize() &&
-                   bias.size() < static_cast<size_t>(kMaxLogitBias)) {
-          bias.emplace_back(id, -INFINITY);
-        }
+      if (r.minTokens > 0) {
+        a->banned = withEndTokensBanned(a->sampling, r.eosIds);
       }
       a->tokens = r.prompt;
       a->promptTokens = static_cast<int64_t>(r.prompt.size());

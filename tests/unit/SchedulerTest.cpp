@@ -345,6 +345,22 @@ TEST(Scheduler, SamplingThePlanCannotApplyIsRefusedAtSubmit) {
   const Status s = scheduler.submit(request, std::make_shared<RecordingSink>(false));
   EXPECT_EQ(s.code(), StatusCode::InvalidArgument);
   EXPECT_NE(s.message().find("logit_bias"), std::string::npos) << s.message();
+  // min_tokens bans the end tokens through the same bias entries: with all 300 taken, the ban
+  // cannot fit, and the request is refused rather than run without it.
+  request.sampling.logitBias.clear();
+  for (int32_t id = 0; id < kMaxLogitBias; ++id) {
+    request.sampling.logitBias.emplace_back(100 + id, 1.0f);
+  }
+  request.minTokens = 4;
+  request.eosIds = {5};
+  const Status full = scheduler.submit(request, std::make_shared<RecordingSink>(false));
+  EXPECT_EQ(full.code(), StatusCode::InvalidArgument);
+  EXPECT_NE(full.message().find("min_tokens"), std::string::npos) << full.message();
+  request.eosIds = {100}; // already biased: the ban replaces its entry, which fits
+  auto sink = std::make_shared<RecordingSink>(false);
+  request.maxTokens = 2;
+  ASSERT_TRUE(scheduler.submit(request, sink).ok());
+  EXPECT_EQ(sink->wait().first, FinishReason::Length);
 }
 
 } // namespace
