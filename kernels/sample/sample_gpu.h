@@ -36,7 +36,6 @@ struct SampleGpuArgs {
   float *processed;       // workspace: [rows, vocab]
   int32_t *ids;           // [rows, 1 + kSampleTopLogprobs]
   float *logprobs;        // [rows, 1 + kSampleTopLogprobs]
-  int64_t rows;
   int64_t vocab;
   int32_t greedy; // the op's `greedy` attribute: argmax for every row
 };

@@ -22,7 +22,6 @@ Expected<GpuStep> sampleGpu(const OpStep &step) {
   p.bind(p.args.processed, ArgSource::Workspace, 0, "processed");
   p.bind(p.args.ids, ArgSource::Result, 0, "ids");
   p.bind(p.args.logprobs, ArgSource::Result, 1, "logprobs");
-  p.set(p.args.rows, step.rows(), "rows");
   p.set(p.args.vocab, vocab, "vocab");
   p.set(p.args.greedy, step.intParam("greedy") ? 1 : 0, "greedy");
   GpuStep gpu{{p.launch("kernels/sample/sample.cuh", "glm::kernels::sampleProcessKernel",

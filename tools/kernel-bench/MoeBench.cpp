@@ -348,7 +348,6 @@ Status addSampler(Suite &suite) {
             args.processed = reinterpret_cast<float *>(processed.ptr());
             args.ids = reinterpret_cast<int32_t *>(ids.ptr());
             args.logprobs = reinterpret_cast<float *>(logprobs.ptr());
-            args.rows = rows;
             args.vocab = vocab;
             GLM_RETURN_IF_ERROR(
                 suite.ctx().launch(m->function(0), dp.grid, dp.block, dp.sharedMemory, args));

@@ -126,7 +126,6 @@ protected:
     args.processed = reinterpret_cast<float *>(processed.ptr());
     args.ids = reinterpret_cast<int32_t *>(dids.ptr());
     args.logprobs = reinterpret_cast<float *>(dlogprobs.ptr());
-    args.rows = rows;
     args.vocab = step.vocab;
     args.greedy = step.greedy ? 1 : 0;
     GLM_ASSERT_OK(
