@@ -308,7 +308,9 @@ TEST_F(CudaEngineTiny, SampledTokensEqualTheCpuBackendsForTheSameKeys) {
     for (size_t k = 0; k < cpu->size(); ++k) {
       const runtime::SampledToken &c = (*cpu)[k], &g = (*gpu)[k];
       EXPECT_EQ(g.id, c.id) << "mix " << m << " token " << k;
-      EXPECT_NEAR(g.logprob, c.logprob, 1e-4) << "mix " << m << " token " << k;
+      // The f32 plans' logits differ between the backends by their kernels' sums (held to
+      // kTolerance relative above); a logprob moves by as much, the token not.
+      EXPECT_NEAR(g.logprob, c.logprob, kTolerance) << "mix " << m << " token " << k;
       ASSERT_EQ(g.top.size(), c.top.size()) << "mix " << m << " token " << k;
       for (size_t j = 0; j < c.top.size(); ++j) {
         EXPECT_EQ(g.top[j].id, c.top[j].id) << "mix " << m << " token " << k << " top " << j;

@@ -323,6 +323,8 @@ TEST(Scheduler, NChoicesForkOnePromptAndEachEqualsTheReplyWithItsOwnKey) {
     EXPECT_EQ(choices->received(c), sink->received()) << "choice " << c;
     ASSERT_EQ(choices->sampled(c).size(), sink->sampled().size());
     for (size_t k = 0; k < sink->sampled().size(); ++k) {
+      // A choice's first token comes from the decode program, the lone reply's from the prefill
+      // program's last row: the same token, logits that may differ in their last bits.
       EXPECT_NEAR(choices->sampled(c)[k].logprob, sink->sampled()[k].logprob, 1e-5)
           << "choice " << c << " token " << k;
     }
