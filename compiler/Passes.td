@@ -34,6 +34,34 @@ def GlmPartitionTpPass : Pass<"glm-partition-tp", "mlir::ModuleOp"> {
   let dependentDialects = ["::glm::ir::GlmDialect"];
 }
 
+def GlmChooseDenseFormatsPass : Pass<"glm-choose-dense-formats", "mlir::ModuleOp"> {
+  let summary = "chooses how the weights arena holds each dense linear weight: q4, fp8 or as stored";
+  let description = [{
+    Sets `encoding` on each glm.weight the loader quantizes from a bf16, f16
+    or f32 checkpoint (kernels/common/DenseFormats.h). The rule, applied to
+    per-rank shapes (so it runs after partitioning):
+
+    - only weights read by nothing but glm.linear are quantized: the
+      embedding is gathered a row at a time, the router's scores pick
+      experts, norms, mHC and the MLA's kv_b (read inside attention) stay as
+      stored;
+    - the head (the linear whose result, gathered or not, is sampled or
+      returned) takes `head`; every other linear `dense`;
+    - q4 needs the rank's input features to be a multiple of the 64-feature
+      group, fp8 a split dimension whose rank slice is a multiple of the
+      128-feature block (so every rank holds whole groups or blocks, and a
+      TP plan's weights equal a TP 1 plan's). A weight that cannot stays as
+      stored.
+
+    Weights stored as fp8 or EXL3 in the checkpoint are left alone.
+  }];
+  let options = [
+    Option<"dense", "dense", "std::string", /*default=*/"\"bf16\"", "bf16 (as stored), q4 or fp8: every linear but the head">,
+    Option<"head", "head", "std::string", /*default=*/"\"bf16\"", "bf16 (as stored), q4 or fp8: the head">,
+  ];
+  let dependentDialects = ["::glm::ir::GlmDialect"];
+}
+
 def GlmFuseExl3MoePass : Pass<"glm-fuse-exl3-moe", "mlir::ModuleOp"> {
   let summary = "marks MoE expert steps whose experts are EXL3 for the fused EXL3 MoE kernel";
   let description = [{

@@ -17,7 +17,7 @@ LAYERS = {
     "runtime/schema": ["base"],
     "runtime/api": ["base"],
     "runtime/cuda": ["base"],
-    "runtime/plan": ["base", "runtime/schema"],
+    "runtime/plan": ["base", "kernels", "runtime/schema"],  # kernels: the DenseFormats.h sizes
     "runtime/weights": ["base", "kernels", "runtime/schema"],
     "runtime/comm": ["base", "kernels", "runtime/cuda"],
     "runtime/engine": ["base", "kernels", "runtime/schema", "runtime/api", "runtime/cuda",

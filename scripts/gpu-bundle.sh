@@ -31,20 +31,29 @@ ninja -C build-runtime glmc
 cp build-runtime/bin/glmc "$out/glmc"
 
 # The plans tests/gpu/CudaEngineTest.cpp compiles, under the names it reads from GLM_TEST_PLANS.
-common=(--tp 1 --max-seqs 2 --max-context 2048 --decode 1x1,2x1 --prefill-logits all)
+# Weights as stored (a GPU bf16 plan's default quantizes them); the quantized plans follow.
+common=(--tp 1 --max-seqs 2 --max-context 2048 --decode 1x1,2x1 --prefill-logits all --dense bf16 --head bf16)
 build/bin/glmc compile "$fixture" -o "$out/plans/cpu_f32.glmp" "${common[@]}" --target cpu --precision f32 --prefill 1152
 build/bin/glmc compile "$fixture" -o "$out/plans/gpu_f32.glmp" "${common[@]}" --target "$arch" --precision f32 --prefill 1152
 build/bin/glmc compile "$fixture" -o "$out/plans/gpu_f32_prefill64.glmp" "${common[@]}" --target "$arch" --precision f32 --prefill 64
 build/bin/glmc compile "$fixture" -o "$out/plans/gpu_bf16.glmp" "${common[@]}" --target "$arch" --precision bf16 --prefill 1152
 # What glmc serve runs: each prefill chunk's last row alone (--prefill-logits last, the default).
-serving=(--tp 1 --max-seqs 2 --max-context 2048 --decode 1x1,2x1 --prefill 64 --target "$arch")
+serving=(--tp 1 --max-seqs 2 --max-context 2048 --decode 1x1,2x1 --prefill 64 --target "$arch" --dense bf16 --head bf16)
 build/bin/glmc compile "$fixture" -o "$out/plans/gpu_f32_serving.glmp" "${serving[@]}" --precision f32
 build/bin/glmc compile "$fixture" -o "$out/plans/gpu_bf16_serving.glmp" "${serving[@]}" --precision bf16
 # The tensor-parallel plans tests/gpu/CudaEngineTpTest.cpp reads (every rank a thread on one GPU).
-tp=(--max-seqs 2 --max-context 2048 --decode 1x1,2x1 --prefill 1152 --prefill-logits all --target "$arch")
+tp=(--max-seqs 2 --max-context 2048 --decode 1x1,2x1 --prefill 1152 --prefill-logits all --target "$arch" --dense bf16 --head bf16)
 build/bin/glmc compile "$fixture" -o "$out/plans/gpu_f32_tp2.glmp" "${tp[@]}" --tp 2 --precision f32
 build/bin/glmc compile "$fixture" -o "$out/plans/gpu_f32_tp4.glmp" "${tp[@]}" --tp 4 --precision f32
 build/bin/glmc compile "$fixture" -o "$out/plans/gpu_bf16_tp2.glmp" "${tp[@]}" --tp 2 --precision bf16
+# The quantized plans and the FP8 checkpoint of tests/gpu/CudaEngineTest.cpp's CudaEngineQuantized.
+quant=(--tp 1 --max-seqs 2 --max-context 2048 --decode 1x1,2x1 --prefill 1152 --prefill-logits all)
+build/bin/glmc compile "$fixture" -o "$out/plans/cpu_f32_q4.glmp" "${quant[@]}" --target cpu --precision f32 --dense q4 --head fp8
+build/bin/glmc compile "$fixture" -o "$out/plans/gpu_f32_q4.glmp" "${quant[@]}" --target "$arch" --precision f32 --dense q4 --head fp8
+build/bin/glmc compile "$fixture" -o "$out/plans/gpu_bf16_q4.glmp" "${quant[@]}" --target "$arch" --precision bf16 --dense q4 --head fp8
+build/bin/glmc synth --preset tiny --dense fp8 -o "$out/fixtures/glm53-tiny-fp8" > /dev/null 2>&1
+build/bin/glmc compile "$out/fixtures/glm53-tiny-fp8" -o "$out/plans/cpu_f32_fp8ck.glmp" "${quant[@]}" --target cpu --precision f32
+build/bin/glmc compile "$out/fixtures/glm53-tiny-fp8" -o "$out/plans/gpu_f32_fp8ck.glmp" "${quant[@]}" --target "$arch" --precision f32
 # A plan for `glmc bench`: the default programs (decode 1 and 4 sequences, 512-row prefill).
 build/bin/glmc compile "$fixture" -o "$out/plans/bench_bf16.glmp" --target "$arch" --tp 1 --max-seqs 4 --max-context 8192
 

@@ -18,6 +18,7 @@
 #include "compiler/target/Target.h"
 
 #include "ir/glm/GlmOps.h"
+#include "kernels/common/DenseFormats.h"
 #include "kernels/sample/sample_params.h"
 #include "runtime/weights/Exl3Tensors.h"
 
@@ -119,18 +120,21 @@ private:
   /// Bytes of one rank's slice in its storage format.
   uint64_t storedBytes(WeightOp w, ArrayRef<int64_t> shape) {
     const uint64_t n = numel(shape);
+    if (w.arenaEncoding() != DenseEncoding::Plain) {
+      // kernels/common/DenseFormats.h: M matrices [R, C], the experts (if stacked) first.
+      const int64_t rows = shape[shape.size() - 2], cols = shape.back();
+      const int64_t matrices = static_cast<int64_t>(n / static_cast<uint64_t>(rows * cols));
+      return static_cast<uint64_t>(w.arenaEncoding() == DenseEncoding::Q4
+                                       ? glm::kernels::q4Bytes(matrices, rows, cols)
+                                       : glm::kernels::fp8Bytes(matrices, rows, cols));
+    }
     switch (w.getFormat()) {
     case WeightFormat::F32:
       return 4 * n;
     case WeightFormat::BF16:
     case WeightFormat::F16:
       return 2 * n;
-    case WeightFormat::FP8: {
-      // e4m3 values plus an f32 inverse scale per 128x128 block (of each stacked matrix).
-      const int64_t rows = shape[shape.size() - 2], cols = shape.back();
-      const uint64_t matrices = n / static_cast<uint64_t>(rows * cols);
-      return n + matrices * 4 * static_cast<uint64_t>(((rows + 127) / 128) * ((cols + 127) / 128));
-    }
+    case WeightFormat::FP8: // arenaEncoding() is Fp8, sized above
     case WeightFormat::EXL3: {
       // The runtime's EXL3 slice layout: per matrix a trellis of K bits per weight over both
       // dimensions padded to 128, suh and svh (an f16 per padded channel) and 8 bytes of K and
@@ -160,15 +164,45 @@ private:
         }
       }
     }
+    // Q4 and fp8 must hold whole groups and blocks per rank (glm-choose-dense-formats only
+    // chooses shapes that do; an fp8 checkpoint's weight is checked here, and may also split a
+    // block into whole parts: each rank's part then lies in one block and keeps its scale).
+    const DenseEncoding encoding = w.arenaEncoding();
+    if (encoding != DenseEncoding::Plain) {
+      ArrayRef<int64_t> shape = local.getShape();
+      if (shape.size() < 2) {
+        return w.emitError() << "weight " << w.getSymName() << ": "
+                             << stringifyDenseEncoding(encoding) << " needs a matrix";
+      }
+      for (size_t d = shape.size() - 2; d < shape.size(); ++d) {
+        const bool q4 = encoding == DenseEncoding::Q4;
+        const bool asStored = w.getFormat() == WeightFormat::FP8;
+        const bool cut = q4 ? d + 1 == shape.size() && shape[d] % glm::kernels::kQ4Group != 0
+                            : shape[d] != global[d] && shape[d] % glm::kernels::kFp8Block != 0 &&
+                                  !(asStored && glm::kernels::kFp8Block % shape[d] == 0);
+        if (cut) {
+          return w.emitError() << "weight " << w.getSymName() << ": a rank holds " << shape[d]
+                               << " of " << global[d] << " features, which cuts its "
+                               << (q4 ? "64-feature q4 groups" : "128 x 128 fp8 blocks");
+        }
+      }
+    }
+    Type element = local.getElementType();
+    if (encoding == DenseEncoding::Q4) {
+      element = IntegerType::get(b_.getContext(), 8, IntegerType::Unsigned);
+    } else if (encoding == DenseEncoding::Fp8) {
+      element = Float8E4M3FNType::get(b_.getContext());
+    }
     OpBuilder::InsertionGuard guard(b_);
     b_.setInsertionPoint(w);
     planir::WeightOp::create(
         b_, w.getLoc(), w.getSymNameAttr(), w.getCheckpointAttr(),
         b_.getI64IntegerAttr(w.isPerExpert() ? global[0] : 0),
-        b_.getStringAttr(stringifyWeightFormat(w.getFormat())), b_.getDenseI64ArrayAttr(global),
+        b_.getStringAttr(stringifyWeightFormat(w.getFormat())),
+        b_.getStringAttr(stringifyDenseEncoding(encoding)), b_.getDenseI64ArrayAttr(global),
         b_.getStringAttr(stringifyShardKind(w.getShard().getKind())),
         b_.getI64IntegerAttr(w.getShard().getDim()), b_.getDenseI64ArrayAttr(local.getShape()),
-        TypeAttr::get(local.getElementType()),
+        TypeAttr::get(element),
         b_.getI64IntegerAttr(static_cast<int64_t>(storedBytes(w, local.getShape()))), nullptr);
     return success();
   }

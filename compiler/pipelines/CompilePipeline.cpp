@@ -50,6 +50,12 @@ Expected<bool> parsePrefillLogits(const std::string &text) {
   return invalidArgument("--prefill-logits is last or all, got '", text, "'");
 }
 
+std::pair<std::string, std::string> denseDefaults(const CompileOptions &options) {
+  const bool deployment = options.target != "cpu" && options.precision == "bf16";
+  return {options.dense.empty() ? (deployment ? "q4" : "bf16") : options.dense,
+          options.head.empty() ? (deployment ? "fp8" : "bf16") : options.head};
+}
+
 void addFusionPasses(mlir::OpPassManager &pm) {
   pm.addPass(createGlmFuseExl3MoePass());
   pm.addPass(createGlmFuseSparseMlaPass());
@@ -59,6 +65,9 @@ void addFusionPasses(mlir::OpPassManager &pm) {
 void buildCompilePipeline(mlir::OpPassManager &pm, const CompileOptions &options) {
   // Per-rank shapes and the collectives between ranks.
   pm.addPass(createGlmPartitionTpPass({options.tp}));
+  // How the weights arena holds each dense linear, from the rank's shapes.
+  const auto [dense, head] = denseDefaults(options);
+  pm.addPass(createGlmChooseDenseFormatsPass({dense, head}));
   // Fusion decisions, recorded on the ops for kernel selection (the math is unchanged).
   addFusionPasses(pm);
   // Steps with a buffer per value, the target's kernels, bytes and FLOPs.

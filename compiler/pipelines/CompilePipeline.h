@@ -22,6 +22,10 @@ struct CompileOptions {
   int64_t maxContext = 131072;
   std::string kv = "bf16";
   int64_t exl3Bits = 4;
+  /// How the weights arena holds the dense linears and the head (glm-choose-dense-formats): bf16
+  /// (as stored), q4 or fp8; empty takes denseDefaults.
+  std::string dense;
+  std::string head;
   /// Prefill programs compute the head on each sequence's last row only (what serving reads);
   /// false gives every row's logits (--prefill-logits all: --dump-logits, the golden tests).
   bool prefillLastRowLogits = true;
@@ -38,6 +42,11 @@ std::vector<glm53::ProgramShape> defaultPrograms(const CompileOptions &options);
 /// The programs a plan compiles: `options.programs`, the defaults of the kinds it does not give,
 /// and each prefill program's logits rows as `options` says.
 std::vector<glm53::ProgramShape> planPrograms(const CompileOptions &options);
+
+/// The dense formats a plan takes when not told: a GPU plan in bf16 (the deployment) reads q4
+/// linears and an fp8 head, docs/quantization.md says why; CPU and f32 plans, the references,
+/// hold weights as stored. Returns {dense, head}, each as given when given.
+std::pair<std::string, std::string> denseDefaults(const CompileOptions &options);
 
 /// The fusion passes, in pipeline order (after partitioning): `glmc dump-ir --stage fused`.
 void addFusionPasses(mlir::OpPassManager &pm);

@@ -38,7 +38,20 @@ Expected<plan::ElementType> elementOf(Type t) {
   if (t.isInteger(64)) {
     return plan::ElementType::I64;
   }
+  if (t.isUnsignedInteger(8)) {
+    return plan::ElementType::U8; // Q4 weights' packed codes
+  }
   return internalError("no plan element type for an MLIR type");
+}
+
+/// plan.weight's encoding, as glm-to-plan spells glm's DenseEncoding.
+Expected<plan::DenseEncoding> encodingOf(StringRef encoding) {
+  if (encoding == "plain" || encoding == "q4" || encoding == "fp8") {
+    return encoding == "q4"    ? plan::DenseEncoding::Q4
+           : encoding == "fp8" ? plan::DenseEncoding::Fp8
+                               : plan::DenseEncoding::Plain;
+  }
+  return internalError("unknown weight encoding '", encoding.str(), "'");
 }
 
 Expected<plan::IoKind> ioKindOf(StringRef name) {
@@ -168,6 +181,7 @@ public:
     for (auto w : module_.getOps<planir::WeightOp>()) {
       weightIndex_[w.getSymName()] = static_cast<uint32_t>(weights.size());
       GLM_ASSIGN_OR_RETURN(plan::ElementType element, elementOf(w.getElement()));
+      GLM_ASSIGN_OR_RETURN(plan::DenseEncoding encoding, encodingOf(w.getEncoding()));
       std::vector<int64_t> global(w.getGlobalShape().begin(), w.getGlobalShape().end());
       std::vector<int64_t> local(w.getRankShape().begin(), w.getRankShape().end());
       const plan::Slice slice(arenaIndex_.lookup("weights"),
@@ -177,7 +191,7 @@ public:
           b_, w.getSymName().str().c_str(), w.getCheckpoint().str().c_str(),
           static_cast<uint32_t>(w.getExperts()), formatOf(w.getFormat()), &global,
           shardOf(w.getShard()), static_cast<uint32_t>(w.getShardDim()),
-          plan::WeightLayout::AsStored, element, &local, &slice));
+          plan::WeightLayout::AsStored, element, &local, &slice, encoding));
     }
 
     std::vector<fb::Offset<plan::StateLayout>> states;

@@ -93,6 +93,9 @@ kernels::WeightInfo IrOpStep::weight(size_t i) const {
   }
   info.element = dtypeOf(w.getElement());
   info.shape = shapeOf(w.getRankShape());
+  info.encoding = w.getEncoding() == "q4"    ? kernels::DenseEncoding::Q4
+                  : w.getEncoding() == "fp8" ? kernels::DenseEncoding::Fp8
+                                             : kernels::DenseEncoding::Plain;
   info.exl3 = w.getFormat() == "exl3";
   if (info.exl3) {
     Expected<Exl3ArenaLayout> layout = Exl3ArenaLayout::ofBinding(

@@ -54,6 +54,19 @@ def Glm_WeightFormatAttr : EnumAttr<Glm_Dialect, Glm_WeightFormat, "format"> {
   let assemblyFormat = "`<` $value `>`";
 }
 
+def Glm_DenseEncoding : I32EnumAttr<"DenseEncoding",
+    "how a dense weight is held in the weights arena (kernels/common/DenseFormats.h)", [
+    I32EnumAttrCase<"Plain", 0, "plain">,
+    I32EnumAttrCase<"Q4", 1, "q4">,
+    I32EnumAttrCase<"Fp8", 2, "fp8">,
+  ]> {
+  let genSpecializedAttr = 0;
+  let cppNamespace = "::glm::ir";
+}
+def Glm_DenseEncodingAttr : EnumAttr<Glm_Dialect, Glm_DenseEncoding, "encoding"> {
+  let assemblyFormat = "`<` $value `>`";
+}
+
 def Glm_ShardKind : I32EnumAttr<"ShardKind", "how a tensor is split across TP ranks", [
     I32EnumAttrCase<"Replicated", 0, "replicated">,
     I32EnumAttrCase<"Column", 1, "column">,

@@ -26,6 +26,10 @@ def Glm_WeightOp : Glm_Op<"weight", [Symbol]> {
     checkpoint tensor it comes from, its storage format and its TP shard spec.
     When `checkpoint` contains `{e}`, the weight stacks per-expert tensors along
     dimension 0 (`{e}` = 0 .. dim0-1), as the Hub stores routed experts.
+    `encoding` (set by glm-choose-dense-formats; absent = as the format says)
+    is how the weights arena holds a dense weight: `q4` and `fp8` are
+    quantized from a bf16/f16/f32 checkpoint at load, and an fp8 checkpoint's
+    weight is `fp8` as stored.
 
     ```mlir
     glm.weight @blk.0.attn.q_proj : tensor<8192x4096xbf16>
@@ -35,7 +39,7 @@ def Glm_WeightOp : Glm_Op<"weight", [Symbol]> {
   }];
   let arguments = (ins SymbolNameAttr:$sym_name, TypeAttrOf<AnyRankedTensor>:$type,
                        StrAttr:$checkpoint, Glm_WeightFormatAttr:$format,
-                       Glm_ShardAttr:$shard);
+                       Glm_ShardAttr:$shard, OptionalAttr<Glm_DenseEncodingAttr>:$encoding);
   let assemblyFormat = "$sym_name `:` $type attr-dict";
   let hasVerifier = 1;
   let extraClassDeclaration = [{
@@ -44,6 +48,13 @@ def Glm_WeightOp : Glm_Op<"weight", [Symbol]> {
     }
     /// Whether this weight stacks per-expert checkpoint tensors.
     bool isPerExpert() { return getCheckpoint().contains("{e}"); }
+    /// How the weights arena holds it: the encoding set, else what the format implies.
+    DenseEncoding arenaEncoding() {
+      if (std::optional<DenseEncoding> e = getEncoding()) {
+        return *e;
+      }
+      return getFormat() == WeightFormat::FP8 ? DenseEncoding::Fp8 : DenseEncoding::Plain;
+    }
   }];
 }
 

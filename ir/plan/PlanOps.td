@@ -118,12 +118,15 @@ def Plan_WeightOp : Plan_Op<"weight", [Symbol]> {
   let summary = "a checkpoint tensor bound into the weights arena";
   let description = [{
     `rank_shape` is this rank's slice of `global_shape` along `shard_dim`.
+    `encoding` is how the arena holds it (plain, q4, fp8:
+    kernels/common/DenseFormats.h); `element` is then u8 or f8E4M3FN.
     `offset` and `size` locate it in the weights arena once assigned.
   }];
   let arguments = (ins SymbolNameAttr:$sym_name, StrAttr:$checkpoint, I64Attr:$experts,
-                       StrAttr:$format, DenseI64ArrayAttr:$global_shape, StrAttr:$shard,
-                       I64Attr:$shard_dim, DenseI64ArrayAttr:$rank_shape, TypeAttr:$element,
-                       I64Attr:$size, OptionalAttr<I64Attr>:$offset);
+                       StrAttr:$format, DefaultValuedStrAttr<StrAttr, "plain">:$encoding,
+                       DenseI64ArrayAttr:$global_shape,
+                       StrAttr:$shard, I64Attr:$shard_dim, DenseI64ArrayAttr:$rank_shape,
+                       TypeAttr:$element, I64Attr:$size, OptionalAttr<I64Attr>:$offset);
   let assemblyFormat = "$sym_name attr-dict";
 }
 

@@ -12,6 +12,7 @@
 
 #include "base/DType.h"
 #include "base/Status.h"
+#include "kernels/common/DenseFormats.h"
 
 #include <array>
 #include <cstdint>
@@ -55,8 +56,11 @@ struct Exl3Geometry {
 
 struct WeightInfo {
   std::string name;
-  DType element = DType::F32; // as held in the arena (for EXL3, the logical bf16)
-  Shape shape;                // this rank's slice
+  DType element = DType::F32; // as held in the arena (for EXL3, the logical bf16; Q4: U8)
+  Shape shape;                // this rank's slice, logical ([out, in] for every encoding)
+  /// Plain elements, or the slice laid out as kernels/common/DenseFormats.h defines Q4 groups
+  /// or fp8 blocks (element U8 or F8_E4M3).
+  DenseEncoding encoding = DenseEncoding::Plain;
   bool exl3 = false;
   Exl3Geometry exl3Geometry; // when exl3
 };

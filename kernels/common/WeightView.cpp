@@ -41,6 +41,15 @@ float WeightView::load(int64_t i) const {
     const int64_t r = i / c;
     return v * blockScaleInv[(r / blockRows) * blocksPerRow + (i % c) / blockCols];
   }
+  case DType::U8: {
+    assert(q4Groups != nullptr && "a U8 weight view is Q4 groups");
+    const int64_t c = cols();
+    const int64_t r = i / c, col = i % c;
+    const uint16_t *g = q4Groups + 2 * (r * (c / kQ4Group) + col / kQ4Group);
+    const float product = f16ToFloat(g[0]) *
+                          static_cast<float>(q4Code(static_cast<const uint8_t *>(data), c, r, col));
+    return product + f16ToFloat(g[1]); // two roundings, as DenseFormats.h defines the value
+  }
   default:
     assert(false && "checkWeight admits float dtypes only");
     return 0.0f;
@@ -118,15 +127,41 @@ WeightView WeightView::raw(const void *data, DType dtype, std::initializer_list<
   return makeView(data, dtype, shape);
 }
 
+WeightView WeightView::encoded(const void *bytes, DenseEncoding encoding, DType plain, int64_t rows,
+                               int64_t cols) {
+  const auto *base = static_cast<const uint8_t *>(bytes);
+  switch (encoding) {
+  case DenseEncoding::Plain:
+    break;
+  case DenseEncoding::Q4: {
+    WeightView v = makeView(bytes, DType::U8, {rows, cols});
+    v.q4Groups = reinterpret_cast<const uint16_t *>(base + q4GroupsOffset(1, rows, cols));
+    return v;
+  }
+  case DenseEncoding::Fp8: {
+    WeightView v = makeView(bytes, DType::F8_E4M3, {rows, cols});
+    v.blockScaleInv = reinterpret_cast<const float *>(base + fp8ScalesOffset(1, rows, cols));
+    v.blockRows = v.blockCols = kFp8Block;
+    return v;
+  }
+  }
+  return makeView(bytes, plain, {rows, cols});
+}
+
 Status checkWeight(const WeightView &view, std::string_view what,
                    std::initializer_list<int64_t> expected) {
   if (!view.present()) {
     return invalidArgument(what, " is missing");
   }
+  const bool q4 = view.dtype == DType::U8 && view.q4Groups != nullptr;
   if (view.dtype != DType::F32 && view.dtype != DType::BF16 && view.dtype != DType::F16 &&
-      view.dtype != DType::F8_E4M3) {
+      view.dtype != DType::F8_E4M3 && !q4) {
     return invalidArgument(what, " is ", dtypeName(view.dtype),
-                           "; reference kernels read BF16, F16, F32 and F8_E4M3 weights");
+                           "; reference kernels read BF16, F16, F32, F8_E4M3 and Q4 weights");
+  }
+  if (q4 && (view.rank != 2 || view.shape[1] % kQ4Group != 0)) {
+    return invalidArgument(what, " is Q4 groups, which need a [rows, cols] view with cols a ",
+                           "multiple of ", kQ4Group);
   }
   const std::vector<int64_t> want(expected);
   if (squeezed(view.shape.data(), view.rank) != squeezed(want.data(), want.size())) {

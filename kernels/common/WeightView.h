@@ -4,6 +4,7 @@
 
 #include "base/DType.h"
 #include "base/Status.h"
+#include "kernels/common/DenseFormats.h"
 
 #include <array>
 #include <cstdint>
@@ -12,9 +13,10 @@
 
 namespace glm::kernels {
 
-/// Reference kernels read weights where the checkpoint holds them (bf16, f16, f32, or fp8 e4m3 with
-/// 128 x 128 block scales) and widen each element to fp32 on use, so a weight is never copied or
-/// converted ahead of time. A view with data == nullptr is "absent" (an optional bias, say).
+/// Reference kernels read weights where the checkpoint or the weights arena holds them (bf16, f16,
+/// f32, fp8 e4m3 with 128 x 128 block scales, or Q4 groups: kernels/common/DenseFormats.h) and
+/// widen each element to fp32 on use, so a weight is never copied or converted ahead of time. A
+/// view with data == nullptr is "absent" (an optional bias, say).
 struct WeightView {
   static constexpr int kMaxRank = 4;
 
@@ -28,6 +30,9 @@ struct WeightView {
   const float *blockScaleInv = nullptr;
   int64_t blockRows = 128;
   int64_t blockCols = 128;
+  /// Q4 groups (dtype U8, `data` the code plane, `shape` the logical [rows, cols]): the f16
+  /// (scale, minimum) pairs of each group of kQ4Group features, [rows][cols / kQ4Group][2].
+  const uint16_t *q4Groups = nullptr;
 
   bool present() const { return data != nullptr; }
   int64_t dim(int i) const { return shape[i]; }
@@ -47,6 +52,10 @@ struct WeightView {
   static WeightView f32(const float *data, std::initializer_list<int64_t> shape);
   /// A view of raw data in any float dtype.
   static WeightView raw(const void *data, DType dtype, std::initializer_list<int64_t> shape);
+  /// A view of one [rows, cols] matrix in `encoding` at `bytes`, laid out as DenseFormats.h says
+  /// (Plain: elements of `plain`).
+  static WeightView encoded(const void *bytes, DenseEncoding encoding, DType plain, int64_t rows,
+                            int64_t cols);
 };
 
 /// Checks that `view` is present and has `expected` as its shape, ignoring size-1 dimensions on

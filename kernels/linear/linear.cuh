@@ -63,22 +63,78 @@ __device__ __forceinline__ float fp8Scale(const LinearGpuArgs &a, int64_t o, int
   return a.weightScaleInv[(o / 128) * blocksPerRow + k / 128];
 }
 
+template <typename W> struct IsQ4 {
+  static constexpr bool value = false;
+};
+template <> struct IsQ4<Q4Groups> {
+  static constexpr bool value = true;
+};
+
+/// An f16 (the low 16 bits of `h`) widened to f32, exactly.
+__device__ __forceinline__ float f16ToF32(uint32_t h) {
+  float f;
+  asm("{.reg .b16 t;\ncvt.u16.u32 t, %1;\ncvt.f32.f16 %0, t;\n}" : "=f"(f) : "r"(h));
+  return f;
+}
+
+/// Bytes of a and b picked by `sel` (PTX prmt: selector nibbles 0-3 pick a's bytes, 4-7 b's).
+__device__ __forceinline__ uint32_t bytePerm(uint32_t a, uint32_t b, uint32_t sel) {
+  uint32_t r;
+  asm("prmt.b32 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(sel));
+  return r;
+}
+
+/// (scale, minimum) of Q4 group `group` of row o, as f32.
+__device__ __forceinline__ void q4Params(const LinearGpuArgs &a, int64_t o, int64_t group,
+                                         float &scale, float &minimum) {
+  const uint32_t p = a.weightGroups[o * (a.inFeatures / kQ4Group) + group];
+  scale = f16ToF32(p & 0xFFFFu);
+  minimum = f16ToF32(p >> 16);
+}
+
+/// 2^23 + q for a code q in the low four bits of `bits` (the rest of its bits ignored), minus
+/// 2^23: the code as an f32, exactly.
+__device__ __forceinline__ float q4CodeF32(uint32_t bits) {
+  return __uint_as_float(0x4B000000u | (bits & 0xFu)) - 8388608.0f;
+}
+
 /// Weight element (o, k) widened to f32 exactly as the reference widens it (fp8: value x scale,
-/// one f32 rounding).
+/// one f32 rounding; Q4: scale x q is exact in f32, so fmaf(scale, q, minimum) is the format's
+/// product-then-sum).
 template <typename W>
 __device__ __forceinline__ float weightAt(const LinearGpuArgs &a, int64_t o, int64_t k) {
-  const W v = static_cast<const W *>(a.weight)[o * a.inFeatures + k];
-  if constexpr (sizeof(W) == 1) {
-    return __fmul_rn(toFloat(v), fp8Scale(a, o, k));
+  if constexpr (IsQ4<W>::value) {
+    const uint8_t byte = static_cast<const uint8_t *>(a.weight)[o * (a.inFeatures / 2) + k / 2];
+    float scale, minimum;
+    q4Params(a, o, k / kQ4Group, scale, minimum);
+    return fmaf(scale, q4CodeF32((k & 1) != 0 ? byte >> 4 : byte), minimum);
   } else {
-    return toFloat(v);
+    const W v = static_cast<const W *>(a.weight)[o * a.inFeatures + k];
+    if constexpr (sizeof(W) == 1) {
+      return __fmul_rn(toFloat(v), fp8Scale(a, o, k));
+    } else {
+      return toFloat(v);
+    }
   }
 }
 
-/// The 16 / sizeof(W) weights of row o from k on, widened to f32 (zero past the row's end).
+/// The 16 / sizeof(W) weights of row o from k on, widened to f32 (zero past the row's end). Q4:
+/// the 16 weights of half `half` of the 16-byte chunk `raw` whose first weight is k (always
+/// whole: in is a multiple of 64).
 template <typename W>
 __device__ __forceinline__ void widenWeights(const LinearGpuArgs &a, int64_t o, int64_t k, bool vec,
-                                             const U32x4 &raw, float *w) {
+                                             const U32x4 &raw, float *w, int half = 0) {
+  if constexpr (IsQ4<W>::value) {
+    float scale, minimum;
+    q4Params(a, o, k / kQ4Group, scale, minimum);
+    const uint32_t lo = half == 0 ? raw.x : raw.z, hi = half == 0 ? raw.y : raw.w;
+#pragma unroll
+    for (int e = 0; e < 8; ++e) {
+      w[e] = fmaf(scale, q4CodeF32(lo >> (4 * e)), minimum);
+      w[8 + e] = fmaf(scale, q4CodeF32(hi >> (4 * e)), minimum);
+    }
+    return;
+  }
   constexpr int E = 16 / sizeof(W);
   if (!vec) {
 #pragma unroll
@@ -279,6 +335,261 @@ __global__ void __launch_bounds__(kLinearDecodeMaxWarps * 32)
 }
 
 // ---------------------------------------------------------------------------------------------
+// Decode, bf16 activations x quantized weights (Q4 groups, fp8 blocks): the decode-mma kernel's
+// block (16 kMTiles outputs x 16 rows, warps split K) over steps of 128 k, the codes decoded in
+// registers to bf16 integers that the tensor cores multiply exactly, one f32 accumulator per
+// group folded into the output's.
+//
+// Q4: lane (g, t) loads the 16 bytes [16t, 16t + 16) of the step's 64 bytes of each of its rows
+// (32 codes: lanes 0, 1 hold the step's first group, 2, 3 its second) and swaps its last 8 bytes
+// with lane t ^ 2, after which every lane holds 16 codes of each group; an mma's 4 lanes then
+// read one group. A code word's nibbles i and i + 4 become a bf16 pair (128 + q, by one LOP3 of
+// 0x43004300), and the activations are paired alike (one PRMT per pair, per row, shared by all
+// the block's outputs). Σx per group and row comes from one more mma against ones, so a group
+// adds scale · Σx·(128 + q) + (minimum - 128 scale) · Σx to its output.
+// fp8: lane t loads 16 bytes at 16t and 64 + 16t (the step is one 128-wide scale block, whose
+// scale the block's outputs share); bytes become bf16 by PRMT/LOP3 and one bf16x2 multiply by
+// 2^120 (exact, subnormals included), and the block adds scaleInv · Σx·v.
+// ---------------------------------------------------------------------------------------------
+namespace linear_detail {
+
+/// Pairs (nibble s, nibble s + 4) of `codes` as bf16 (128 + q, exactly).
+__device__ __forceinline__ uint32_t q4Pair(uint32_t codes, int s) {
+  return ((codes >> (4 * s)) & 0x000F000Fu) | 0x43004300u;
+}
+
+/// fp8 e4m3 bytes b0, b1 (sel 0x1404) or b2, b3 (sel 0x3424) of `v` as a bf16 pair, exactly.
+__device__ __forceinline__ uint32_t fp8Pair(uint32_t v, uint32_t sel) {
+  const uint32_t f = bytePerm(v, 0u, sel);                            // each half: byte << 8
+  const uint32_t bits = ((f >> 4) & 0x07F007F0u) | (f & 0x80008000u); // value x 2^-120
+  uint32_t r;
+  asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(r) : "r"(bits), "r"(0x7B807B80u), "r"(0x80008000u));
+  return r;
+}
+
+/// 16 bytes of an fp8 row of `n` from k (zero past n), the 16-byte load when `vec`.
+__device__ __forceinline__ U32x4 loadFp8x16(const uint8_t *row, int64_t k, int64_t n, bool vec) {
+  if (vec) {
+    return k < n ? loadStream(row + k) : zero4();
+  }
+  uint32_t v[4];
+#pragma unroll
+  for (int e = 0; e < 4; ++e) {
+    v[e] = 0;
+#pragma unroll
+    for (int b = 0; b < 4; ++b) {
+      const int64_t kk = k + 4 * e + b;
+      v[e] |= (kk < n ? static_cast<uint32_t>(row[kk]) : 0u) << (8 * b);
+    }
+  }
+  return U32x4{v[0], v[1], v[2], v[3]};
+}
+
+/// 16 bf16 activations [k, k + 16) of `row` (length n) as 8 packed pairs, zero past n.
+__device__ __forceinline__ void loadBf16x16(const uint16_t *row, int64_t k, int64_t n, bool vec,
+                                            bool valid, uint32_t (&x)[8]) {
+  const U32x4 a = valid ? loadBf16x8<false>(row, k, n, vec) : zero4();
+  const U32x4 b = valid ? loadBf16x8<false>(row, k + 8, n, vec) : zero4();
+  x[0] = a.x, x[1] = a.y, x[2] = a.z, x[3] = a.w;
+  x[4] = b.x, x[5] = b.y, x[6] = b.z, x[7] = b.w;
+}
+
+} // namespace linear_detail
+
+// kAhead: units in flight per lane; Q4 1 (measured faster than 2 at every GLM shape, which
+// spills), fp8 4 / kMTiles (128 bytes).
+template <typename T, typename W, int kMTiles = kLinearDecodeMTiles,
+          int kAhead = (linear_detail::IsQ4<W>::value ? 1 : 4 / kMTiles)>
+__global__ void __launch_bounds__(kLinearDecodeMaxWarps * 32)
+    linearDecodeQuantKernel(LinearGpuArgs a) {
+  static_assert(sizeof(T) == 2 && sizeof(W) == 1, "linearDecodeQuantKernel is bf16 x Q4 / fp8");
+  using namespace linear_detail;
+  constexpr bool kQ4 = IsQ4<W>::value;
+  constexpr int kOuts = 16 * kMTiles, kWRows = 2 * kMTiles, kRows = kLinearDecodeRows;
+  // A unit is one 16-byte chunk per lane and weight row: 128 k of Q4 (two groups), 64 k of fp8
+  // (half a scale block). A lane has kAhead units of kWRows rows in flight (by default 8 chunks,
+  // 128 bytes).
+  constexpr int kUnitK = kQ4 ? 128 : 64;
+  constexpr uint32_t kOnes = 0x3F803F80u; // bf16 (1, 1)
+  extern __shared__ float partial[];      // [warp][16 rows][kOuts outputs]
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+  const int g = lane >> 2, t = lane & 3;
+  const int64_t in = a.inFeatures, out = a.outFeatures;
+  const uint32_t rowGroups = static_cast<uint32_t>((a.rows + kRows - 1) / kRows);
+  const int64_t r0 = static_cast<int64_t>(blockIdx.x % rowGroups) * kRows;
+  const int64_t o0 = static_cast<int64_t>(blockIdx.x / rowGroups) * kOuts;
+  const int64_t restRows = a.rows - r0;
+  const int nRows = static_cast<int>(restRows < kRows ? restRows : kRows);
+  // Q4 rows are whole 16-byte chunks (in is a multiple of 64; the plane 16-byte aligned).
+  const bool vecW = kQ4 || (in % 16 == 0 && aligned16(a.weight));
+  const bool vecX = in % 8 == 0 && aligned16(a.x);
+  const int64_t rowBytes = kQ4 ? in / 2 : in;
+  const int64_t groupsPerRow = in / kQ4Group;
+
+  // Row i of the lane is output o0 + g + 8i; rows past `out` read row 0 and count as zero.
+  const int64_t oLane = o0 + g;
+  const uint8_t *wBase =
+      static_cast<const uint8_t *>(a.weight) + (oLane < out ? oLane : 0) * rowBytes;
+  const int64_t wStride = 8 * rowBytes;
+  const uint32_t *gBase = a.weightGroups + (oLane < out ? oLane : 0) * groupsPerRow;
+  const uint16_t *x = static_cast<const uint16_t *>(a.x) + r0 * in;
+  const bool xValid[2] = {g < nRows, 8 + g < nRows};
+  const uint16_t *xRow[2] = {x + (xValid[0] ? g : 0) * in, x + (xValid[1] ? 8 + g : 0) * in};
+  const int xTiles = nRows > 8 ? 2 : 1;
+  const float *fp8Scales = a.weightScaleInv + (o0 / 128) * ((in + 127) / 128);
+
+  float acc[kMTiles][2][4] = {}; // [weight tile (16 outputs)][activation tile (8 rows)][fragment]
+  const int64_t units = (in + kUnitK - 1) / kUnitK;
+  for (int64_t u0 = static_cast<int64_t>(warp) * kAhead; u0 < units;
+       u0 += static_cast<int64_t>(warps) * kAhead) {
+    U32x4 w[kAhead][kWRows];
+    uint32_t params[kAhead][kWRows][2]; // Q4: (scale, minimum) of the unit's two groups
+#pragma unroll
+    for (int j = 0; j < kAhead; ++j) {
+      const int64_t u = u0 + j;
+#pragma unroll
+      for (int i = 0; i < kWRows; ++i) {
+        const bool row = oLane + 8 * i < out && u < units;
+        if constexpr (kQ4) {
+          const bool ok = row && u * kUnitK + 32 * t < in;
+          w[j][i] = ok ? loadStream(wBase + i * wStride + u * 64 + 16 * t) : zero4();
+          const uint32_t *gp = gBase + i * 8 * groupsPerRow + 2 * u;
+          params[j][i][0] = row ? gp[0] : 0u;
+          params[j][i][1] = row && u * kUnitK + 64 < in ? gp[1] : 0u;
+        } else {
+          w[j][i] = row ? loadFp8x16(wBase + i * wStride, u * kUnitK + 16 * t, in, vecW) : zero4();
+        }
+      }
+    }
+#pragma unroll
+    for (int j = 0; j < kAhead; ++j) {
+      const int64_t u = u0 + j;
+      if (u >= units) {
+        break;
+      }
+      if constexpr (kQ4) {
+        // Lane t swaps words 2-3 with lane t ^ 2: words 0-1 are then 16 codes of the unit's group
+        // t / 2, words 2-3 16 codes of the other group.
+        uint32_t zw[kWRows][2];
+#pragma unroll
+        for (int i = 0; i < kWRows; ++i) {
+          zw[i][0] = __shfl_xor_sync(0xFFFFFFFFu, w[j][i].z, 2);
+          zw[i][1] = __shfl_xor_sync(0xFFFFFFFFu, w[j][i].w, 2);
+        }
+        const bool first = t < 2;
+#pragma unroll
+        for (int G = 0; G < 2; ++G) {
+          const bool own = first == (G == 0);
+          // Group 0: lane t's 16 k at 16 (2 (t & 1) + (t >> 1)); group 1 at 64 + 16 (2 (t & 1) +
+          // ((t >> 1) ^ 1)).
+          const int64_t kg = u * kUnitK + 64 * G + 16 * (2 * (t & 1) + ((t >> 1) ^ G));
+#pragma unroll
+          for (int n = 0; n < 2; ++n) {
+            if (n < xTiles) {
+              uint32_t xr[8];
+              loadBf16x16(xRow[n], kg, in, vecX, xValid[n], xr);
+              // Pair p = 4 word + s is k (8 word + s, 8 word + s + 4), as the codes' pairs.
+              uint32_t xp[8];
+#pragma unroll
+              for (int wd = 0; wd < 2; ++wd) {
+                xp[4 * wd + 0] = bytePerm(xr[4 * wd], xr[4 * wd + 2], 0x5410u);
+                xp[4 * wd + 1] = bytePerm(xr[4 * wd], xr[4 * wd + 2], 0x7632u);
+                xp[4 * wd + 2] = bytePerm(xr[4 * wd + 1], xr[4 * wd + 3], 0x5410u);
+                xp[4 * wd + 3] = bytePerm(xr[4 * wd + 1], xr[4 * wd + 3], 0x7632u);
+              }
+              float sx[4] = {};
+#pragma unroll
+              for (int m = 0; m < 4; ++m) {
+                mmaBf16(sx, kOnes, kOnes, kOnes, kOnes, xp[2 * m], xp[2 * m + 1]);
+              }
+#pragma unroll
+              for (int mt = 0; mt < kMTiles; ++mt) {
+                const int i0 = 2 * mt, i1 = 2 * mt + 1;
+                const uint32_t c00 = own ? w[j][i0].x : zw[i0][0],
+                               c01 = own ? w[j][i0].y : zw[i0][1];
+                const uint32_t c10 = own ? w[j][i1].x : zw[i1][0],
+                               c11 = own ? w[j][i1].y : zw[i1][1];
+                const uint32_t lo[2] = {c00, c01}, hi[2] = {c10, c11};
+                float q[4] = {};
+#pragma unroll
+                for (int m = 0; m < 4; ++m) {
+                  const int wd = m >> 1, sh = 2 * (m & 1);
+                  mmaBf16(q, q4Pair(lo[wd], sh), q4Pair(hi[wd], sh), q4Pair(lo[wd], sh + 1),
+                          q4Pair(hi[wd], sh + 1), xp[2 * m], xp[2 * m + 1]);
+                }
+                // shifted: minimum - 128 scale, for the codes' offset of 128.
+                const float s0 = f16ToF32(params[j][i0][G] & 0xFFFFu);
+                const float s1 = f16ToF32(params[j][i1][G] & 0xFFFFu);
+                const float m0 = fmaf(-128.0f, s0, f16ToF32(params[j][i0][G] >> 16));
+                const float m1 = fmaf(-128.0f, s1, f16ToF32(params[j][i1][G] >> 16));
+                float *d = acc[mt][n];
+                d[0] = fmaf(m0, sx[0], fmaf(s0, q[0], d[0]));
+                d[1] = fmaf(m0, sx[1], fmaf(s0, q[1], d[1]));
+                d[2] = fmaf(m1, sx[0], fmaf(s1, q[2], d[2]));
+                d[3] = fmaf(m1, sx[1], fmaf(s1, q[3], d[3]));
+              }
+            }
+          }
+        }
+      } else {
+        const float blockScale = fp8Scales[u / 2];
+#pragma unroll
+        for (int n = 0; n < 2; ++n) {
+          if (n < xTiles) {
+            uint32_t xr[8];
+            loadBf16x16(xRow[n], u * kUnitK + 16 * t, in, vecX, xValid[n], xr);
+#pragma unroll
+            for (int mt = 0; mt < kMTiles; ++mt) {
+              const U32x4 &lo = w[j][2 * mt], &hi = w[j][2 * mt + 1];
+              const uint32_t lw[4] = {lo.x, lo.y, lo.z, lo.w}, hw[4] = {hi.x, hi.y, hi.z, hi.w};
+              float v[4] = {};
+#pragma unroll
+              for (int m = 0; m < 4; ++m) {
+                mmaBf16(v, fp8Pair(lw[m], 0x1404u), fp8Pair(hw[m], 0x1404u),
+                        fp8Pair(lw[m], 0x3424u), fp8Pair(hw[m], 0x3424u), xr[2 * m], xr[2 * m + 1]);
+              }
+#pragma unroll
+              for (int e = 0; e < 4; ++e) {
+                acc[mt][n][e] = fmaf(blockScale, v[e], acc[mt][n][e]);
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+
+  // Fragment (m, n): element 0 is output 16m + g of row 8n + 2t, 1 the next row, 2 and 3 the same
+  // rows of output 16m + g + 8.
+  float *mine = partial + warp * kRows * kOuts;
+#pragma unroll
+  for (int m = 0; m < kMTiles; ++m) {
+#pragma unroll
+    for (int n = 0; n < 2; ++n) {
+      if (n < xTiles) {
+        const int r = 8 * n + 2 * t, o = 16 * m + g;
+        mine[r * kOuts + o] = acc[m][n][0];
+        mine[(r + 1) * kOuts + o] = acc[m][n][1];
+        mine[r * kOuts + o + 8] = acc[m][n][2];
+        mine[(r + 1) * kOuts + o + 8] = acc[m][n][3];
+      }
+    }
+  }
+  __syncthreads();
+  T *y = static_cast<T *>(a.y);
+  for (int i = threadIdx.x; i < nRows * kOuts; i += blockDim.x) {
+    const int r = i / kOuts, o = i % kOuts;
+    if (o0 + o < out) {
+      float sum = 0.0f;
+      for (int v = 0; v < warps; ++v) {
+        sum += partial[(v * kRows + r) * kOuts + o];
+      }
+      y[(r0 + r) * out + o0 + o] = fromFloat<T>(sum + biasAt(a, o0 + o));
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
 // Prefill, bf16 x bf16, shared by both prefill kernels: C[rows, out] = x[rows, in] · W[out, in]ᵀ
 // with both operands K-contiguous (x is the row-major A, W the column-major B). Tiles are staged
 // in shared memory by cp.async (element loads where rows are not 16-byte aligned), rows of kK bf16
@@ -344,13 +655,77 @@ __device__ __forceinline__ void storePair(const LinearGpuArgs &a, int64_t row, i
 
 } // namespace linear_detail
 
+namespace linear_detail {
+
+/// One quantized weight row's share of a 32-k prefill stage, held in registers between its load
+/// and its decode: Q4 16 bytes of codes and the group's (scale, minimum); fp8 32 bytes and
+/// whether the row's 128-block scale is zero (the tile is then stored as zeros).
+struct PrefillQuantRegs {
+  U32x4 c[2];
+  uint32_t params;
+  bool zero;
+};
+
+template <typename W>
+__device__ __forceinline__ void fetchQuantRow(const LinearGpuArgs &a, int64_t o, int64_t k0,
+                                              bool vecW, PrefillQuantRegs &r) {
+  const int64_t in = a.inFeatures;
+  const bool valid = o < a.outFeatures;
+  const uint8_t *weight = static_cast<const uint8_t *>(a.weight);
+  if constexpr (IsQ4<W>::value) {
+    r.c[0] = valid ? loadStream(weight + o * (in / 2) + k0 / 2) : zero4();
+    r.params = valid ? a.weightGroups[o * (in / kQ4Group) + k0 / kQ4Group] : 0u;
+    r.zero = false;
+  } else {
+    r.c[0] = valid ? loadFp8x16(weight + o * in, k0, in, vecW) : zero4();
+    r.c[1] = valid ? loadFp8x16(weight + o * in, k0 + 16, in, vecW) : zero4();
+    r.zero = !valid || fp8Scale(a, o, k0) == 0.0f;
+  }
+}
+
+/// Stores the row's 32 weights decoded to bf16 as the 4 swizzled 16-byte chunks of its tile row.
+template <typename W>
+__device__ __forceinline__ void storeQuantRow(uint32_t tile, int row, const PrefillQuantRegs &r) {
+#pragma unroll
+  for (int c = 0; c < 4; ++c) {
+    uint32_t v[4];
+    if constexpr (IsQ4<W>::value) {
+      const float scale = f16ToF32(r.params & 0xFFFFu), minimum = f16ToF32(r.params >> 16);
+      const uint32_t words[4] = {r.c[0].x, r.c[0].y, r.c[0].z, r.c[0].w};
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const float lo = fmaf(scale, q4CodeF32(words[c] >> (8 * e)), minimum);
+        const float hi = fmaf(scale, q4CodeF32(words[c] >> (8 * e + 4)), minimum);
+        asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(v[e]) : "f"(hi), "f"(lo));
+      }
+    } else {
+      const U32x4 &q = r.c[c >> 1];
+      const uint32_t w0 = (c & 1) == 0 ? q.x : q.z, w1 = (c & 1) == 0 ? q.y : q.w;
+      v[0] = r.zero ? 0u : fp8Pair(w0, 0x1404u);
+      v[1] = r.zero ? 0u : fp8Pair(w0, 0x3424u);
+      v[2] = r.zero ? 0u : fp8Pair(w1, 0x1404u);
+      v[3] = r.zero ? 0u : fp8Pair(w1, 0x3424u);
+    }
+    storeShared16(tile + swizzled<32>(row, c), v[0], v[1], v[2], v[3]);
+  }
+}
+
+} // namespace linear_detail
+
 // mma.sync (sm_90a and sm_121a): block tile 128 rows x kTileN outputs x kK, warps of 64 x 64
-// (4 x 8 mma tiles) two deep along the rows; 4 stages of 32 k or 3 of 64.
+// (4 x 8 mma tiles) two deep along the rows; 4 stages of 32 k or 3 of 64. Quantized W (Q4 groups,
+// fp8 blocks; stages of 32 k): each thread loads one weight row's share of the stage kStages - 1
+// ahead into registers and stores it decoded to bf16 after the current stage's mmas; for fp8 the
+// accumulators are held in units of the current 128-block's scale (that of the warp's 64 outputs,
+// which lie in one block), multiplied by old / new at each block and by the last at the end.
 template <typename T, typename W, int kTileN = kLinearPrefillTileN, int kK = kLinearPrefillK>
 __global__ void __launch_bounds__(kTileN) linearPrefillMmaKernel(LinearGpuArgs a) {
-  static_assert(sizeof(T) == 2 && sizeof(W) == 2, "linearPrefillMmaKernel is bf16 x bf16");
+  constexpr bool kQuant = sizeof(W) == 1;
+  static_assert(sizeof(T) == 2 && (sizeof(W) == 2 || kQuant),
+                "linearPrefillMmaKernel is bf16 x bf16, Q4 or fp8");
   static_assert(kTileN == 128 || kTileN == 256, "64 x 64 warp tiles, 2 x (kTileN / 64) warps");
   static_assert(kK == 32 || kK == 64, "rows of 64 or 128 bytes");
+  static_assert(!kQuant || kK == 32, "quantized tiles are decoded 32 k a row");
   using namespace linear_detail;
   constexpr int kStages = kK == 32 ? 4 : 3, kThreads = kTileN;
   constexpr int kXBytes = kLinearPrefillTileM * kK * 2;
@@ -362,34 +737,67 @@ __global__ void __launch_bounds__(kTileN) linearPrefillMmaKernel(LinearGpuArgs a
   const int64_t in = a.inFeatures, out = a.outFeatures, rows = a.rows;
   const int64_t m0 = static_cast<int64_t>(blockIdx.x) * kLinearPrefillTileM;
   const int64_t n0 = static_cast<int64_t>(blockIdx.y) * kTileN;
-  const bool vec = in % 8 == 0 && aligned16(a.x) && aligned16(a.weight);
+  const bool vec = in % 8 == 0 && aligned16(a.x) && (kQuant || aligned16(a.weight));
+  const bool vecW = in % 16 == 0 && aligned16(a.weight); // fp8 rows in 16-byte loads
   const uint16_t *x = static_cast<const uint16_t *>(a.x);
   const uint16_t *weight = static_cast<const uint16_t *>(a.weight);
   const uint32_t base = sharedAddress(tiles);
   const int kTiles = static_cast<int>((in + kK - 1) / kK);
+  PrefillQuantRegs quant;
 
   auto load = [&](int kt) {
     const uint32_t stage = base + (kt % kStages) * (kXBytes + kWBytes);
     const int64_t k0 = static_cast<int64_t>(kt) * kK;
     loadPrefillTile<kLinearPrefillTileM, kK, kThreads>(stage, x, m0, rows, in, k0, vec);
-    loadPrefillTile<kTileN, kK, kThreads>(stage + kXBytes, weight, n0, out, in, k0, vec);
+    if constexpr (kQuant) {
+      fetchQuantRow<W>(a, n0 + threadIdx.x, k0, vecW, quant);
+    } else {
+      loadPrefillTile<kTileN, kK, kThreads>(stage + kXBytes, weight, n0, out, in, k0, vec);
+    }
+  };
+  auto storeQuant = [&](int kt) {
+    if constexpr (kQuant) {
+      storeQuantRow<W>(base + (kt % kStages) * (kXBytes + kWBytes) + kXBytes, threadIdx.x, quant);
+    }
   };
 
   float acc[4][8][4] = {};
+  float unit = 1.0f; // fp8: the scale the accumulators are in units of
 #pragma unroll
   for (int s = 0; s < kStages - 1; ++s) {
     if (s < kTiles) {
       load(s);
+      storeQuant(s);
     }
     cpAsyncCommit();
   }
   for (int kt = 0; kt < kTiles; ++kt) {
     cpAsyncWait<kStages - 2>();
     __syncthreads(); // tile kt landed for all; the stage tile kt - 1 used is free again
-    if (kt + kStages - 1 < kTiles) {
+    const bool ahead = kt + kStages - 1 < kTiles;
+    if (ahead) {
       load(kt + kStages - 1);
     }
     cpAsyncCommit();
+    if constexpr (kQuant && !IsQ4<W>::value) {
+      if ((kt * kK) % kFp8Block == 0) {
+        const float s = fp8Scale(a, n0 + wn < out ? n0 + wn : 0, static_cast<int64_t>(kt) * kK);
+        if (s != 0.0f) {
+          const float ratio = unit / s;
+          unit = s;
+#pragma unroll
+          for (int mi = 0; mi < 4; ++mi) {
+#pragma unroll
+            for (int ni = 0; ni < 8; ++ni) {
+#pragma unroll
+              for (int e = 0; e < 4; ++e) {
+                acc[mi][ni][e] *= ratio;
+              }
+            }
+          }
+        }
+      }
+    }
     const uint32_t xs = base + (kt % kStages) * (kXBytes + kWBytes);
     const uint32_t ws = xs + kXBytes;
 #pragma unroll
@@ -416,8 +824,23 @@ __global__ void __launch_bounds__(kTileN) linearPrefillMmaKernel(LinearGpuArgs a
         }
       }
     }
+    if (ahead) {
+      storeQuant(kt + kStages - 1);
+    }
   }
   cpAsyncWait<0>();
+  if constexpr (kQuant && !IsQ4<W>::value) {
+#pragma unroll
+    for (int mi = 0; mi < 4; ++mi) {
+#pragma unroll
+      for (int ni = 0; ni < 8; ++ni) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          acc[mi][ni][e] *= unit;
+        }
+      }
+    }
+  }
 
   const bool pairs = out % 2 == 0 && (reinterpret_cast<uint64_t>(a.y) & 3u) == 0;
 #pragma unroll
@@ -585,7 +1008,9 @@ __global__ void __launch_bounds__(256) linearPrefillWgmmaKernel(LinearGpuArgs a)
 template <typename T, typename W>
 __global__ void __launch_bounds__(kLinearGemvWarps * 32) linearGemvKernel(LinearGpuArgs a) {
   using namespace linear_detail;
-  constexpr int E = 16 / sizeof(W); // weights per 16-byte chunk
+  // Weights per 16-byte chunk, widened E at a time (Q4: 32 a chunk, in two halves of 16).
+  constexpr bool kQ4 = IsQ4<W>::value;
+  constexpr int E = kQ4 ? 16 : 16 / sizeof(W), kHalves = kQ4 ? 2 : 1, kChunkK = E * kHalves;
   constexpr int kOuts = kLinearGemvOuts, kRows = kLinearGemvRows;
   static_assert(kOuts * kRows == 32, "one accumulator per lane after the butterfly");
   __shared__ float partial[kLinearGemvWarps][32];
@@ -596,45 +1021,52 @@ __global__ void __launch_bounds__(kLinearGemvWarps * 32) linearGemvKernel(Linear
   const int64_t o0 = static_cast<int64_t>(blockIdx.x / rowGroups) * kOuts;
   const int64_t restRows = a.rows - r0;
   const int nRows = static_cast<int>(restRows < kRows ? restRows : kRows);
-  const bool vec = in % E == 0 && aligned16(a.x) && aligned16(a.weight);
-  const W *weight = static_cast<const W *>(a.weight);
+  // Q4 rows are whole chunks (in is a multiple of 64); the code plane must be 16-byte aligned.
+  const bool vec = (kQ4 || in % E == 0) && aligned16(a.x) && aligned16(a.weight);
+  const uint8_t *weight = static_cast<const uint8_t *>(a.weight);
+  const int64_t rowBytes = kQ4 ? in / 2 : in * static_cast<int64_t>(sizeof(W));
   const T *x = static_cast<const T *>(a.x) + r0 * in;
 
   float acc[kOuts * kRows] = {}; // [output][row]
-  const int64_t chunks = (in + E - 1) / E;
+  const int64_t chunks = (in + kChunkK - 1) / kChunkK;
   for (int64_t c = static_cast<int64_t>(warp) * 32 + lane; c - lane < chunks;
        c += kLinearGemvWarps * 32) {
-    const int64_t k = c * E;
+    const int64_t k = c * kChunkK;
     U32x4 raw[kOuts];
 #pragma unroll
     for (int i = 0; i < kOuts; ++i) {
-      raw[i] = vec && c < chunks && o0 + i < out ? loadStream(weight + (o0 + i) * in + k) : zero4();
+      raw[i] = vec && c < chunks && o0 + i < out ? loadStream(weight + (o0 + i) * rowBytes + c * 16)
+                                                 : zero4();
     }
     if (c >= chunks) {
       continue;
     }
-    float w[kOuts][E];
 #pragma unroll
-    for (int i = 0; i < kOuts; ++i) {
-      if (o0 + i < out) {
-        widenWeights<W>(a, o0 + i, k, vec, raw[i], w[i]);
-      } else {
+    for (int h = 0; h < kHalves; ++h) {
+      const int64_t kh = k + h * E;
+      float w[kOuts][E];
 #pragma unroll
-        for (int e = 0; e < E; ++e) {
-          w[i][e] = 0.0f;
-        }
-      }
-    }
-#pragma unroll
-    for (int r = 0; r < kRows; ++r) {
-      if (r < nRows) {
-        float xv[E];
-        loadActivations<T, E>(x + r * in, k, in, vec, xv);
-#pragma unroll
-        for (int i = 0; i < kOuts; ++i) {
+      for (int i = 0; i < kOuts; ++i) {
+        if (o0 + i < out) {
+          widenWeights<W>(a, o0 + i, k, vec, raw[i], w[i], h);
+        } else {
 #pragma unroll
           for (int e = 0; e < E; ++e) {
-            acc[i * kRows + r] = fmaf(xv[e], w[i][e], acc[i * kRows + r]);
+            w[i][e] = 0.0f;
+          }
+        }
+      }
+#pragma unroll
+      for (int r = 0; r < kRows; ++r) {
+        if (r < nRows) {
+          float xv[E];
+          loadActivations<T, E>(x + r * in, kh, in, vec, xv);
+#pragma unroll
+          for (int i = 0; i < kOuts; ++i) {
+#pragma unroll
+            for (int e = 0; e < E; ++e) {
+              acc[i * kRows + r] = fmaf(xv[e], w[i][e], acc[i * kRows + r]);
+            }
           }
         }
       }

@@ -4,6 +4,7 @@
 //   x               T [rows, in]
 //   weight          W [out, in]                      PyTorch layout
 //   weightScaleInv  f32 [ceil(out/128), ceil(in/128)] W = Fp8E4m3 only (128 x 128 block scales)
+//   weightGroups    f16 pairs [out][in/64]            W = Q4Groups only: (scale, minimum) per group
 //   bias            [out] f32 or bf16 (biasBf16)      null = no bias
 //   y               T [rows, out]                    must not alias x
 //
@@ -31,8 +32,28 @@
 //   linearTiledKernel<T, W>               other T/W, rows > 16: f32 FMA over 64 x 64 x 16 tiles.
 // Every kernel handles any in/out/rows: misaligned rows (in not a multiple of 16 bytes of W) take
 // element loads with zero fill, tails are masked. T = float is exact to f32 accumulation (no TF32).
+//
+// Quantized weights (kernels/common/DenseFormats.h; W = Q4Groups or Fp8E4m3, the plan binds
+// weightGroups / weightScaleInv to the sections after the codes):
+//   linearDecodeQuantKernel<Bf16, W>      rows <= 64: the decode-mma kernel's structure (warps
+//       split K in steps of 128, 16-byte loads of every weight byte once) with the codes decoded
+//       in registers to exact bf16 integers (Q4: 128 + q by one LOP3 per pair, no subtraction;
+//       fp8: the e4m3 value times 2^-120 moved into bf16's fields, times 2^120 by one bf16x2
+//       multiply) and one f32 accumulator per group: Q4 folds a group as
+//       scale · Σx(128 + q) + (minimum - 128 scale) · Σx, with Σx from one more mma against ones;
+//       fp8 folds a 128-block as scaleInv · Σx·v. Σ x·w is the reference's up to f32 rounding.
+//   linearPrefillMmaKernel<Bf16, W>       rows > 64 (both targets): the mma.sync prefill kernel
+//       with the weight tile loaded into registers one stage ahead and stored decoded to bf16
+//       after the current stage's mmas. fp8: the e4m3 values exactly, the accumulators kept in
+//       units of the current 128-block's scale (rescaled by the ratio at each block, times the
+//       last scale at the end). Q4: w = scale · q + minimum in f32, rounded to bf16 (one more
+//       bf16 rounding than the decode kernel: the weight's).
+//   linearGemvKernel / linearTiledKernel<float, W>  f32 plans: every weight widened exactly as the
+//       reference widens it (Q4: fmaf(scale, q, minimum), the same value as the two roundings,
+//       since scale · q is exact in f32), f32 FMA.
 #pragma once
 
+#include "kernels/common/DenseFormats.h"
 #include "kernels/common/DeviceTypes.h"
 #ifndef __CUDACC_RTC__
 #include "kernels/common/Launch.h"
@@ -42,6 +63,12 @@
 #endif
 
 namespace glm::kernels {
+
+/// The weight type of kernels that read Q4 groups (DenseFormats.h): `weight` is the code plane,
+/// two codes a byte, and `weightGroups` the (scale, minimum) pairs.
+struct Q4Groups {
+  uint8_t codes;
+};
 
 struct LinearGpuArgs {
   const void *x;
@@ -53,6 +80,7 @@ struct LinearGpuArgs {
   int64_t inFeatures;
   int64_t outFeatures;
   int32_t biasBf16;
+  const uint32_t *weightGroups;
 };
 
 /// Shapes of the kernels' work units, shared by the kernels and their grid rules.
@@ -71,9 +99,19 @@ constexpr int kLinearPrefillTileN = 128; // mma.sync prefill: outputs per block 
 constexpr int kLinearPrefillK = 32;      // mma.sync prefill: k per stage (32: 4 stages, 64: 3)
 constexpr int kLinearWgmmaTileN = 256;   // wgmma prefill: outputs per block
 constexpr int kLinearWgmmaStages = 4;    // wgmma prefill: stages of 64 k
+constexpr int kLinearQuantStepK = 128;   // decode-quant: k per warp step (2 Q4 groups, 1 fp8 block)
 
 #ifndef __CUDACC_RTC__
-enum class LinearKernel { DecodeMma, DecodeMmaWide, PrefillMma, PrefillWgmma, Gemv, Tiled };
+enum class LinearKernel {
+  DecodeMma,
+  DecodeMmaWide,
+  PrefillMma,
+  PrefillWgmma,
+  Gemv,
+  Tiled,
+  DecodeQuant,
+  DecodeQuantWide,
+};
 
 /// The kernel for a product: tensor cores when activations and weights are both bf16 (`bf16Mma`),
 /// f32 FMA otherwise; a streaming kernel for few rows, a tiled one for many; wgmma where the
@@ -98,14 +136,42 @@ inline LinearKernel linearKernelFor(bool bf16Mma, int64_t rows, int64_t out, std
   return rows <= kLinearGemvMaxRows ? LinearKernel::Gemv : LinearKernel::Tiled;
 }
 
+/// The kernel for quantized weights (Q4 groups or fp8 blocks): bf16 activations take the
+/// decode-quant kernel up to kLinearDecodeMaxRows rows and the mma.sync prefill kernel with the
+/// tile decoded beyond (on sm_90a too: no wgmma form reads quantized tiles yet); f32 activations
+/// the exact FMA kernels.
+///
+/// Measured on the H200 (glm-kernel-bench --family linear_quant, 2026-12-02, per launch of a
+/// 20-launch graph): the 32-output blocks beat the 64-output ones at every GLM projection and row
+/// count (Q4 4096 x 4096: 8.1 vs 16.8 us; q_b 18.0 vs 30.2; lm_head 94 vs 146; fp8 lm_head at 16
+/// rows 129.3 vs 128.7, the one tie), unlike bf16 weights: the decode, not the activations'
+/// re-reads, is what the wider block adds to. The decode kernel beats the decoding prefill up to
+/// 64 rows everywhere (Q4 4096 x 4096 at 64 rows: 38.9 vs 136 us) and at 128 rows where out is
+/// 4096 (70.6 vs 141) but not 12288 (215 vs 144).
+inline LinearKernel linearQuantKernelFor(bool bf16Activations, int64_t rows, int64_t out,
+                                         int smCount) {
+  (void)out;
+  (void)smCount;
+  if (!bf16Activations) {
+    return rows <= kLinearGemvMaxRows ? LinearKernel::Gemv : LinearKernel::Tiled;
+  }
+  return rows <= kLinearDecodeMaxRows ? LinearKernel::DecodeQuant : LinearKernel::PrefillMma;
+}
+
 /// The NVRTC name expression of `kernel` for activations `t` and weights `w`, spelled as the
-/// engine spells types: "float", "glm::kernels::Bf16", "glm::kernels::Fp8E4m3". DecodeMma,
-/// DecodeMmaWide, PrefillMma and PrefillWgmma exist for <Bf16, Bf16> only (PrefillWgmma for sm_90a
-/// only); Gemv and Tiled for every T in {float, Bf16} and W in {float, Bf16, Fp8E4m3}.
+/// engine spells types: "float", "glm::kernels::Bf16", "glm::kernels::Fp8E4m3",
+/// "glm::kernels::Q4Groups". DecodeMma, DecodeMmaWide and PrefillWgmma exist for <Bf16, Bf16>
+/// only (PrefillWgmma for sm_90a only); PrefillMma for <Bf16, W> with W in {Bf16, Fp8E4m3,
+/// Q4Groups}; DecodeQuant(Wide) for <Bf16, Fp8E4m3 | Q4Groups>; Gemv and Tiled for every T in
+/// {float, Bf16} and W in {float, Bf16, Fp8E4m3, Q4Groups}.
 inline std::string linearKernelName(LinearKernel kernel, const std::string &t,
                                     const std::string &w) {
   if (kernel == LinearKernel::DecodeMmaWide) {
     return "glm::kernels::linearDecodeMmaKernel<" + t + ", " + w + ", 4, 1>";
+  }
+  if (kernel == LinearKernel::DecodeQuant || kernel == LinearKernel::DecodeQuantWide) {
+    return "glm::kernels::linearDecodeQuantKernel<" + t + ", " + w +
+           (kernel == LinearKernel::DecodeQuantWide ? ", 4>" : ">");
   }
   const char *base = kernel == LinearKernel::DecodeMma    ? "glm::kernels::linearDecodeMmaKernel"
                      : kernel == LinearKernel::PrefillMma ? "glm::kernels::linearPrefillMmaKernel"
@@ -143,6 +209,21 @@ inline LaunchDims linearDecodeLaunch(int64_t rows, int64_t out, int smCount,
   return d;
 }
 
+/// The decode-quant kernel's grid for blocks of 16 x `mTiles` outputs: the decode kernel's rule,
+/// with no more warps than the K dimension has 256-wide slices (two steps of 128 a warp).
+inline LaunchDims linearDecodeQuantLaunch(int64_t rows, int64_t in, int64_t out, int smCount,
+                                          int mTiles = kLinearDecodeMTiles) {
+  LaunchDims d = linearDecodeLaunch(rows, out, smCount, mTiles);
+  const int64_t slices = (in + 2 * kLinearQuantStepK - 1) / (2 * kLinearQuantStepK);
+  unsigned warps = d.block[0] / 32;
+  while (warps > 4 && warps / 2 >= slices) {
+    warps /= 2;
+  }
+  d.block[0] = 32 * warps;
+  d.sharedMemory = warps * 16 * mTiles * kLinearDecodeRows * 4;
+  return d;
+}
+
 /// The mma.sync prefill kernel's grid for an output tile of `tileN` and stages of `k` (its
 /// template defaults, or the other sizes a bench instantiates): 2 x tileN / 64 warps.
 inline LaunchDims linearPrefillLaunch(int64_t rows, int64_t out, int tileN = kLinearPrefillTileN,
@@ -159,7 +240,6 @@ inline LaunchDims linearPrefillLaunch(int64_t rows, int64_t out, int tileN = kLi
 /// The grid of `kernel` for the product.
 inline LaunchDims linearLaunch(LinearKernel kernel, int64_t rows, int64_t in, int64_t out,
                                int smCount) {
-  (void)in;
   LaunchDims d;
   switch (kernel) {
   case LinearKernel::DecodeMma:
@@ -168,6 +248,10 @@ inline LaunchDims linearLaunch(LinearKernel kernel, int64_t rows, int64_t in, in
     return linearDecodeLaunch(rows, out, smCount, 4);
   case LinearKernel::PrefillMma:
     return linearPrefillLaunch(rows, out);
+  case LinearKernel::DecodeQuant:
+    return linearDecodeQuantLaunch(rows, in, out, smCount);
+  case LinearKernel::DecodeQuantWide:
+    return linearDecodeQuantLaunch(rows, in, out, smCount, 4);
   case LinearKernel::PrefillWgmma:
     d.grid[0] = ceilDiv(rows, kLinearPrefillTileM);
     d.grid[1] = ceilDiv(out, kLinearWgmmaTileN);

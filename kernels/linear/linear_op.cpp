@@ -11,20 +11,36 @@
 namespace glm::kernels {
 
 Expected<GpuStep> linearGpu(const OpStep &step) {
-  if (step.weight(0).element == DType::F8_E4M3) {
-    return step.error(StatusCode::Unimplemented,
-                      "fp8 weights on the GPU need their block scales bound into the plan, which "
-                      "the compiler does not do yet");
-  }
   const int64_t rows = step.rows(), in = step.operandDim(0, 1), out = step.resultDim(0, 1);
   const TargetInfo target = step.target();
-  const bool mma = step.activation() == DType::BF16 && step.denseWeightType(0) == DType::BF16;
-  const LinearKernel kernel = linearKernelFor(mma, rows, out, target.name, target.smCount);
+  const WeightInfo w = step.weight(0);
+  // fp8 e4m3 weights are fp8 blocks (their scales after the values) whatever the encoding says.
+  const DenseEncoding encoding =
+      w.element == DType::F8_E4M3 && !w.exl3 ? DenseEncoding::Fp8 : w.encoding;
+  if (encoding == DenseEncoding::Q4 && in % kQ4Group != 0) {
+    return step.error(StatusCode::InvalidArgument, "Q4 weights need in features (", in,
+                      ") a multiple of ", kQ4Group);
+  }
+  const bool quantized = encoding != DenseEncoding::Plain;
+  const bool bf16 = step.activation() == DType::BF16;
+  const LinearKernel kernel = quantized
+                                  ? linearQuantKernelFor(bf16, rows, out, target.smCount)
+                                  : linearKernelFor(bf16 && step.denseWeightType(0) == DType::BF16,
+                                                    rows, out, target.name, target.smCount);
   const Exl3Staging staging = exl3StagingOf(step, 0, /*routed=*/false);
 
   ArgPack<LinearGpuArgs> p;
   p.bind(p.args.x, ArgSource::Operand, 0, "x");
   bindDenseWeight(p, p.args.weight, staging, 0, "weight");
+  // The sections after the codes, addressed from the weight's slice (one matrix [out, in]) so
+  // that the plan shows where each points and the kernels need no layout arithmetic of their own.
+  if (encoding == DenseEncoding::Fp8) {
+    p.bind(p.args.weightScaleInv, ArgSource::Weight, 0, "weightScaleInv",
+           static_cast<uint64_t>(fp8ScalesOffset(1, out, in)));
+  } else if (encoding == DenseEncoding::Q4) {
+    p.bind(p.args.weightGroups, ArgSource::Weight, 0, "weightGroups",
+           static_cast<uint64_t>(q4GroupsOffset(1, out, in)));
+  }
   if (step.hasWeight(1)) {
     p.bind(p.args.bias, ArgSource::Weight, 1, "bias");
   }
@@ -34,11 +50,15 @@ Expected<GpuStep> linearGpu(const OpStep &step) {
   p.set(p.args.outFeatures, out, "outFeatures");
   p.set(p.args.biasBf16, step.hasWeight(1) && step.weight(1).element == DType::BF16 ? 1 : 0,
         "biasBf16");
+  const std::string weightType = encoding == DenseEncoding::Q4 ? "glm::kernels::Q4Groups"
+                                 : encoding == DenseEncoding::Fp8
+                                     ? "glm::kernels::Fp8E4m3"
+                                     : kernelTypeName(step.denseWeightType(0));
   GpuStep gpu{exl3StagingLaunches(step, staging), staging.end};
-  gpu.launches.push_back(p.launch("kernels/linear/linear.cuh",
-                                  linearKernelName(kernel, kernelTypeName(step.activation()),
-                                                   kernelTypeName(step.denseWeightType(0))),
-                                  linearLaunch(kernel, rows, in, out, target.smCount)));
+  gpu.launches.push_back(
+      p.launch("kernels/linear/linear.cuh",
+               linearKernelName(kernel, kernelTypeName(step.activation()), weightType),
+               linearLaunch(kernel, rows, in, out, target.smCount)));
   return gpu;
 }
 

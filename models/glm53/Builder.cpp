@@ -120,7 +120,7 @@ private:
     auto type = RankedTensorType::get(shape, elementTypeFor(&ctx_, format));
     ir::WeightOp::create(b_, at(irName), b_.getStringAttr(irName), TypeAttr::get(type),
                          b_.getStringAttr(checkpoint), ir::WeightFormatAttr::get(&ctx_, format),
-                         ir::ShardAttr::get(&ctx_, shard, shardDim));
+                         ir::ShardAttr::get(&ctx_, shard, shardDim), nullptr);
     declared_.insert(irName);
   }
 

@@ -43,8 +43,9 @@ Expected<std::unique_ptr<CpuEngine>> CpuEngine::create(std::unique_ptr<PlanFile>
   for (uint32_t i = 0; i < p.arenas()->size(); ++i) {
     if (p.arenas()->Get(i)->kind() == plan::ArenaKind::Weights) {
       auto *weights = reinterpret_cast<uint8_t *>(engine->arenas_[i].data());
-      GLM_RETURN_IF_ERROR(loadPlanWeights(p, checkpoint, static_cast<uint32_t>(engine->rank_),
-                                          {weights, engine->arenas_[i].size() * 8}));
+      RankWeightLoad load(p, checkpoint, static_cast<uint32_t>(engine->rank_), options.weights);
+      GLM_RETURN_IF_ERROR(load.window(0, {weights, engine->arenas_[i].size() * 8}));
+      load.finish();
     }
   }
   GLM_RETURN_IF_ERROR(engine->initCommon(p, planFile->source()));
@@ -291,6 +292,10 @@ public:
       return v;
     }
     const kernels::WeightInfo w = step_.weight(i);
+    if (w.encoding != kernels::DenseEncoding::Plain && w.shape.rank == 2) {
+      return kernels::WeightView::encoded(weightBytes(i), w.encoding, w.element, w.shape[0],
+                                          w.shape[1]);
+    }
     v.data = weightBytes(i);
     v.dtype = w.element;
     v.rank = std::min(w.shape.rank, kernels::WeightView::kMaxRank);

@@ -7,6 +7,7 @@
 #include "runtime/comm/Comm.h"
 #include "runtime/engine/Engine.h"
 #include "runtime/plan/PlanFile.h"
+#include "runtime/weights/PlanWeights.h"
 #include "runtime/weights/SafeTensors.h"
 
 #include <cstdint>
@@ -28,6 +29,8 @@ struct CpuEngineOptions {
   /// This rank's communicator, for plans compiled with --tp N > 1 (not owned; its rank decides
   /// which weight slices the engine loads). Every rank must make the same calls in the same order.
   Comm *comm = nullptr;
+  /// Load-time weight transforms (the ablation) and progress.
+  WeightLoadOptions weights;
 };
 
 class CpuEngine : public Engine {

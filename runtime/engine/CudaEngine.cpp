@@ -73,12 +73,14 @@ Expected<std::unique_ptr<CudaEngine>> CudaEngine::create(std::unique_ptr<runtime
     if (p.arenas()->Get(i)->kind() == plan::ArenaKind::Weights) {
       constexpr uint64_t kStagingBytes = uint64_t{1} << 30;
       std::vector<uint8_t> staging;
+      RankWeightLoad load(p, checkpoint, rank, options.weights);
       for (const WeightWindow &window : planWeightWindows(p, kStagingBytes)) {
         staging.assign(window.bytes, 0); // gaps between bindings stay zero, as on the device
-        GLM_RETURN_IF_ERROR(loadPlanWeightsWindow(p, checkpoint, rank, window.offset, staging));
+        GLM_RETURN_IF_ERROR(load.window(window.offset, staging));
         GLM_RETURN_IF_ERROR(
             ctx.upload(engine->arenas_[i].ptr() + window.offset, staging.data(), window.bytes));
       }
+      load.finish();
     }
   }
   for (const plan::Kernel *k : *p.kernels()) {

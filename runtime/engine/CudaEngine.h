@@ -10,6 +10,7 @@
 #include "runtime/engine/Engine.h"
 #include "runtime/plan/Collectives.h"
 #include "runtime/plan/PlanFile.h"
+#include "runtime/weights/PlanWeights.h"
 #include "runtime/weights/SafeTensors.h"
 
 #include <memory>
@@ -31,6 +32,8 @@ struct CudaEngineOptions {
   /// Held as long as the engine and released after everything else it holds: the owner of
   /// `comm`, when the engine is to own it.
   std::shared_ptr<void> keepAlive;
+  /// Load-time weight transforms (the ablation) and progress.
+  WeightLoadOptions weights;
 };
 
 class CudaEngine : public runtime::Engine {

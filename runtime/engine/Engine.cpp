@@ -9,7 +9,8 @@ namespace glm::runtime {
 void SequenceTable::init(int64_t maxSequences, const plan::StatePool *pool) {
   sequences_.assign(static_cast<size_t>(std::max<int64_t>(maxSequences, 1)), Sequence{});
   freePages_.clear();
-  paged_ = pool != nullptr;
+  // A model without sparse MLA layers has no paged state: its sequences hold no pages.
+  paged_ = pool != nullptr && pool->page_bytes() > 0;
   if (pool != nullptr) {
     pageTokens_ = pool->page_tokens();
     maxContext_ = static_cast<int64_t>(pool->max_context());

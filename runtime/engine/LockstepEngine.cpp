@@ -94,7 +94,8 @@ struct LockstepCommand {
 const SamplingParams kWorkerSampling{};
 constexpr uint32_t kSampledRows = 2;
 
-std::string lockstepIdentity(const PlanFile &plan, const Checkpoint &checkpoint) {
+std::string lockstepIdentity(const PlanFile &plan, const Checkpoint &checkpoint,
+                             const Ablation *ablation) {
   Fnv1a planHash;
   planHash.add(plan.bytes().data(), plan.bytes().size());
   Fnv1a weightsHash;
@@ -110,6 +111,14 @@ std::string lockstepIdentity(const PlanFile &plan, const Checkpoint &checkpoint)
       weightsHash.addValue(d);
     }
     weightsHash.addValue(t->byteSize);
+  }
+  // An ablation changes the weights a rank holds as much as other bytes would.
+  if (ablation != nullptr) {
+    weightsHash.add(ablation->direction.data(), ablation->direction.size() * sizeof(float));
+    weightsHash.addValue(ablation->firstLayer);
+    weightsHash.addValue(ablation->lastLayer);
+    weightsHash.addValue(ablation->mtpLayer);
+    weightsHash.addValue(ablation->alpha);
   }
   return strCat("lockstep=", kLockstepProtocol, " plan=", hex(planHash.hash),
                 " weights=", hex(weightsHash.hash));

@@ -8,6 +8,7 @@
 #include "runtime/comm/TcpComm.h"
 #include "runtime/engine/Engine.h"
 #include "runtime/plan/PlanFile.h"
+#include "runtime/weights/PlanWeights.h"
 #include "runtime/weights/SafeTensors.h"
 
 #include <atomic>
@@ -27,8 +28,9 @@ struct LockstepCommand; // one engine call on the wire (LockstepEngine.cpp)
 
 /// What a rank proves to rank 0 before it may join: a hash of the plan file's bytes and a hash of
 /// the checkpoint's config.json and tensor table (names, dtypes, shapes, byte sizes) — not of the
-/// weight bytes, which would take minutes to read.
-std::string lockstepIdentity(const PlanFile &plan, const Checkpoint &checkpoint);
+/// weight bytes, which would take minutes to read — and of the load-time ablation, if any.
+std::string lockstepIdentity(const PlanFile &plan, const Checkpoint &checkpoint,
+                             const Ablation *ablation = nullptr);
 
 /// OK when `theirs` (rank `rank`'s identity) equals `ours`; otherwise an error that says which
 /// half differs.

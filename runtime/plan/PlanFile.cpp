@@ -1,6 +1,8 @@
 // Plan loading and semantic validation.
 #include "runtime/plan/PlanFile.h"
 
+#include "kernels/common/DenseFormats.h"
+
 #include <flatbuffers/flatbuffers.h>
 
 #include <cstring>
@@ -156,13 +158,66 @@ private:
       if (w->shard() != plan::ShardKind::Replicated && w->shard_dim() >= w->rank_shape()->size()) {
         return fail(where, "shard dimension ", w->shard_dim(), " is outside its rank");
       }
-      // EXL3 slices hold the trellis, not a dense tensor; everything else is dense.
-      if (w->format() != plan::WeightFormat::EXL3) {
+      // EXL3 slices hold the trellis, Q4 and fp8 slices their encoding (DenseFormats.h);
+      // everything else is dense.
+      if (w->encoding() != plan::DenseEncoding::Plain) {
+        GLM_RETURN_IF_ERROR(checkEncoded(where, *w));
+      } else if (w->format() != plan::WeightFormat::EXL3) {
+        if (w->element() == plan::ElementType::F8E4M3 || w->element() == plan::ElementType::U8) {
+          return fail(where, "holds ", plan::EnumNameElementType(w->element()),
+                      " elements without their scales (an fp8 or q4 encoding)");
+        }
         GLM_ASSIGN_OR_RETURN(uint64_t bytes, denseBytes(where, w->rank_shape(), w->element()));
         if (bytes > w->slice()->size()) {
           return fail(where, "needs ", bytes, " bytes but its slice holds ", w->slice()->size());
         }
       }
+    }
+    return Status::success();
+  }
+
+  /// A Q4 or fp8 slice: its element type, whole groups, and room for every matrix's codes and
+  /// scales.
+  Status checkEncoded(const std::string &where, const plan::WeightBinding &w) {
+    const bool q4 = w.encoding() == plan::DenseEncoding::Q4;
+    if (w.encoding() != plan::DenseEncoding::Q4 && w.encoding() != plan::DenseEncoding::Fp8) {
+      return fail(where, "has an unknown dense encoding");
+    }
+    if (w.format() == plan::WeightFormat::EXL3) {
+      return fail(where, "is EXL3 and cannot also be ", q4 ? "Q4" : "fp8");
+    }
+    if (w.element() != (q4 ? plan::ElementType::U8 : plan::ElementType::F8E4M3)) {
+      return fail(where, "is ", q4 ? "Q4 with " : "fp8 with ",
+                  plan::EnumNameElementType(w.element()), " elements");
+    }
+    const auto &shape = *w.rank_shape();
+    if (shape.size() < 2) {
+      return fail(where, "is ", q4 ? "Q4" : "fp8", " but not a matrix");
+    }
+    uint64_t matrices = 1;
+    for (size_t d = 0; d + 2 < shape.size(); ++d) {
+      if (shape[d] <= 0) {
+        return fail(where, "has a dimension of ", shape[d]);
+      }
+      matrices *= static_cast<uint64_t>(shape[d]);
+    }
+    const int64_t rows = shape[shape.size() - 2], cols = shape[shape.size() - 1];
+    // At most 2^48 elements in all, so the byte counts below cannot overflow.
+    constexpr uint64_t kMaxElements = uint64_t(1) << 48;
+    if (rows <= 0 || cols <= 0 ||
+        static_cast<uint64_t>(rows) > kMaxElements / static_cast<uint64_t>(cols) ||
+        matrices > kMaxElements / (static_cast<uint64_t>(rows) * static_cast<uint64_t>(cols))) {
+      return fail(where, "has ", matrices, " matrices of ", rows, " x ", cols);
+    }
+    if (q4 && cols % kernels::kQ4Group != 0) {
+      return fail(where, "is Q4 with ", cols, " input features, not a multiple of ",
+                  kernels::kQ4Group);
+    }
+    const int64_t m = static_cast<int64_t>(matrices);
+    const uint64_t bytes = static_cast<uint64_t>(q4 ? kernels::q4Bytes(m, rows, cols)
+                                                    : kernels::fp8Bytes(m, rows, cols));
+    if (bytes > w.slice()->size()) {
+      return fail(where, "needs ", bytes, " bytes but its slice holds ", w.slice()->size());
     }
     return Status::success();
   }

@@ -1,10 +1,17 @@
 // Rank slices of checkpoint tensors into the weights arena.
 #include "runtime/weights/PlanWeights.h"
 
+#include "base/Logging.h"
+#include "kernels/common/DenseFormats.h"
+#include "kernels/common/FloatFormats.h"
+#include "kernels/common/WeightView.h"
+#include "kernels/quantize/quantize.h"
 #include "runtime/weights/Exl3Tensors.h"
 
 #include <algorithm>
 #include <atomic>
+#include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <string>
 #include <thread>
@@ -39,6 +46,136 @@ struct CopyJob {
   int64_t start, count;
   uint8_t *dst;
 };
+
+/// One matrix the loader transforms rather than copies: quantized to Q4 or fp8 blocks from a
+/// wider checkpoint tensor, an FP8 checkpoint's values with their block scales, or a projection
+/// the ablation changes. The rank's part is `count` features from `start` along `dim` of the
+/// checkpoint tensor [rows, cols].
+struct EncodeJob {
+  std::string name; // the binding
+  const TensorView *tensor;
+  const TensorView *scaleInv; // an FP8 checkpoint's weight_scale_inv, else null
+  size_t dim;
+  int64_t start, count;
+  kernels::DenseEncoding encoding;
+  DType element; // a plain binding's element type (the ablation writes it back)
+  bool ablate;
+  uint8_t *dst;
+  uint64_t bytes; // of the binding's slice
+};
+
+/// The rank's part of a [rows, cols] tensor of `elementSize`-byte elements, contiguous: the
+/// tensor itself when the part is whole rows, else a copy in `scratch`.
+const uint8_t *rankPart(const EncodeJob &job, const TensorView &t, size_t elementSize,
+                        std::vector<uint8_t> &scratch) {
+  if (job.dim == 0 || job.count == t.shape[job.dim]) {
+    const uint64_t rowBytes = static_cast<uint64_t>(t.shape[1]) * elementSize;
+    return t.data + (job.dim == 0 ? static_cast<uint64_t>(job.start) * rowBytes : 0);
+  }
+  scratch.resize(static_cast<size_t>(t.shape[0] * job.count) * elementSize);
+  copySlice(t.data, scratch.data(), t.shape, job.dim, job.start, job.count, elementSize);
+  return scratch.data();
+}
+
+/// Runs one EncodeJob (each is split over all cores inside).
+Status encode(const EncodeJob &job, const Ablation *ablation, QuantizeReport &report) {
+  const TensorView &t = *job.tensor;
+  const int64_t rows = job.dim == 0 ? job.count : t.shape[0];
+  const int64_t cols = job.dim == 1 ? job.count : t.shape[1];
+  std::vector<uint8_t> scratch;
+  const uint8_t *part = rankPart(job, t, dtypeSize(t.dtype), scratch);
+
+  if (job.scaleInv != nullptr) {
+    // An FP8 checkpoint: the values as stored, and the blocks of the rank's part, which
+    // starts on a block (glm-to-plan refuses slices that cut blocks).
+    std::memcpy(job.dst, part, static_cast<size_t>(rows * cols));
+    EncodeJob blocks = job;
+    blocks.start = job.start / kernels::kFp8Block;
+    blocks.count = kernels::fp8BlocksOf(job.count);
+    std::vector<uint8_t> scaleScratch;
+    const uint8_t *scales = rankPart(blocks, *job.scaleInv, sizeof(float), scaleScratch);
+    std::memcpy(job.dst + kernels::fp8ScalesOffset(1, rows, cols), scales,
+                static_cast<size_t>(kernels::fp8BlocksOf(rows) * kernels::fp8BlocksOf(cols)) *
+                    sizeof(float));
+    return Status::success();
+  }
+
+  kernels::WeightView source = kernels::WeightView::raw(part, t.dtype, {rows, cols});
+  std::vector<float> widened;
+  if (job.ablate) {
+    widened.resize(static_cast<size_t>(rows * cols));
+    source.loadAll(widened.data());
+    GLM_RETURN_IF_ERROR(
+        kernels::ablateDirection(widened, rows, cols, ablation->direction, ablation->alpha)
+            .withContext(strCat("weight ", job.name)));
+    source = kernels::WeightView::f32(widened.data(), {rows, cols});
+    ++report.ablated;
+  }
+  if (job.encoding == kernels::DenseEncoding::Plain) {
+    // Only the ablation gets here: the changed projection, narrowed back to its element type.
+    for (int64_t i = 0; i < rows * cols; ++i) {
+      const float v = widened[static_cast<size_t>(i)];
+      switch (job.element) {
+      case DType::BF16: {
+        const uint16_t b = kernels::floatToBf16(v);
+        std::memcpy(job.dst + 2 * i, &b, 2);
+        break;
+      }
+      case DType::F16: {
+        const uint16_t h = kernels::doubleToF16(v);
+        std::memcpy(job.dst + 2 * i, &h, 2);
+        break;
+      }
+      default:
+        std::memcpy(job.dst + 4 * i, &v, 4);
+        break;
+      }
+    }
+    return Status::success();
+  }
+  kernels::QuantizeStats stats;
+  const bool q4 = job.encoding == kernels::DenseEncoding::Q4;
+  GLM_RETURN_IF_ERROR((q4 ? kernels::quantizeQ4(source, job.dst, &stats)
+                          : kernels::quantizeFp8Blocks(source, job.dst, &stats))
+                          .withContext(strCat("weight ", job.name)));
+  const double error = stats.relativeRms();
+  ++(q4 ? report.q4 : report.fp8);
+  report.bytesBefore += static_cast<uint64_t>(rows * cols) * dtypeSize(t.dtype);
+  report.bytesAfter += static_cast<uint64_t>(q4 ? kernels::q4Bytes(1, rows, cols)
+                                                : kernels::fp8Bytes(1, rows, cols));
+  report.sumError += error;
+  if (error > report.worstError || report.worstName.empty()) {
+    report.worstError = error;
+    report.worstName = job.name;
+  }
+  return Status::success();
+}
+
+/// Whether binding `name` is a projection the ablation selects: `blk.<L>.attn.o_proj` (the
+/// builder's name for every layer's attention output projection) with L in its range or its MTP
+/// layer.
+bool ablates(const Ablation *ablation, const std::string &name) {
+  if (ablation == nullptr || name.rfind("blk.", 0) != 0) {
+    return false;
+  }
+  const size_t dot = name.find('.', 4);
+  if (dot == std::string::npos || dot == 4 ||
+      name.compare(dot, std::string::npos, ".attn.o_proj") != 0) {
+    return false;
+  }
+  int64_t layer = 0;
+  for (size_t i = 4; i < dot; ++i) {
+    if (name[i] < '0' || name[i] > '9') {
+      return false;
+    }
+    layer = layer * 10 + (name[i] - '0');
+    if (layer > (int64_t(1) << 32)) {
+      return false;
+    }
+  }
+  return layer == ablation->mtpLayer ||
+         (layer >= ablation->firstLayer && layer <= ablation->lastLayer);
+}
 
 /// One EXL3 matrix to place: its checkpoint layer, the features this rank holds, and where in the
 /// binding's slice it goes (Exl3ArenaLayout).
@@ -166,9 +303,107 @@ Expected<DType> dtypeOfElement(plan::ElementType element) {
 }
 
 Status loadPlanWeights(const plan::Plan &plan, const Checkpoint &checkpoint, uint32_t rank,
-                       std::span<uint8_t> arena, ProgressReporter *progress) {
-  return loadPlanWeightsWindow(plan, checkpoint, rank, 0, arena, progress);
+                       std::span<uint8_t> arena, const WeightLoadOptions &options,
+                       QuantizeReport *report) {
+  return loadPlanWeightsWindow(plan, checkpoint, rank, 0, arena, options, report);
 }
+
+std::string QuantizeReport::line() const {
+  char text[512];
+  const int64_t linears = q4 + fp8;
+  std::snprintf(text, sizeof text,
+                "quantized %lld linears (q4 %lld, fp8 %lld): %.3f GB -> %.3f GB, relative RMS "
+                "error mean %.4f, worst %.4f (%s)",
+                static_cast<long long>(linears), static_cast<long long>(q4),
+                static_cast<long long>(fp8), static_cast<double>(bytesBefore) / 1e9,
+                static_cast<double>(bytesAfter) / 1e9,
+                linears > 0 ? sumError / static_cast<double>(linears) : 0.0, worstError,
+                worstName.empty() ? "-" : worstName.c_str());
+  std::string out = text;
+  if (ablated > 0) {
+    out += strCat("; ablated ", ablated, " attention output projections");
+  }
+  return out;
+}
+
+namespace {
+
+/// The EncodeJob of a binding the loader transforms (Q4, fp8, or ablated), its checkpoint tensors
+/// checked.
+Expected<EncodeJob> encodeJob(const plan::WeightBinding &w, const Checkpoint &checkpoint,
+                              uint32_t rank, bool ablate, uint8_t *dst) {
+  const std::string name = w.name()->str();
+  const std::string pattern = w.checkpoint()->str();
+  const std::vector<int64_t> global(w.global_shape()->begin(), w.global_shape()->end());
+  const std::vector<int64_t> local(w.rank_shape()->begin(), w.rank_shape()->end());
+  const auto encoding = static_cast<kernels::DenseEncoding>(w.encoding());
+  if (w.experts() != 0 || global.size() != 2 || local.size() != 2) {
+    return unimplemented("weight ", name, ": ",
+                         encoding == kernels::DenseEncoding::Plain ? "ablating" : "quantizing",
+                         " a binding other than one [out, in] matrix");
+  }
+  const TensorView *t = checkpoint.find(pattern);
+  if (t == nullptr) {
+    return notFound("weight ", name, ": checkpoint tensor '", pattern, "' is missing");
+  }
+  const std::string where =
+      strCat("weight ", name, ": tensor '", pattern, "' in ", t->file->filename().string());
+  if (t->shape != global) {
+    return invalidArgument(where, " has shape ", shapeText(t->shape), ", the plan expects ",
+                           shapeText(global));
+  }
+  const bool fp8Checkpoint = w.format() == plan::WeightFormat::FP8;
+  if (fp8Checkpoint != (t->dtype == DType::F8_E4M3) ||
+      (!fp8Checkpoint && !isFloatingPoint(t->dtype))) {
+    return invalidArgument(where, " is ", dtypeName(t->dtype), ", the plan expects ",
+                           fp8Checkpoint ? "F8_E4M3" : "BF16, F16 or F32",
+                           " (recompile the plan for this checkpoint)");
+  }
+  const bool split = w.shard() != plan::ShardKind::Replicated;
+  EncodeJob job;
+  job.name = name;
+  job.tensor = t;
+  job.scaleInv = nullptr;
+  job.dim = split ? w.shard_dim() : 0;
+  job.count = local[job.dim];
+  job.start = split ? static_cast<int64_t>(rank) * job.count : 0;
+  job.encoding = encoding;
+  job.element = DType::F32;
+  job.ablate = ablate;
+  job.dst = dst;
+  job.bytes = w.slice()->size();
+  if (encoding == kernels::DenseEncoding::Plain) {
+    GLM_ASSIGN_OR_RETURN(job.element, dtypeOfElement(w.element()));
+  }
+  if (fp8Checkpoint) {
+    if (ablate) {
+      return unimplemented("weight ", name,
+                           ": ablating an FP8 checkpoint's projection (it would be requantized)");
+    }
+    const std::string scaleName = pattern + "_scale_inv";
+    job.scaleInv = checkpoint.find(scaleName);
+    const std::vector<int64_t> blocks = {kernels::fp8BlocksOf(global[0]),
+                                         kernels::fp8BlocksOf(global[1])};
+    if (job.scaleInv == nullptr) {
+      return notFound("weight ", name, ": the FP8 tensor '", pattern, "' has no '", scaleName,
+                      "' block scales");
+    }
+    if (job.scaleInv->dtype != DType::F32 || job.scaleInv->shape != blocks) {
+      return invalidArgument("weight ", name, ": block scales '", scaleName, "' in ",
+                             job.scaleInv->file->filename().string(), " are ",
+                             dtypeName(job.scaleInv->dtype), " ", shapeText(job.scaleInv->shape),
+                             ", expected F32 ", shapeText(blocks), " (one per 128 x 128 block)");
+    }
+    // A rank's part starts on a block, or lies inside one (glm-to-plan admits no other split).
+    if (job.start % kernels::kFp8Block != 0 && kernels::kFp8Block % job.count != 0) {
+      return invalidArgument("weight ", name, ": rank ", rank, "'s ", job.count, " features from ",
+                             job.start, " cut a 128 x 128 block");
+    }
+  }
+  return job;
+}
+
+} // namespace
 
 Expected<Exl3ArenaLayout> exl3BindingLayout(const plan::WeightBinding &binding) {
   const std::vector<int64_t> shape(binding.rank_shape()->begin(), binding.rank_shape()->end());
@@ -197,7 +432,7 @@ std::vector<WeightWindow> planWeightWindows(const plan::Plan &plan, uint64_t max
 
 Status loadPlanWeightsWindow(const plan::Plan &plan, const Checkpoint &checkpoint, uint32_t rank,
                              uint64_t windowOffset, std::span<uint8_t> window,
-                             ProgressReporter *progress) {
+                             const WeightLoadOptions &options, QuantizeReport *report) {
   if (rank >= plan.tp()) {
     return invalidArgument("rank ", rank, " of a TP ", plan.tp(), " plan");
   }
@@ -206,14 +441,10 @@ Status loadPlanWeightsWindow(const plan::Plan &plan, const Checkpoint &checkpoin
   }
   std::vector<CopyJob> jobs;
   std::vector<Exl3Job> exl3Jobs;
+  std::vector<EncodeJob> encodeJobs;
   for (const plan::WeightBinding *w : *plan.weights()) {
     const std::string name = w->name()->str();
     const std::string pattern = w->checkpoint()->str();
-    if (w->format() == plan::WeightFormat::FP8) {
-      return unimplemented("weight ", name, " (", pattern, "): loading ",
-                           plan::EnumNameWeightFormat(w->format()),
-                           " tensors comes with their kernels");
-    }
     const plan::Slice *slice = w->slice();
     if (slice->offset() < windowOffset || slice->offset() - windowOffset >= window.size()) {
       continue; // another window's binding
@@ -224,6 +455,13 @@ Status loadPlanWeightsWindow(const plan::Plan &plan, const Checkpoint &checkpoin
     uint8_t *dst = window.data() + (slice->offset() - windowOffset);
     if (w->format() == plan::WeightFormat::EXL3) {
       GLM_RETURN_IF_ERROR(planExl3(*w, checkpoint, rank, dst, exl3Jobs));
+      continue;
+    }
+    const bool ablate = ablates(options.ablation, name);
+    if (w->encoding() != plan::DenseEncoding::Plain || ablate ||
+        w->format() == plan::WeightFormat::FP8) {
+      GLM_ASSIGN_OR_RETURN(EncodeJob job, encodeJob(*w, checkpoint, rank, ablate, dst));
+      encodeJobs.push_back(std::move(job));
       continue;
     }
     GLM_ASSIGN_OR_RETURN(DType dtype, dtypeOfElement(w->element()));
@@ -299,18 +537,18 @@ Status loadPlanWeightsWindow(const plan::Plan &plan, const Checkpoint &checkpoin
     for (size_t i = next++; i < total; i = next++) {
       if (i >= jobs.size()) {
         const uint64_t bytes = placeExl3(exl3Jobs[i - jobs.size()]);
-        if (progress != nullptr) {
-          progress->advance(bytes);
+        if (options.progress != nullptr) {
+          options.progress->advance(bytes);
         }
         continue;
       }
       const CopyJob &job = jobs[i];
       copySlice(job.tensor->data, job.dst, job.shape, job.dim, job.start, job.count,
                 dtypeSize(job.tensor->dtype));
-      if (progress != nullptr) {
+      if (options.progress != nullptr) {
         const uint64_t full = static_cast<uint64_t>(job.shape.empty() ? 1 : job.shape[job.dim]);
-        progress->advance(job.tensor->byteSize / std::max<uint64_t>(full, 1) *
-                          static_cast<uint64_t>(job.count));
+        options.progress->advance(job.tensor->byteSize / std::max<uint64_t>(full, 1) *
+                                  static_cast<uint64_t>(job.count));
       }
     }
   };
@@ -323,7 +561,50 @@ Status loadPlanWeightsWindow(const plan::Plan &plan, const Checkpoint &checkpoin
   for (std::thread &t : threads) {
     t.join();
   }
+  // Each transformed matrix is split over every core in turn (the largest, the head, would
+  // otherwise hold one core long after the others are done).
+  QuantizeReport local;
+  for (const EncodeJob &job : encodeJobs) {
+    GLM_RETURN_IF_ERROR(encode(job, options.ablation, report != nullptr ? *report : local));
+    if (options.progress != nullptr) {
+      options.progress->advance(job.bytes);
+    }
+  }
   return Status::success();
+}
+
+RankWeightLoad::RankWeightLoad(const plan::Plan &plan, const Checkpoint &checkpoint, uint32_t rank,
+                               const WeightLoadOptions &options)
+    : plan_(plan), checkpoint_(checkpoint), rank_(rank), options_(options) {
+  uint64_t total = 0;
+  if (plan.weights() != nullptr) {
+    for (const plan::WeightBinding *w : *plan.weights()) {
+      total += w->slice()->size();
+    }
+  }
+  if (options_.progress == nullptr && total > (uint64_t(1) << 30)) {
+    ProgressReporter::Options bar;
+    bar.label = strCat("rank ", rank, ": weights");
+    bar.total = total;
+    bar.unit = ProgressReporter::Unit::Bytes;
+    progress_ = std::make_unique<ProgressReporter>(std::move(bar));
+    options_.progress = progress_.get();
+  }
+}
+
+RankWeightLoad::~RankWeightLoad() = default;
+
+Status RankWeightLoad::window(uint64_t offset, std::span<uint8_t> window) {
+  return loadPlanWeightsWindow(plan_, checkpoint_, rank_, offset, window, options_, &report_);
+}
+
+void RankWeightLoad::finish() {
+  if (progress_ != nullptr) {
+    progress_->finish();
+  }
+  if (report_.q4 + report_.fp8 + report_.ablated > 0) {
+    logInfo("rank ", rank_, ": ", report_.line());
+  }
 }
 
 } // namespace glm

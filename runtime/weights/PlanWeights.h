@@ -8,21 +8,56 @@
 #include "runtime/weights/SafeTensors.h"
 
 #include <cstdint>
+#include <memory>
 #include <span>
+#include <string>
 #include <vector>
 
 namespace glm {
 
-/// Fills `arena` (the plan's weights arena, as many bytes as the plan says) with rank `rank`'s
-/// slice of every weight binding. Each checkpoint tensor must have the binding's global shape
-/// (per expert for stacked experts, whose `{e}` names expert ids) and be stored in the binding's
-/// element type; errors name the tensor and the file. Tensors are copied on all cores; `progress`
-/// (optional) counts bytes.
+/// The refusal-direction ablation (--ablate): before quantization, each selected layer's
+/// attention output projection W [hidden, in] becomes W - alpha · d̂ (d̂ᵀ W), d̂ = direction / |d|.
+/// The layers are the builder's: binding `blk.<L>.attn.o_proj` is layer L's projection.
+struct Ablation {
+  std::vector<float> direction; // hidden_size values
+  int64_t firstLayer = 15;      // the layers [firstLayer, lastLayer]
+  int64_t lastLayer = 0;
+  int64_t mtpLayer = -1; // the MTP layer's index (num_hidden_layers) when it is ablated too
+  double alpha = 3.0;
+};
+
+struct WeightLoadOptions {
+  ProgressReporter *progress = nullptr; // counts the bytes of the slices filled
+  const Ablation *ablation = nullptr;
+};
+
+/// What a load quantized: the linears a plan holds as Q4 or fp8 from a bf16/f16/f32 checkpoint
+/// (kernels/common/DenseFormats.h), accumulated over the windows of one rank's load.
+struct QuantizeReport {
+  int64_t q4 = 0, fp8 = 0;  // linears quantized to each
+  uint64_t bytesBefore = 0; // their rank slices as stored
+  uint64_t bytesAfter = 0;  // and as held
+  double sumError = 0;      // Σ relative RMS error, for the mean
+  double worstError = 0;    // the largest relative RMS error of one linear
+  std::string worstName;    // and its binding
+  int64_t ablated = 0;      // projections the ablation changed
+  /// One line: counts, bytes before and after, mean and worst relative RMS error.
+  std::string line() const;
+};
+
 /// The checkpoint dtype of a plan element type.
 Expected<DType> dtypeOfElement(plan::ElementType element);
 
+/// Fills `arena` (the plan's weights arena, as many bytes as the plan says) with rank `rank`'s
+/// slice of every weight binding. Each checkpoint tensor must have the binding's global shape
+/// (per expert for stacked experts, whose `{e}` names expert ids) and be stored in the binding's
+/// element type, or be the bf16/f16/f32 source of a Q4 or fp8 binding, which is quantized here
+/// (an FP8 checkpoint's `weight_scale_inv` blocks come with their weight); errors name the
+/// tensor and the file. Tensors are copied on all cores, and each quantized one is split over
+/// them; `report` (optional) accumulates what was quantized.
 Status loadPlanWeights(const plan::Plan &plan, const Checkpoint &checkpoint, uint32_t rank,
-                       std::span<uint8_t> arena, ProgressReporter *progress = nullptr);
+                       std::span<uint8_t> arena, const WeightLoadOptions &options = {},
+                       QuantizeReport *report = nullptr);
 
 /// The arena layout of an EXL3 binding: its matrices (the local experts of a stacked binding, else
 /// one) of the rank shape's [out, in], at the K its slice size implies.
@@ -43,6 +78,30 @@ std::vector<WeightWindow> planWeightWindows(const plan::Plan &plan, uint64_t max
 /// window.size()), which `window` holds; bytes between bindings are left as they are.
 Status loadPlanWeightsWindow(const plan::Plan &plan, const Checkpoint &checkpoint, uint32_t rank,
                              uint64_t windowOffset, std::span<uint8_t> window,
-                             ProgressReporter *progress = nullptr);
+                             const WeightLoadOptions &options = {},
+                             QuantizeReport *report = nullptr);
+
+/// One rank's load of a plan's weights, window by window, as the engines do it: a progress line
+/// on stderr for loads of more than 1 GB, and the QuantizeReport logged once at the end when the
+/// plan quantizes or ablates anything.
+class RankWeightLoad {
+public:
+  RankWeightLoad(const plan::Plan &plan, const Checkpoint &checkpoint, uint32_t rank,
+                 const WeightLoadOptions &options);
+  ~RankWeightLoad();
+  /// loadPlanWeightsWindow into `window`, arena bytes from `offset`.
+  Status window(uint64_t offset, std::span<uint8_t> window);
+  /// Ends the progress line and logs the report (after the last window).
+  void finish();
+  const QuantizeReport &report() const { return report_; }
+
+private:
+  const plan::Plan &plan_;
+  const Checkpoint &checkpoint_;
+  uint32_t rank_;
+  WeightLoadOptions options_;
+  std::unique_ptr<ProgressReporter> progress_;
+  QuantizeReport report_;
+};
 
 } // namespace glm

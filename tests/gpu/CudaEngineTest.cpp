@@ -69,12 +69,16 @@ protected:
     servingF32_ = open(
         "gpu_f32_serving", "--target " + arch + " --precision f32 --decode 1x1,2x1 --prefill 64",
         [&](auto plan) { return cuda::CudaEngine::create(std::move(plan), *checkpoint_); });
-    servingBf16_ = open(
-        "gpu_bf16_serving", "--target " + arch + " --precision bf16 --decode 1x1,2x1 --prefill 64",
+    servingBf16_ =
+        open("gpu_bf16_serving",
+             "--target " + arch +
+                 " --precision bf16 --dense bf16 --head bf16 --decode 1x1,2x1 --prefill 64",
+             [&](auto plan) { return cuda::CudaEngine::create(std::move(plan), *checkpoint_); });
+    // The bf16 plans hold the weights as stored (a GPU plan's default quantizes them; the
+    // quantized plans have a suite of their own below).
+    bf16_ = open(
+        "gpu_bf16", "--target " + arch + " --precision bf16 --dense bf16 --head bf16" + programs,
         [&](auto plan) { return cuda::CudaEngine::create(std::move(plan), *checkpoint_); });
-    bf16_ = open("gpu_bf16", "--target " + arch + " --precision bf16" + programs, [&](auto plan) {
-      return cuda::CudaEngine::create(std::move(plan), *checkpoint_);
-    });
     golden_ =
         std::move(SafeTensorsFile::open(tinyFixture() / "golden.safetensors")).value().release();
   }
@@ -400,7 +404,8 @@ protected:
       Expected<std::unique_ptr<PlanFile>> plan =
           compileTiny(name,
                       "--target " + arch + " --precision " + precision +
-                          " --decode 1x1,2x1 --prefill 1152 --prefill-logits all",
+                          " --dense bf16 --head bf16 --decode 1x1,2x1 --prefill 1152 "
+                          "--prefill-logits all",
                       model);
       if (!plan.ok()) {
         setUpError_ += plan.status().toString() + "\n";
@@ -498,6 +503,164 @@ TEST_F(CudaEngineExl3, Bf16DecodeStaysCloserToTheDequantizedPlanThanBf16IsToF32)
               fusedMedian, fused.back(), roundingMedian, rounding.back());
   EXPECT_GT(fusedMedian, 0.0) << "the decode steps did not take the fused kernels";
   EXPECT_LE(fusedMedian, roundingMedian);
+}
+
+/// Plans that quantize the dense linears at load (--dense q4 --head fp8, the deployment's formats)
+/// and a checkpoint whose dense linears are FP8 as stored: the GPU's quantized kernels against
+/// the CPU reference, which reads the same bytes.
+class CudaEngineQuantized : public ::testing::Test {
+protected:
+  static void SetUpTestSuite() {
+    std::string why;
+    if (gpu(&why) == nullptr) {
+      setUpError_ = why;
+      return;
+    }
+    const std::string arch = gpu()->info().arch;
+    fp8Model_ = fixturesDir() / "glm53-tiny-fp8";
+    if (!std::filesystem::exists(fp8Model_)) {
+      // Outside the GPU bundle: written here, as scripts/gpu-bundle.sh writes it.
+      fp8Model_ = std::filesystem::temp_directory_path() /
+                  ("cuda_engine_fp8_" + std::to_string(::getpid()));
+      const std::string synth =
+          glmcPath() + " synth --preset tiny --dense fp8 -o " + fp8Model_.string() + " 2>/dev/null";
+      if (std::system(synth.c_str()) != 0) {
+        setUpError_ = "could not write the FP8 checkpoint with " + glmcPath();
+        return;
+      }
+      ownFp8Model_ = true;
+    }
+    for (auto [checkpoint, path] :
+         {std::pair{&checkpoint_, tinyFixture()}, {&fp8Checkpoint_, fp8Model_}}) {
+      Expected<std::unique_ptr<Checkpoint>> c = Checkpoint::open(path);
+      if (!c.ok()) {
+        setUpError_ += c.status().toString() + "\n";
+        return;
+      }
+      *checkpoint = std::move(c).value().release();
+    }
+    const std::string programs = " --decode 1x1,2x1 --prefill 1152 --prefill-logits all";
+    const std::string q4 = " --dense q4 --head fp8";
+    auto open = [&](const std::string &name, const std::string &options, Checkpoint *checkpoint,
+                    const std::filesystem::path &model) -> Engine * {
+      Expected<std::unique_ptr<PlanFile>> plan = compileTiny(name, options + programs, model);
+      if (!plan.ok()) {
+        setUpError_ += plan.status().toString() + "\n";
+        return nullptr;
+      }
+      // Each backend's engine, held as the interface the comparisons take.
+      auto asEngine = [](auto made) -> Expected<std::unique_ptr<Engine>> {
+        if (!made.ok()) {
+          return made.status();
+        }
+        return std::unique_ptr<Engine>(std::move(made).value());
+      };
+      Expected<std::unique_ptr<Engine>> engine =
+          options.find("--target cpu") != std::string::npos
+              ? asEngine(CpuEngine::create(std::move(plan).value(), *checkpoint))
+              : asEngine(cuda::CudaEngine::create(std::move(plan).value(), *checkpoint));
+      if (!engine.ok()) {
+        setUpError_ += engine.status().toString() + "\n";
+        return nullptr;
+      }
+      return std::move(engine).value().release();
+    };
+    cpuQ4_ = open("cpu_f32_q4", "--target cpu --precision f32" + q4, checkpoint_, {});
+    f32Q4_ = open("gpu_f32_q4", "--target " + arch + " --precision f32" + q4, checkpoint_, {});
+    bf16Q4_ = open("gpu_bf16_q4", "--target " + arch + " --precision bf16" + q4, checkpoint_, {});
+    cpuFp8_ = open("cpu_f32_fp8ck", "--target cpu --precision f32", fp8Checkpoint_, fp8Model_);
+    f32Fp8_ =
+        open("gpu_f32_fp8ck", "--target " + arch + " --precision f32", fp8Checkpoint_, fp8Model_);
+    golden_ =
+        std::move(SafeTensorsFile::open(tinyFixture() / "golden.safetensors")).value().release();
+  }
+  static void TearDownTestSuite() {
+    for (Engine *e : {cpuQ4_, f32Q4_, bf16Q4_, cpuFp8_, f32Fp8_}) {
+      delete e;
+    }
+    delete golden_;
+    delete checkpoint_;
+    delete fp8Checkpoint_;
+    if (ownFp8Model_) {
+      std::filesystem::remove_all(fp8Model_);
+    }
+  }
+  void SetUp() override { ASSERT_TRUE(setUpError_.empty()) << setUpError_; }
+
+  static std::vector<int32_t> ints(const std::string &name) {
+    const TensorView &t = *golden_->find(name);
+    std::vector<int32_t> v(static_cast<size_t>(t.numel()));
+    std::memcpy(v.data(), t.data, v.size() * 4);
+    return v;
+  }
+
+  /// Every row of `got` within f32 summation-order distance of `want` (the bound the f32 GPU plan
+  /// meets against the CPU backend), with the same argmax.
+  static void expectF32Equal(Engine &got, Engine &want, const std::string &what) {
+    for (const char *name : {"short", "long"}) {
+      const std::vector<int32_t> ids = ints(std::string(name) + ".input_ids");
+      const size_t steps = ints(std::string(name) + ".greedy_tokens").size();
+      Expected<GreedyRun> a = greedyRun(got, ids, steps);
+      Expected<GreedyRun> b = greedyRun(want, ids, steps);
+      ASSERT_TRUE(a.ok()) << a.status().toString();
+      ASSERT_TRUE(b.ok()) << b.status().toString();
+      ASSERT_EQ(a->logits.size(), b->logits.size());
+      const int64_t vocab = want.vocabSize();
+      double worst = 0;
+      for (size_t r = 0; r < b->logits.size() / vocab; ++r) {
+        worst = std::max(
+            worst, rowError(a->logits.data() + r * vocab, b->logits.data() + r * vocab, vocab));
+        EXPECT_EQ(argmax(a->logits.data() + r * vocab, vocab),
+                  argmax(b->logits.data() + r * vocab, vocab))
+            << what << " " << name << " row " << r;
+      }
+      std::printf("%s %s: worst row error %.3g\n", what.c_str(), name, worst);
+      EXPECT_LE(worst, 1e-4) << what << " " << name;
+    }
+  }
+
+  static inline std::string setUpError_;
+  static inline Checkpoint *checkpoint_ = nullptr, *fp8Checkpoint_ = nullptr;
+  static inline Engine *cpuQ4_ = nullptr, *f32Q4_ = nullptr, *bf16Q4_ = nullptr, *cpuFp8_ = nullptr,
+                       *f32Fp8_ = nullptr;
+  static inline SafeTensorsFile *golden_ = nullptr;
+  static inline std::filesystem::path fp8Model_;
+  static inline bool ownFp8Model_ = false;
+};
+
+TEST_F(CudaEngineQuantized, Q4PlanMatchesTheCpuBackendOnTheSameBytes) {
+  expectF32Equal(*f32Q4_, *cpuQ4_, "q4/fp8 f32 plan");
+}
+
+TEST_F(CudaEngineQuantized, Fp8CheckpointMatchesTheCpuBackend) {
+  expectF32Equal(*f32Fp8_, *cpuFp8_, "FP8 checkpoint f32 plan");
+}
+
+TEST_F(CudaEngineQuantized, Bf16Q4PlanIsAsCloseToItsF32PlanAsBf16RoundingAllows) {
+  // The bf16 and f32 quantized plans read the same weight bytes: what separates them is bf16
+  // activations, held to the bound the unquantized bf16 plan meets (HF's own bf16 spread).
+  size_t agree = 0, total = 0;
+  for (const char *name : {"short", "long", "chunked", "xlong"}) {
+    const std::vector<int32_t> ids = ints(std::string(name) + ".input_ids");
+    Expected<GreedyRun> f32 = greedyRun(*f32Q4_, ids, 0);
+    Expected<GreedyRun> bf16 = greedyRun(*bf16Q4_, ids, 0);
+    ASSERT_TRUE(f32.ok()) << f32.status().toString();
+    ASSERT_TRUE(bf16.ok()) << bf16.status().toString();
+    const int64_t vocab = f32Q4_->vocabSize();
+    std::vector<double> errors;
+    for (size_t r = 0; r < ids.size(); ++r) {
+      agree += argmax(f32->logits.data() + r * vocab, vocab) ==
+               argmax(bf16->logits.data() + r * vocab, vocab);
+      errors.push_back(
+          rowError(bf16->logits.data() + r * vocab, f32->logits.data() + r * vocab, vocab));
+    }
+    total += ids.size();
+    std::sort(errors.begin(), errors.end());
+    std::printf("%s: bf16 vs f32 q4 plan, logits error median %.3g, max %.3g\n", name,
+                errors[errors.size() / 2], errors.back());
+    EXPECT_LE(errors[errors.size() / 2], 1.25 * kHfBf16WorstMedianError) << name;
+  }
+  EXPECT_GE(static_cast<double>(agree) / static_cast<double>(total), kHfBf16Agreement - 0.02);
 }
 
 } // namespace

@@ -59,7 +59,8 @@ protected:
   /// glmc compile's options for the suite's plans of `tp` ranks at `precision`, for this GPU.
   static std::string options(int tp, const char *precision) {
     return "--target " + gpu()->info().arch + " --tp " + std::to_string(tp) + " --precision " +
-           precision + " --decode 1x1,2x1 --prefill 1152 --prefill-logits all";
+           precision +
+           " --dense bf16 --head bf16 --decode 1x1,2x1 --prefill 1152 --prefill-logits all";
   }
 
   /// The plan `name`, as a CudaEngine (TP 1) or as one CudaEngine per rank on this GPU behind an

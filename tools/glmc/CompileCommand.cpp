@@ -18,7 +18,7 @@ int runCompile(const std::vector<std::string> &args) {
   CommandLine cl("compile");
   cl.option("output").option("target").option("tp").option("precision").option("max-seqs");
   cl.option("max-context").option("kv").option("assume-weights").option("decode");
-  cl.option("prefill").option("prefill-logits").positional(1, 1);
+  cl.option("prefill").option("prefill-logits").option("dense").option("head").positional(1, 1);
   if (!cl.parseOrReport(args)) {
     return 2;
   }
@@ -40,6 +40,12 @@ int runCompile(const std::vector<std::string> &args) {
     return cl.fail(lastRow.status());
   }
   options.prefillLastRowLogits = *lastRow;
+  for (auto [name, out] : {std::pair{"dense", &options.dense}, std::pair{"head", &options.head}}) {
+    *out = cl.get(name).value_or("");
+    if (!out->empty() && *out != "bf16" && *out != "q4" && *out != "fp8") {
+      return cl.fail(invalidArgument("--", name, " is bf16, q4 or fp8, got '", *out, "'"));
+    }
+  }
   options.kv = cl.get("kv").value_or(options.kv);
   if (options.kv != "bf16" && options.kv != "fp8") {
     return cl.fail(invalidArgument("--kv is bf16 or fp8, got '", options.kv, "'"));
@@ -99,9 +105,11 @@ int runCompile(const std::vector<std::string> &args) {
     std::filesystem::remove(tmp);
     return cl.fail(ioError(out.string(), ": ", ec.message()));
   }
-  std::fprintf(stderr, "glmc compile: wrote %s (%zu bytes) for %s, TP %lld, %s\n",
-               out.string().c_str(), plan->size(), options.target.c_str(),
-               static_cast<long long>(options.tp), options.precision.c_str());
+  const auto [dense, head] = compiler::denseDefaults(options);
+  std::fprintf(
+      stderr, "glmc compile: wrote %s (%zu bytes) for %s, TP %lld, %s, dense %s, head %s\n",
+      out.string().c_str(), plan->size(), options.target.c_str(),
+      static_cast<long long>(options.tp), options.precision.c_str(), dense.c_str(), head.c_str());
   return 0;
 }
 

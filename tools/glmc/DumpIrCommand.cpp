@@ -21,7 +21,8 @@ namespace glm::tools {
 int runDumpIr(const std::vector<std::string> &args) {
   CommandLine cl("dump-ir");
   cl.option("stage").option("tp").option("target").option("decode").option("prefill");
-  cl.option("assume-weights").option("prefill-logits").positional(1, 1);
+  cl.option("assume-weights").option("prefill-logits").option("dense").option("head");
+  cl.positional(1, 1);
   if (!cl.parseOrReport(args)) {
     return 2;
   }
@@ -69,6 +70,13 @@ int runDumpIr(const std::vector<std::string> &args) {
     mlir::PassManager pm(&context);
     pm.addPass(compiler::createGlmPartitionTpPass({tp->value_or(2)}));
     if (stage == "fused") {
+      // glmc compile's dense formats for the target (a GPU's defaults quantize).
+      compiler::CompileOptions options;
+      options.target = cl.get("target").value_or(options.target);
+      options.dense = cl.get("dense").value_or("");
+      options.head = cl.get("head").value_or("");
+      const auto [dense, head] = compiler::denseDefaults(options);
+      pm.addPass(compiler::createGlmChooseDenseFormatsPass({dense, head}));
       compiler::addFusionPasses(pm);
     }
     if (mlir::failed(pm.run(**module))) {
@@ -81,6 +89,8 @@ int runDumpIr(const std::vector<std::string> &args) {
     options.tp = tp->value_or(options.tp);
     options.target = cl.get("target").value_or(options.target);
     options.exl3Bits = formats->exl3Bits;
+    options.dense = cl.get("dense").value_or("");
+    options.head = cl.get("head").value_or("");
     mlir::PassManager pm(&context);
     compiler::buildCompilePipeline(pm, options);
     if (mlir::failed(pm.run(**module))) {

@@ -5,6 +5,7 @@
 #include "server/chat/ChatPrompt.h"
 #include "server/tokenizer/StreamingDetokenizer.h"
 #include "server/tokenizer/Tokenizer.h"
+#include "tools/glmc/AblateOption.h"
 #include "tools/glmc/CommandLine.h"
 #include "tools/glmc/Commands.h"
 #include "tools/glmc/OpenEngine.h"
@@ -86,6 +87,7 @@ int runGenerate(const std::vector<std::string> &args) {
   cl.option("prefill-chunks").option("dump-logits").option("tie-rule").option("dump-tensors");
   cl.option("dump-dir");
   cl.flag("greedy").positional(1, 1);
+  addAblateOptions(cl);
   if (!cl.parseOrReport(args)) {
     return 2;
   }
@@ -137,6 +139,13 @@ int runGenerate(const std::vector<std::string> &args) {
   Expected<glm53::Glm53Config> config = glm53::loadGlm53Config(modelDir);
   if (!config.ok()) {
     return cl.fail(config.status());
+  }
+  Expected<std::optional<Ablation>> ablation = ablationFromOptions(cl, *config);
+  if (!ablation.ok()) {
+    return cl.fail(ablation.status());
+  }
+  if (*ablation) {
+    options.weights.ablation = &**ablation;
   }
   // The tokenizer is needed for text prompts and to print the reply; with --prompt-ids and no
   // tokenizer the reply is printed as ids.

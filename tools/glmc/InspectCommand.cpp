@@ -14,6 +14,30 @@
 namespace glm::tools {
 namespace {
 
+/// A rank's weight bindings by how the arena holds them: count and bytes of each kind.
+struct WeightKinds {
+  struct Kind {
+    uint32_t count = 0;
+    uint64_t bytes = 0;
+  };
+  Kind plain, q4, fp8, exl3;
+};
+
+WeightKinds weightKinds(const plan::Plan &p) {
+  WeightKinds k;
+  if (p.weights() != nullptr) {
+    for (const plan::WeightBinding *w : *p.weights()) {
+      WeightKinds::Kind &kind = w->format() == plan::WeightFormat::EXL3     ? k.exl3
+                                : w->encoding() == plan::DenseEncoding::Q4  ? k.q4
+                                : w->encoding() == plan::DenseEncoding::Fp8 ? k.fp8
+                                                                            : k.plain;
+      ++kind.count;
+      kind.bytes += w->slice()->size();
+    }
+  }
+  return k;
+}
+
 using OrderedJson = nlohmann::ordered_json;
 
 std::string str(const flatbuffers::String *s) { return s ? s->str() : ""; }
@@ -64,6 +88,13 @@ OrderedJson toJson(const plan::Plan &p) {
   j["workspace"] = workspaceBytes(p);
   j["bytes_per_rank"] = total;
   j["weights"] = p.weights() ? p.weights()->size() : 0;
+  const WeightKinds kinds = weightKinds(p);
+  OrderedJson byKind = OrderedJson::object();
+  for (auto [name, kind] : {std::pair{"plain", kinds.plain}, std::pair{"q4", kinds.q4},
+                            std::pair{"fp8", kinds.fp8}, std::pair{"exl3", kinds.exl3}}) {
+    byKind[name] = {{"bindings", kind.count}, {"bytes", kind.bytes}};
+  }
+  j["weight_encodings"] = byKind;
   j["states"] = p.states() ? p.states()->size() : 0;
   OrderedJson kernels = OrderedJson::array();
   if (p.kernels()) {
@@ -163,6 +194,12 @@ void printText(const plan::Plan &p, bool allSteps) {
   }
   std::printf("weights: %u bindings; states: %u layouts\n", p.weights() ? p.weights()->size() : 0,
               p.states() ? p.states()->size() : 0);
+  const WeightKinds kinds = weightKinds(p);
+  std::printf("  as stored %u (%s), q4 %u (%s), fp8 %u (%s), EXL3 %u (%s)\n", kinds.plain.count,
+              bytesText(kinds.plain.bytes).c_str(), kinds.q4.count,
+              bytesText(kinds.q4.bytes).c_str(), kinds.fp8.count,
+              bytesText(kinds.fp8.bytes).c_str(), kinds.exl3.count,
+              bytesText(kinds.exl3.bytes).c_str());
   if (p.kernels() && p.kernels()->size() > 0) {
     std::printf("kernels: %u\n", p.kernels()->size());
     for (const plan::Kernel *k : *p.kernels()) {

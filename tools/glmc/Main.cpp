@@ -19,8 +19,9 @@ const Subcommand kSubcommands[] = {
      glm::tools::runInfo},
     {"synth",
      "synth --preset tiny|glm53-flash [--layers N] [--seed S] [--experts bf16|exl3 [--bits K]]\n"
-     "        -o DIR              a random-weight checkpoint in the Hub layout (EXL3 experts:\n"
-     "                            random trellises at K bits, MCG codebook)",
+     "        [--dense bf16|fp8] -o DIR   a random-weight checkpoint in the Hub layout (EXL3\n"
+     "                            experts: random trellises at K bits, MCG codebook; fp8: the\n"
+     "                            dense linears in e4m3 with 128 x 128 block scales)",
      glm::tools::runSynth},
     {"render-chat",
      "render-chat --model DIR REQUEST.json\n"
@@ -35,12 +36,18 @@ const Subcommand kSubcommands[] = {
      "        [--max-tokens N] [--greedy | --temperature T --top-p P --top-k K --min-p M --seed "
      "S]\n"
      "        [--prefill-chunks a,b,...] [--dump-logits OUT.safetensors]\n"
-     "        [--dump-tensors GLOBS (or GLM_DUMP) --dump-dir DIR]   runs CPU and GPU plans",
+     "        [--dump-tensors GLOBS (or GLM_DUMP) --dump-dir DIR]   runs CPU and GPU plans\n"
+     "        [--ablate DIR_FILE [--ablate-layers A-B] [--ablate-alpha X] [--ablate-mtp]]\n"
+     "                                  (generate, serve, worker) a direction (safetensors, one\n"
+     "                                  hidden_size vector) projected out of the attention output\n"
+     "                                  projections of layers A-B (default 15 to the last) at\n"
+     "                                  load, W -= alpha d (d^T W), alpha default 3.0",
      glm::tools::runGenerate},
     {"serve",
      "serve PLAN.glmp --model DIR [--host H] [--port 8888] [--api-key K] [--served-name NAME]\n"
      "        [--max-waiting N] [--tp-listen HOST:PORT [--tp-timeout S] [--tp-transport "
      "nccl|tcp]]\n"
+     "        [--ablate DIR_FILE ...] (as generate)\n"
      "        the OpenAI-compatible server (CPU and GPU plans); a plan compiled with --tp N > 1 "
      "runs its\n"
      "        ranks as threads of this process (a GPU plan's one per GPU over NCCL, or all on one "
@@ -58,7 +65,8 @@ const Subcommand kSubcommands[] = {
      glm::tools::runServe},
     {"worker",
      "worker PLAN.glmp --model DIR --rank R --head HOST:PORT [--wait SECONDS] [--tp-timeout S]\n"
-     "        [--device N]   tensor-parallel rank R of a --tp N plan: joins `glmc serve "
+     "        [--device N] [--ablate DIR_FILE ...] (as serve)   tensor-parallel rank R of a --tp "
+     "N plan: joins `glmc serve "
      "--tp-listen` at\n"
      "        HOST:PORT (same plan and checkpoint required), runs its calls in lockstep (a GPU "
      "plan on\n"
@@ -84,14 +92,18 @@ const Subcommand kSubcommands[] = {
      "        [--precision f32|bf16] [--max-seqs N] [--max-context N] [--kv bf16|fp8]\n"
      "        [--assume-weights bf16|exl3-experts:K] [--decode BxR,...] [--prefill C,...]\n"
      "        [--prefill-logits last|all]       prefill logits of each chunk's last row (serving)\n"
-     "                                          or of every row (--dump-logits, golden tests)",
+     "                                          or of every row (--dump-logits, golden tests)\n"
+     "        [--dense bf16|q4|fp8] [--head bf16|q4|fp8]   dense linears and the head quantized "
+     "at\n"
+     "                                          load (default: q4 and fp8 for GPU bf16 plans, as\n"
+     "                                          stored otherwise; docs/quantization.md)",
      glm::tools::runCompile},
     {"dump-ir",
      "dump-ir MODEL_DIR [--stage model|partitioned|fused|plan] [--tp N] [--target T] [--decode "
      "BxR,...] "
      "[--prefill C,...]\n"
-     "        [--assume-weights bf16|exl3-experts:K] [--prefill-logits last|all]   the model's "
-     "glm IR",
+     "        [--assume-weights bf16|exl3-experts:K] [--prefill-logits last|all]\n"
+     "        [--dense bf16|q4|fp8] [--head bf16|q4|fp8]   the model's glm IR",
      glm::tools::runDumpIr},
 #endif
 };

@@ -28,6 +28,7 @@ rankEngine(std::unique_ptr<runtime::PlanFile> plan, const Checkpoint &checkpoint
   }
   cuda::CudaEngineOptions options;
   options.comm = comm;
+  options.weights = cpuOptions.weights;
   if (nccl != nullptr) {
     options.device = nccl->rank();
     options.comm = nccl.get();
@@ -144,11 +145,13 @@ runtime::TcpCommOptions tpTimeoutOption(std::optional<int64_t> seconds) {
 
 Expected<ProcessRank> openProcessRank(std::unique_ptr<runtime::PlanFile> plan,
                                       const Checkpoint &checkpoint, runtime::TcpComm &comm,
-                                      int device, runtime::DeviceTransport transport) {
+                                      int device, runtime::DeviceTransport transport,
+                                      const WeightLoadOptions &weights) {
   ProcessRank rank;
   if (plan->root().target()->arch() == plan::Arch::Cpu) {
     runtime::CpuEngineOptions options;
     options.comm = &comm;
+    options.weights = weights;
     GLM_ASSIGN_OR_RETURN(rank.engine,
                          runtime::CpuEngine::create(std::move(plan), checkpoint, options));
     return rank;
@@ -161,6 +164,7 @@ Expected<ProcessRank> openProcessRank(std::unique_ptr<runtime::PlanFile> plan,
   options.device = device;
   options.comm = deviceComm.get();
   options.keepAlive = deviceComm;
+  options.weights = weights;
   GLM_ASSIGN_OR_RETURN(rank.engine, cuda::CudaEngine::create(std::move(plan), checkpoint, options));
   rank.formGroup = [group = deviceComm.get()](runtime::Comm &) { return group->form(); };
   return rank;
@@ -169,7 +173,7 @@ Expected<ProcessRank> openProcessRank(std::unique_ptr<runtime::PlanFile> plan,
 Expected<std::unique_ptr<runtime::Engine>>
 openLockstepEngine(std::unique_ptr<runtime::PlanFile> plan, const Checkpoint &checkpoint,
                    const std::string &listenAddress, runtime::TcpCommOptions commOptions,
-                   runtime::DeviceTransport transport) {
+                   runtime::DeviceTransport transport, const WeightLoadOptions &weights) {
   const int world = static_cast<int>(plan->root().tp());
   if (world < 2) {
     return invalidArgument(plan->source(), " is a TP ", world,
@@ -184,11 +188,11 @@ openLockstepEngine(std::unique_ptr<runtime::PlanFile> plan, const Checkpoint &ch
     }
   }
   GLM_ASSIGN_OR_RETURN(auto address, runtime::parseHostPort(listenAddress));
-  const std::string identity = runtime::lockstepIdentity(*plan, checkpoint);
+  const std::string identity = runtime::lockstepIdentity(*plan, checkpoint, weights.ablation);
   GLM_ASSIGN_OR_RETURN(std::unique_ptr<runtime::TcpComm> comm,
                        runtime::TcpComm::listen(address.first, address.second, world, commOptions));
   GLM_ASSIGN_OR_RETURN(ProcessRank rank,
-                       openProcessRank(std::move(plan), checkpoint, *comm, 0, transport));
+                       openProcessRank(std::move(plan), checkpoint, *comm, 0, transport, weights));
   runtime::LockstepOptions options;
   options.formGroup = std::move(rank.formGroup);
   GLM_ASSIGN_OR_RETURN(std::unique_ptr<runtime::LockstepEngine> engine,

@@ -61,7 +61,8 @@ struct ProcessRank {
 };
 Expected<ProcessRank> openProcessRank(std::unique_ptr<runtime::PlanFile> plan,
                                       const Checkpoint &checkpoint, runtime::TcpComm &comm,
-                                      int device, runtime::DeviceTransport transport);
+                                      int device, runtime::DeviceTransport transport,
+                                      const WeightLoadOptions &weights = {});
 
 /// Rank 0 of a tensor-parallel group across processes (`glmc serve --tp-listen`): listens on
 /// `listenAddress` (HOST:PORT) for the `glmc worker` ranks and returns a LockstepEngine over rank
@@ -72,6 +73,7 @@ Expected<ProcessRank> openProcessRank(std::unique_ptr<runtime::PlanFile> plan,
 Expected<std::unique_ptr<runtime::Engine>>
 openLockstepEngine(std::unique_ptr<runtime::PlanFile> plan, const Checkpoint &checkpoint,
                    const std::string &listenAddress, runtime::TcpCommOptions comm = {},
-                   runtime::DeviceTransport transport = runtime::DeviceTransport::Tcp);
+                   runtime::DeviceTransport transport = runtime::DeviceTransport::Tcp,
+                   const WeightLoadOptions &weights = {});
 
 } // namespace glm::tools

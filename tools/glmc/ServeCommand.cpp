@@ -5,6 +5,7 @@
 #include "server/chat/ChatPrompt.h"
 #include "server/http/HttpServer.h"
 #include "server/tokenizer/Tokenizer.h"
+#include "tools/glmc/AblateOption.h"
 #include "tools/glmc/CommandLine.h"
 #include "tools/glmc/Commands.h"
 #include "tools/glmc/OpenEngine.h"
@@ -21,6 +22,7 @@ int runServe(const std::vector<std::string> &args) {
   CommandLine cl("serve");
   cl.option("model").option("host").option("port").option("api-key").option("served-name");
   cl.option("max-waiting").option("tp-listen").option("tp-timeout").option("tp-transport");
+  addAblateOptions(cl);
   cl.positional(1, 1);
   if (!cl.parseOrReport(args)) {
     return 2;
@@ -45,6 +47,14 @@ int runServe(const std::vector<std::string> &args) {
   Expected<glm53::Glm53Config> config = glm53::loadGlm53Config(modelDir);
   if (!config.ok()) {
     return cl.fail(config.status());
+  }
+  Expected<std::optional<Ablation>> ablation = ablationFromOptions(cl, *config);
+  if (!ablation.ok()) {
+    return cl.fail(ablation.status());
+  }
+  runtime::CpuEngineOptions engineOptions;
+  if (*ablation) {
+    engineOptions.weights.ablation = &**ablation;
   }
   Expected<server::Tokenizer> tokenizer = server::Tokenizer::fromModelDir(modelDir);
   if (!tokenizer.ok()) {
@@ -93,8 +103,8 @@ int runServe(const std::vector<std::string> &args) {
   }
   Expected<std::unique_ptr<runtime::Engine>> engine =
       tpListen ? openLockstepEngine(std::move(plan).value(), **checkpoint, *tpListen,
-                                    tpTimeoutOption(*tpTimeout), *transport)
-               : openEngine(std::move(plan).value(), **checkpoint);
+                                    tpTimeoutOption(*tpTimeout), *transport, engineOptions.weights)
+               : openEngine(std::move(plan).value(), **checkpoint, engineOptions);
   if (!engine.ok()) {
     return cl.fail(engine.status());
   }

@@ -10,7 +10,7 @@ namespace glm::tools {
 int runSynth(const std::vector<std::string> &args) {
   CommandLine cl("synth");
   cl.option("preset").option("layers").option("seed").option("output").option("experts");
-  cl.option("bits").positional(0, 0);
+  cl.option("bits").option("dense").positional(0, 0);
   Status status = cl.parse(args);
   glm53::SynthOptions options;
   if (status.ok() && !cl.get("preset")) {
@@ -23,6 +23,7 @@ int runSynth(const std::vector<std::string> &args) {
     options.preset = *cl.get("preset");
     options.outDir = *cl.get("output");
     options.experts = cl.get("experts").value_or("bf16");
+    options.dense = cl.get("dense").value_or("bf16");
     auto layers = cl.getInt("layers", 1, 1024);
     auto seed = cl.getInt("seed", 0, INT64_MAX);
     auto bits = cl.getInt("bits", 1, 8);

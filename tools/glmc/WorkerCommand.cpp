@@ -1,8 +1,10 @@
 // `glmc worker`: one tensor-parallel rank in its own process. It loads its weight slices, joins
 // rank 0 (`glmc serve --tp-listen`), proves it has the same plan and checkpoint, then makes the
 // engine calls rank 0 sends, in lockstep; when rank 0 drops it, it rejoins.
+#include "models/glm53/Config.h"
 #include "runtime/comm/TcpComm.h"
 #include "runtime/engine/LockstepEngine.h"
+#include "tools/glmc/AblateOption.h"
 #include "tools/glmc/CommandLine.h"
 #include "tools/glmc/Commands.h"
 #include "tools/glmc/OpenEngine.h"
@@ -20,6 +22,7 @@ int runWorker(const std::vector<std::string> &args) {
       .option("tp-timeout")
       .option("device");
   cl.positional(1, 1);
+  addAblateOptions(cl);
   if (!cl.parseOrReport(args)) {
     return 2;
   }
@@ -58,16 +61,29 @@ int runWorker(const std::vector<std::string> &args) {
   if (!checkpoint.ok()) {
     return cl.fail(checkpoint.status());
   }
-  Expected<std::unique_ptr<runtime::TcpComm>> comm = runtime::TcpComm::worker(
-      head->first, head->second, static_cast<int>(**rank), world,
-      runtime::lockstepIdentity(**plan, **checkpoint), tpTimeoutOption(*tpTimeout));
+  Expected<glm53::Glm53Config> config = glm53::loadGlm53Config(*cl.get("model"));
+  if (!config.ok()) {
+    return cl.fail(config.status());
+  }
+  Expected<std::optional<Ablation>> ablation = ablationFromOptions(cl, *config);
+  if (!ablation.ok()) {
+    return cl.fail(ablation.status());
+  }
+  WeightLoadOptions weights;
+  if (*ablation) {
+    weights.ablation = &**ablation;
+  }
+  Expected<std::unique_ptr<runtime::TcpComm>> comm =
+      runtime::TcpComm::worker(head->first, head->second, static_cast<int>(**rank), world,
+                               runtime::lockstepIdentity(**plan, **checkpoint, weights.ablation),
+                               tpTimeoutOption(*tpTimeout));
   if (!comm.ok()) {
     return cl.fail(comm.status().withContext((*plan)->source()));
   }
   // The device transport is rank 0's choice, sent when the group forms.
-  Expected<ProcessRank> engine =
-      openProcessRank(std::move(plan).value(), **checkpoint, **comm,
-                      static_cast<int>(device->value_or(0)), runtime::DeviceTransport::Nccl);
+  Expected<ProcessRank> engine = openProcessRank(std::move(plan).value(), **checkpoint, **comm,
+                                                 static_cast<int>(device->value_or(0)),
+                                                 runtime::DeviceTransport::Nccl, weights);
   if (!engine.ok()) {
     return cl.fail(engine.status());
   }

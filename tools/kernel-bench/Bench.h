@@ -82,6 +82,8 @@ private:
 
 // One per family; each adds its kernels' rows at the dimensions of suite.model().
 Status addLinearBenches(Suite &suite);
+/// Q4-group and fp8-block weights (LinearBench.cpp).
+Status addLinearQuantBenches(Suite &suite);
 Status addKdaBenches(Suite &suite);
 Status addSparseAttentionBenches(Suite &suite);
 Status addElementwiseBenches(Suite &suite);

@@ -3,7 +3,8 @@
 // (issue: decode kernels >= 75% of copy bandwidth at batch 1; prefill matmuls >= 60% of cuBLAS on
 // the same shapes).
 //
-//   glm-kernel-bench [--config DIR] [--family linear|kda|sparse_attention|elementwise|moe|exl3_moe]
+//   glm-kernel-bench [--config DIR] [--family
+//   linear|linear_quant|kda|sparse_attention|elementwise|moe|exl3_moe]
 //                    [--markdown]
 //
 // --config names a checkpoint directory or its config.json; every model dimension comes from it.
@@ -31,13 +32,15 @@ constexpr const char *kUsage =
     "usage: glm-kernel-bench [--config DIR] [--family NAME] [--markdown]\n"
     "  --config DIR   a checkpoint directory or its config.json (default: the glm53-flash\n"
     "                 fixture, $GLM_FIXTURES_DIR/glm53-flash or the build's fixtures)\n"
-    "  --family NAME  linear, kda, sparse_attention, elementwise, moe or exl3_moe (default: all)\n"
+    "  --family NAME  linear, linear_quant, kda, sparse_attention, elementwise, moe or exl3_moe "
+    "(default: all)\n"
     "  --markdown     the table as markdown\n";
 
 const struct {
   const char *name;
   Status (*add)(bench::Suite &);
 } kFamilies[] = {{"linear", bench::addLinearBenches},
+                 {"linear_quant", bench::addLinearQuantBenches},
                  {"kda", bench::addKdaBenches},
                  {"sparse_attention", bench::addSparseAttentionBenches},
                  {"elementwise", bench::addElementwiseBenches},

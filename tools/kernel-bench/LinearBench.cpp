@@ -300,3 +300,242 @@ Status addLinearBenches(Suite &suite) {
 }
 
 } // namespace glm::bench
+
+namespace glm::bench {
+
+namespace {
+
+/// A quantized weight's kernel: its instance, grid, and whether it is judged by the matrix rate.
+struct QuantInstance {
+  std::string name, label;
+  kernels::LaunchDims dims;
+  bool mma;
+};
+
+/// Times `inst` on [rows x in]·[in x out] with weights in `format` ("q4" or "fp8", laid out as
+/// kernels/common/DenseFormats.h defines them, rotated over enough copies that the L2 does not
+/// serve them). Few-row products run as a CUDA graph of `graphCount` launches, the row's time one
+/// launch's share, as the engine's captured programs run them; the bytes are the codes, their
+/// scales and the activations read and written.
+Status timeQuant(Suite &suite, const Kernels &k, const QuantInstance &inst,
+                 const std::string &format, int64_t rows, int64_t in, int64_t out, int graphCount,
+                 int reps) {
+  const bool q4 = format == "q4";
+  const size_t wBytes =
+      static_cast<size_t>(q4 ? kernels::q4Bytes(1, out, in) : kernels::fp8Bytes(1, out, in));
+  const size_t codeBytes = static_cast<size_t>(q4 ? out * in / 2 : out * in);
+  const size_t sideBytes =
+      static_cast<size_t>(q4 ? out * (in / kernels::kQ4Group) * 4
+                             : kernels::fp8BlocksOf(out) * kernels::fp8BlocksOf(in) * 4);
+  GLM_ASSIGN_OR_RETURN(std::vector<cuda::DeviceMemory> weights, weightCopies(suite, wBytes));
+  GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory x, suite.random(rows * in, true));
+  GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory y, suite.ctx().allocate(rows * out * 2));
+  const cuda::CUfunction fn = k.get(inst.name);
+  Row row;
+  row.kernel = "linear<bf16," + format + "> " + inst.label;
+  row.shape = shapeName(rows, in, out);
+  row.bytes = static_cast<double>(codeBytes + sideBytes + (rows * in + rows * out) * 2);
+  row.flops = 2.0 * rows * in * out;
+  row.bound = inst.mma ? "mma" : "bw";
+  auto launch = [&](size_t i) {
+    const cuda::DeviceMemory &wm = weights[i % weights.size()];
+    const kernels::LinearGpuArgs args{
+        reinterpret_cast<const void *>(x.ptr()),
+        reinterpret_cast<const void *>(wm.ptr()),
+        q4 ? nullptr
+           : reinterpret_cast<const float *>(wm.ptr() + kernels::fp8ScalesOffset(1, out, in)),
+        nullptr,
+        reinterpret_cast<void *>(y.ptr()),
+        rows,
+        in,
+        out,
+        0,
+        q4 ? reinterpret_cast<const uint32_t *>(wm.ptr() + kernels::q4GroupsOffset(1, out, in))
+           : nullptr};
+    return suite.ctx().launch(fn, inst.dims.grid, inst.dims.block, inst.dims.sharedMemory, args);
+  };
+  char note[96];
+  if (graphCount > 1) {
+    GLM_RETURN_IF_ERROR(suite.timeGraph(
+        graphCount, [&](int i) { return launch(static_cast<size_t>(i)); }, row, reps));
+    row.medianUs /= graphCount;
+    row.spreadUs /= graphCount;
+    std::snprintf(note, sizeof note, "(%u blocks x %u; per launch of a %d-launch graph)",
+                  inst.dims.grid[0] * inst.dims.grid[1], inst.dims.block[0], graphCount);
+  } else {
+    size_t next = 0;
+    GLM_RETURN_IF_ERROR(suite.time([&] { return launch(next++); }, row, reps));
+    std::snprintf(note, sizeof note, "(%u blocks x %u)", inst.dims.grid[0] * inst.dims.grid[1],
+                  inst.dims.block[0]);
+  }
+  row.note = note;
+  suite.add(row);
+  return Status::success();
+}
+
+/// The plain bf16 decode kernel the rule picks, in the same graph timing, for comparison.
+Status timeBf16Graph(Suite &suite, const Kernels &k, int64_t rows, int64_t in, int64_t out,
+                     int graphCount) {
+  const int sms = suite.ctx().info().smCount;
+  const LinearKernel kernel = kernels::linearKernelFor(true, rows, out, "", sms);
+  const kernels::LaunchDims d = kernels::linearLaunch(kernel, rows, in, out, sms);
+  GLM_ASSIGN_OR_RETURN(std::vector<cuda::DeviceMemory> weights,
+                       weightCopies(suite, static_cast<size_t>(in * out) * 2));
+  GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory x, suite.random(rows * in, true));
+  GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory y, suite.ctx().allocate(rows * out * 2));
+  const cuda::CUfunction fn =
+      k.get(kernel == LinearKernel::DecodeMmaWide ? decodeName(4, 1) : decodeName(2, 2));
+  Row row;
+  row.kernel = std::string("linear<bf16,bf16> ") +
+               (kernel == LinearKernel::DecodeMmaWide ? "decode-4x1" : "decode-2x2");
+  row.shape = shapeName(rows, in, out);
+  row.bytes = static_cast<double>(in * out * 2 + (rows * in + rows * out) * 2);
+  row.flops = 2.0 * rows * in * out;
+  GLM_RETURN_IF_ERROR(suite.timeGraph(
+      graphCount,
+      [&](int i) {
+        const kernels::LinearGpuArgs args{
+            reinterpret_cast<const void *>(x.ptr()),
+            reinterpret_cast<const void *>(weights[static_cast<size_t>(i) % weights.size()].ptr()),
+            nullptr,
+            nullptr,
+            reinterpret_cast<void *>(y.ptr()),
+            rows,
+            in,
+            out,
+            0,
+            nullptr};
+        return suite.ctx().launch(fn, d.grid, d.block, d.sharedMemory, args);
+      },
+      row, 100));
+  row.medianUs /= graphCount;
+  row.spreadUs /= graphCount;
+  row.note = "(per launch of a " + std::to_string(graphCount) + "-launch graph; reference)";
+  suite.add(row);
+  return Status::success();
+}
+
+std::string quantType(const std::string &format) {
+  return format == "q4" ? "glm::kernels::Q4Groups" : kFp8;
+}
+
+} // namespace
+
+Status addLinearQuantBenches(Suite &suite) {
+  // GLM-5.3-Flash's projections per rank (out x in) at TP 2 and TP 1: KDA/DSA 4096 x 4096, q_b / k
+  // 12288 x 4096, o_proj at TP 2 4096 x 8192, 8192 x 4096, dense gate/up at TP 2 6144 x 4096,
+  // dense down at TP 2 4096 x 6144, shared expert gate/up 2048 / 1024 x 4096, its down 4096 x
+  // 1024, q_a 1536 x 4096, 576 x 4096, lm_head (per rank at TP 2) 77440 x 4096.
+  const Product shapes[] = {{4096, 4096}, {4096, 12288}, {8192, 4096}, {4096, 8192},
+                            {4096, 6144}, {6144, 4096},  {4096, 2048}, {4096, 1024},
+                            {1024, 4096}, {4096, 1536},  {4096, 576},  {4096, 77440}};
+  const int sms = suite.ctx().info().smCount;
+  Kernels k;
+  for (const std::string &format : {std::string("q4"), std::string("fp8")}) {
+    const std::string w = quantType(format);
+    k.names.push_back(kernels::linearKernelName(LinearKernel::DecodeQuant, kBf16, w));
+    k.names.push_back(kernels::linearKernelName(LinearKernel::DecodeQuantWide, kBf16, w));
+    k.names.push_back(kernels::linearKernelName(LinearKernel::PrefillMma, kBf16, w));
+    k.names.push_back(kernels::linearKernelName(LinearKernel::Gemv, "float", w));
+  }
+  k.names.push_back("glm::kernels::linearDecodeQuantKernel<glm::kernels::Bf16, "
+                    "glm::kernels::Q4Groups, 2, 2>");
+  k.names.push_back(decodeName(2, 2));
+  k.names.push_back(decodeName(4, 1));
+  const bool wgmma = suite.ctx().info().arch == "sm_90a";
+  if (wgmma) {
+    k.names.push_back(kernels::linearKernelName(LinearKernel::PrefillWgmma, kBf16, kBf16));
+  }
+  k.names.push_back(prefillName(128, 32));
+  GLM_ASSIGN_OR_RETURN(k.module, suite.compile(R"(#include "kernels/linear/linear.cuh")", k.names));
+  std::unique_ptr<cuda::Cublas> cublas;
+  if (Expected<std::unique_ptr<cuda::Cublas>> opened = cuda::Cublas::open(suite.ctx().stream());
+      opened.ok()) {
+    cublas = std::move(opened).value();
+    GLM_ASSIGN_OR_RETURN(suite.matrixFlopsPerS,
+                         timeCublas(suite, *cublas, 8192, 8192, 8192, false, 20));
+  }
+  constexpr int kGraph = 20;
+
+  // Decode: rows 1, 4, 16, each kernel the rule chooses between, and the bf16 kernel beside.
+  for (int64_t rows : {1, 4, 16}) {
+    for (const Product &p : shapes) {
+      for (const std::string &format : {std::string("q4"), std::string("fp8")}) {
+        const std::string w = quantType(format);
+        const LinearKernel chosen = kernels::linearQuantKernelFor(true, rows, p.out, sms);
+        for (LinearKernel kernel : {LinearKernel::DecodeQuant, LinearKernel::DecodeQuantWide}) {
+          const std::string label =
+              std::string(kernel == LinearKernel::DecodeQuant ? "decode-quant-2x2"
+                                                              : "decode-quant-4x1") +
+              (kernel == chosen ? " *" : "");
+          GLM_RETURN_IF_ERROR(
+              timeQuant(suite, k,
+                        {kernels::linearKernelName(kernel, kBf16, w), label,
+                         kernels::linearLaunch(kernel, rows, p.in, p.out, sms), false},
+                        format, rows, p.in, p.out, kGraph, 100));
+        }
+        if (format == "q4") {
+          GLM_RETURN_IF_ERROR(
+              timeQuant(suite, k,
+                        {"glm::kernels::linearDecodeQuantKernel<glm::kernels::Bf16, "
+                         "glm::kernels::Q4Groups, 2, 2>",
+                         "decode-quant-2x2 (2 units ahead)",
+                         kernels::linearDecodeQuantLaunch(rows, p.in, p.out, sms), false},
+                        format, rows, p.in, p.out, kGraph, 100));
+        }
+      }
+      if (rows == 1) {
+        GLM_RETURN_IF_ERROR(timeBf16Graph(suite, k, rows, p.in, p.out, kGraph));
+      }
+    }
+  }
+  // f32 plans' decode (the exact FMA gemv) at batch 1, two shapes.
+  for (const Product &p : {shapes[0], shapes[1]}) {
+    for (const std::string &format : {std::string("q4"), std::string("fp8")}) {
+      const std::string w = quantType(format);
+      Kernels &kk = k;
+      const kernels::LaunchDims d = kernels::linearLaunch(LinearKernel::Gemv, 1, p.in, p.out, sms);
+      // Activations are read as f32: twice the bf16 bytes, a rounding of the row count's cost.
+      GLM_RETURN_IF_ERROR(timeQuant(suite, kk,
+                                    {kernels::linearKernelName(LinearKernel::Gemv, "float", w),
+                                     "gemv (f32 activations; bytes as bf16)", d, false},
+                                    format, 1, p.in, p.out, kGraph, 100));
+    }
+  }
+  // Where decode hands over to prefill: 64 and 128 rows at two shapes.
+  for (int64_t rows : {64, 128}) {
+    for (const Product &p : {shapes[0], shapes[1]}) {
+      for (const std::string &format : {std::string("q4"), std::string("fp8")}) {
+        const std::string w = quantType(format);
+        for (LinearKernel kernel : {LinearKernel::DecodeQuantWide, LinearKernel::PrefillMma}) {
+          GLM_RETURN_IF_ERROR(
+              timeQuant(suite, k,
+                        {kernels::linearKernelName(kernel, kBf16, w),
+                         kernel == LinearKernel::PrefillMma ? "prefill-mma" : "decode-quant-4x1",
+                         kernels::linearLaunch(kernel, rows, p.in, p.out, sms),
+                         kernel == LinearKernel::PrefillMma},
+                        format, rows, p.in, p.out, kGraph, 50));
+        }
+      }
+    }
+  }
+  // Prefill: 2048-row chunks, against the bf16 prefill kernels on the same shapes.
+  for (const Product &p : {shapes[0], shapes[1], shapes[2], shapes[3], shapes[5], shapes[11]}) {
+    for (const std::string &format : {std::string("q4"), std::string("fp8")}) {
+      GLM_RETURN_IF_ERROR(
+          timeQuant(suite, k,
+                    {kernels::linearKernelName(LinearKernel::PrefillMma, kBf16, quantType(format)),
+                     "prefill-mma (decoded tile)",
+                     kernels::linearLaunch(LinearKernel::PrefillMma, 2048, p.in, p.out, sms), true},
+                    format, 2048, p.in, p.out, 1, p.out > 20000 ? 5 : 20));
+    }
+    if (wgmma) {
+      GLM_RETURN_IF_ERROR(timeKernel(suite, k, LinearKernel::PrefillWgmma, kBf16, kBf16, 2048, p.in,
+                                     p.out, "prefill-wgmma", p.out > 20000 ? 5 : 20));
+    }
+    GLM_RETURN_IF_ERROR(timePrefill(suite, k, 128, 32, 2048, p.in, p.out, p.out > 20000 ? 5 : 20));
+  }
+  return Status::success();
+}
+
+} // namespace glm::bench

@@ -3,7 +3,10 @@
 
 #include "base/Progress.h"
 #include "base/Random.h"
+#include "kernels/common/DenseFormats.h"
 #include "kernels/common/FloatFormats.h"
+#include "kernels/common/WeightView.h"
+#include "kernels/quantize/quantize.h"
 #include "models/glm53/Config.h"
 #include "models/glm53/Weights.h"
 #include "runtime/weights/Exl3Writer.h"
@@ -256,6 +259,61 @@ TensorSpec randomTensor(const WeightInfo &w, uint64_t seed) {
   return spec;
 }
 
+/// Whether `--dense fp8` writes `w` in fp8: the linears glmc reads through its linear op (the MLA's
+/// kv_b is read inside attention, the router picks experts, the head is the release's bf16).
+bool writesFp8(const WeightInfo &w) {
+  switch (w.component) {
+  case Component::Kda:
+  case Component::Indexer:
+  case Component::DenseMlp:
+  case Component::SharedExpert:
+    return w.role == WeightRole::Linear;
+  case Component::MlaAttention:
+    return w.role == WeightRole::Linear && !endsWith(w.name, "kv_b_proj.weight");
+  default:
+    return false;
+  }
+}
+
+/// A linear as FP8: the random bf16 tensor's values (randomTensor's), quantized to e4m3 with
+/// 128 x 128 block scales by the loader's own quantizer, as two tensors: `name` and
+/// `name_scale_inv`.
+void appendFp8Tensor(const WeightInfo &w, uint64_t seed, std::vector<TensorSpec> &tensors) {
+  const int64_t rows = w.shape[0], cols = w.shape[1];
+  // Both tensors' fills quantize the same values (each fill runs once, and quantizing again is
+  // cheaper than holding the result between them).
+  auto quantized = [w, seed, rows, cols](std::vector<uint8_t> &bytes) {
+    TensorSpec bf16 = randomTensor(w, seed);
+    std::vector<uint8_t> source(static_cast<size_t>(bf16.byteSize()));
+    bf16.fill(source);
+    bytes.resize(static_cast<size_t>(kernels::fp8Bytes(1, rows, cols)));
+    kernels::QuantizeStats stats;
+    const Status s = kernels::quantizeFp8Blocks(
+        kernels::WeightView::raw(source.data(), bf16.dtype, {rows, cols}), bytes.data(), &stats);
+    (void)s; // finite random values of a 2-D shape always quantize
+  };
+  TensorSpec values;
+  values.name = w.name;
+  values.dtype = DType::F8_E4M3;
+  values.shape = w.shape;
+  values.fill = [quantized](std::span<uint8_t> out) {
+    std::vector<uint8_t> bytes;
+    quantized(bytes);
+    std::memcpy(out.data(), bytes.data(), out.size());
+  };
+  TensorSpec scales;
+  scales.name = w.name + "_scale_inv";
+  scales.dtype = DType::F32;
+  scales.shape = {kernels::fp8BlocksOf(rows), kernels::fp8BlocksOf(cols)};
+  scales.fill = [quantized, rows, cols](std::span<uint8_t> out) {
+    std::vector<uint8_t> bytes;
+    quantized(bytes);
+    std::memcpy(out.data(), bytes.data() + kernels::fp8ScalesOffset(1, rows, cols), out.size());
+  };
+  tensors.push_back(std::move(values));
+  tensors.push_back(std::move(scales));
+}
+
 /// A routed expert as an EXL3 layer with random content: any bitstream is a valid trellis (every
 /// K-bit step of the shift register decodes to some codebook value), suh holds random signs and
 /// svh random signs times the scale that gives the dense experts' spread (the codebooks have
@@ -325,6 +383,10 @@ Status synthesizeCheckpoint(const SynthOptions &options) {
     return invalidArgument("--experts is bf16 or exl3, got '", options.experts, "'");
   }
   const bool exl3 = options.experts == "exl3";
+  if (options.dense != "bf16" && options.dense != "fp8") {
+    return invalidArgument("--dense is bf16 or fp8, got '", options.dense, "'");
+  }
+  const bool fp8 = options.dense == "fp8";
   if (exl3 && (options.exl3Bits < kExl3MinBits || options.exl3Bits > kExl3MaxBits)) {
     return invalidArgument("EXL3 bits must be between ", kExl3MinBits, " and ", kExl3MaxBits,
                            ", got ", options.exl3Bits);
@@ -362,9 +424,22 @@ Status synthesizeCheckpoint(const SynthOptions &options) {
       storage[layer.key] = appendExl3Layer(layer, tensors);
       exl3Bytes += exl3StoredBytes(layer.k, layer.n, layer.bits);
       exl3Weights += static_cast<uint64_t>(w.numel());
+    } else if (fp8 && writesFp8(w)) {
+      appendFp8Tensor(w, options.seed, tensors);
     } else {
       tensors.push_back(randomTensor(w, options.seed));
     }
+  }
+  if (fp8 && !exl3) {
+    // The FP8 release's quantization_config (an EXL3 one, above, takes precedence: the fp8
+    // tensors describe themselves).
+    nlohmann::ordered_json root = nlohmann::ordered_json::parse(configText);
+    root["quantization_config"] = {{"quant_method", "fp8"},
+                                   {"fmt", "e4m3"},
+                                   {"activation_scheme", "dynamic"},
+                                   {"weight_block_size", {kernels::kFp8Block, kernels::kFp8Block}}};
+    configText = root.dump(2) + "\n";
+    GLM_RETURN_IF_ERROR(writeText(options.outDir / "config.json", configText));
   }
   if (exl3) {
     // config.json gains exllamav3's quantization_config, as `glmc quantize` writes it.

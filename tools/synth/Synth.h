@@ -28,6 +28,10 @@ struct SynthOptions {
   /// running the encoder (hours for full-width experts).
   std::string experts = "bf16";
   int exl3Bits = 4;
+  /// "bf16", or "fp8": the dense linears (attention, KDA and indexer projections, dense MLPs,
+  /// shared experts; not the head, router, MLA kv_b, routed experts or vision tower) as the FP8
+  /// release stores them, e4m3 with a `weight_scale_inv` f32 per 128 x 128 block.
+  std::string dense = "bf16";
 };
 
 /// The preset names `glmc synth` accepts.

@@ -4,6 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include <bit>
+#include <cstring>
+
 namespace glm::kernels {
 namespace {
 
@@ -64,6 +67,62 @@ TEST(LinearRef, MatchesTheNaiveProductForEveryDtype) {
     EXPECT_LE(maxRelativeError(y, naiveLinear(x, *c.values, b, rows, in, out)), 1e-6)
         << dtypeName(c.weight.dtype);
   }
+}
+
+// Q4 groups as kernels/common/DenseFormats.h defines them, decoded by hand from the bytes: codes
+// two a byte (even element in the low nibble) from offset 0, then at q4GroupsOffset an f16
+// (scale, minimum) per 64 features of a row; w = f32(scale) · q + f32(minimum), product and sum
+// each rounded to f32. The view's values equal those bit for bit, and linearRef over the view the
+// dot product with them.
+TEST(LinearRef, Q4GroupsAreTheFormatsValues) {
+  SplitMix64 rng(7);
+  const int64_t rows = 3, in = 192, out = 5, groupsPerRow = in / kQ4Group;
+  std::vector<uint8_t> bytes(q4Bytes(1, out, in), 0);
+  for (int64_t i = 0; i < out * in / 2; ++i) {
+    bytes[i] = static_cast<uint8_t>(rng.next() & 0xFF);
+  }
+  const int64_t groupsAt = q4GroupsOffset(1, out, in);
+  EXPECT_EQ(groupsAt % kDenseFormatAlign, 0);
+  for (int64_t gi = 0; gi < out * groupsPerRow; ++gi) {
+    // Finite f16 bits of any exponent but the largest ones (no product overflows f32's range).
+    for (int half = 0; half < 2; ++half) {
+      const uint16_t bits = static_cast<uint16_t>((rng.next() & 0xBFFF));
+      std::memcpy(bytes.data() + groupsAt + 4 * gi + 2 * half, &bits, 2);
+    }
+  }
+  std::vector<float> w(out * in);
+  for (int64_t o = 0; o < out; ++o) {
+    for (int64_t c = 0; c < in; ++c) {
+      const uint8_t byte = bytes[o * (in / 2) + c / 2];
+      const uint32_t q = c % 2 == 0 ? byte & 0xF : byte >> 4;
+      uint16_t scale, minimum;
+      const int64_t at = groupsAt + 4 * (o * groupsPerRow + c / kQ4Group);
+      std::memcpy(&scale, bytes.data() + at, 2);
+      std::memcpy(&minimum, bytes.data() + at + 2, 2);
+      volatile float product = f16ToFloat(scale) * static_cast<float>(q); // no fused multiply-add
+      w[o * in + c] = product + f16ToFloat(minimum);
+    }
+  }
+  const WeightView view =
+      WeightView::encoded(bytes.data(), DenseEncoding::Q4, DType::BF16, out, in);
+  std::vector<float> row(in);
+  for (int64_t o = 0; o < out; ++o) {
+    view.loadRow(o, row.data());
+    for (int64_t c = 0; c < in; ++c) {
+      ASSERT_EQ(std::bit_cast<uint32_t>(row[c]), std::bit_cast<uint32_t>(w[o * in + c]))
+          << "element (" << o << ", " << c << ")";
+    }
+  }
+  const std::vector<float> x = randomFloats(rng, rows * in);
+  std::vector<float> y(rows * out);
+  ASSERT_TRUE(linearRef({.x = x.data(),
+                         .weight = view,
+                         .y = y.data(),
+                         .rows = rows,
+                         .inFeatures = in,
+                         .outFeatures = out})
+                  .ok());
+  EXPECT_LE(maxRelativeError(y, naiveLinear(x, w, {}, rows, in, out)), 1e-6);
 }
 
 TEST(LinearRef, ThreadedProductEqualsTheNaiveOne) {

@@ -1,0 +1,127 @@
+//===- ChooseDenseFormats.cpp - how the arena holds each dense weight -----===//
+//
+// Decides, per glm.weight, whether the loader quantizes it to Q4 groups or fp8
+// blocks (kernels/common/DenseFormats.h) or copies it as stored. The rule is
+// Passes.td's description of the pass; it reads the graph (who uses a weight,
+// which linear is the head) and the rank's shapes, never a weight's name.
+//
+//===----------------------------------------------------------------------===//
+
+#include "compiler/Passes.h"
+
+#include "ir/glm/GlmOps.h"
+#include "kernels/common/DenseFormats.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/SymbolTable.h"
+#include "llvm/ADT/DenseSet.h"
+
+namespace glm::compiler {
+#define GEN_PASS_DEF_GLMCHOOSEDENSEFORMATSPASS
+#include "compiler/Passes.h.inc"
+} // namespace glm::compiler
+
+using namespace mlir;
+using namespace glm::ir;
+
+namespace {
+
+std::optional<DenseEncoding> parseEncoding(StringRef text) {
+  if (text == "bf16") {
+    return DenseEncoding::Plain;
+  }
+  if (text == "q4") {
+    return DenseEncoding::Q4;
+  }
+  if (text == "fp8") {
+    return DenseEncoding::Fp8;
+  }
+  return std::nullopt;
+}
+
+/// Whether `linear`'s result, directly or through an all-gather, is sampled or returned.
+bool isHead(LinearOp linear) {
+  SmallVector<Value> values = {linear.getResult()};
+  while (!values.empty()) {
+    Value v = values.pop_back_val();
+    for (Operation *user : v.getUsers()) {
+      if (isa<SampleOp, func::ReturnOp>(user)) {
+        return true;
+      }
+      if (auto gather = dyn_cast<AllGatherOp>(user)) {
+        values.push_back(gather.getResult());
+      }
+    }
+  }
+  return false;
+}
+
+/// Whether the rank's slice of `w` can hold `encoding`: whole Q4 groups along the input
+/// features, whole fp8 blocks along a split dimension.
+bool fits(WeightOp w, DenseEncoding encoding) {
+  ArrayRef<int64_t> local = w.getTensorType().getShape();
+  if (local.size() != 2) {
+    return false;
+  }
+  if (encoding == DenseEncoding::Q4) {
+    return local[1] % glm::kernels::kQ4Group == 0;
+  }
+  if (w.getShard().getKind() == ShardKind::Replicated) {
+    return true;
+  }
+  return local[w.getShard().getDim()] % glm::kernels::kFp8Block == 0;
+}
+
+struct ChooseDenseFormats : glm::compiler::impl::GlmChooseDenseFormatsPassBase<ChooseDenseFormats> {
+  using GlmChooseDenseFormatsPassBase::GlmChooseDenseFormatsPassBase;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    const std::optional<DenseEncoding> denseEncoding = parseEncoding(dense);
+    const std::optional<DenseEncoding> headEncoding = parseEncoding(head);
+    if (!denseEncoding || !headEncoding) {
+      module.emitError() << "glm-choose-dense-formats: dense and head are bf16, q4 or fp8, got '"
+                         << dense << "' and '" << head << "'";
+      return signalPassFailure();
+    }
+
+    // Each weight's role: read by something other than a linear's weight operand (never
+    // quantized), the head, or another linear.
+    llvm::DenseSet<StringRef> notLinear, heads, linears;
+    module.walk([&](Operation *op) {
+      auto linear = dyn_cast<LinearOp>(op);
+      for (NamedAttribute attr : op->getAttrs()) {
+        auto ref = dyn_cast<FlatSymbolRefAttr>(attr.getValue());
+        if (!ref) {
+          continue;
+        }
+        if (linear && attr.getName() == linear.getWeightAttrName()) {
+          (isHead(linear) ? heads : linears).insert(ref.getValue());
+        } else {
+          notLinear.insert(ref.getValue());
+        }
+      }
+    });
+
+    for (WeightOp w : module.getOps<WeightOp>()) {
+      const WeightFormat format = w.getFormat();
+      const StringRef name = w.getSymName();
+      if ((format != WeightFormat::BF16 && format != WeightFormat::F16 &&
+           format != WeightFormat::F32) ||
+          notLinear.contains(name) || w.isPerExpert()) {
+        continue;
+      }
+      DenseEncoding encoding = DenseEncoding::Plain;
+      if (heads.contains(name)) {
+        encoding = *headEncoding;
+      } else if (linears.contains(name)) {
+        encoding = *denseEncoding;
+      }
+      if (encoding != DenseEncoding::Plain && fits(w, encoding)) {
+        w.setEncodingAttr(DenseEncodingAttr::get(&getContext(), encoding));
+      }
+    }
+  }
+};
+
+} // namespace
