@@ -21,13 +21,17 @@ struct OpAdapters {
   Status (*cpu)(const OpStep &step, const HostStep &host);
   /// Whether the op reads EXL3 weights (others are refused them).
   bool takesExl3 = false;
+  /// Whether its CUDA kernels read Q4 and fp8-block weights (kernels/common/DenseFormats.h). The
+  /// CPU references read every encoding through WeightView.
+  bool gpuTakesEncoded = false;
 };
 
 /// The op `mnemonic`, or null when no such op exists (collectives are not ops of this table: the
 /// engines run them through their communicator).
 const OpAdapters *findOp(std::string_view mnemonic);
 
-/// Checks that `step` only reads EXL3 weights if its op takes them.
-Status checkWeightFormats(const OpAdapters &op, const OpStep &step);
+/// Checks that `step` only reads EXL3 weights if its op takes them, and (`gpu`) Q4 or fp8 weights
+/// only if its CUDA kernels do; Unimplemented naming the weight otherwise.
+Status checkWeightFormats(const OpAdapters &op, const OpStep &step, bool gpu);
 
 } // namespace glm::kernels

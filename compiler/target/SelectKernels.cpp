@@ -79,7 +79,7 @@ struct SelectKernelsPass : glm::compiler::impl::PlanSelectKernelsPassBase<Select
         step.emitOpError() << "is op '" << step.getOp() << "', which kernels/OpTable.cpp lacks";
         return WalkResult::interrupt();
       }
-      const glm::Status formats = glm::kernels::checkWeightFormats(*adapters, view);
+      const glm::Status formats = glm::kernels::checkWeightFormats(*adapters, view, /*gpu=*/true);
       glm::Expected<glm::kernels::GpuStep> gpu =
           formats.ok() ? adapters->gpu(view) : glm::Expected<glm::kernels::GpuStep>(formats);
       if (!gpu.ok() && gpu.status().code() == glm::StatusCode::Unimplemented) {

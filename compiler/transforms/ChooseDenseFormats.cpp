@@ -2,14 +2,16 @@
 //
 // Decides, per glm.weight, whether the loader quantizes it to Q4 groups or fp8
 // blocks (kernels/common/DenseFormats.h) or copies it as stored. The rule is
-// Passes.td's description of the pass; it reads the graph (who uses a weight,
-// which linear is the head) and the rank's shapes, never a weight's name.
+// Passes.td's description of the pass; it reads the graph (who reads a weight,
+// whether those ops' kernels take the encodings, which linear is the head) and
+// the rank's shapes, never a weight's name.
 //
 //===----------------------------------------------------------------------===//
 
 #include "compiler/Passes.h"
 
 #include "ir/glm/GlmOps.h"
+#include "kernels/OpTable.h"
 #include "kernels/common/DenseFormats.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -85,20 +87,22 @@ struct ChooseDenseFormats : glm::compiler::impl::GlmChooseDenseFormatsPassBase<C
       return signalPassFailure();
     }
 
-    // Each weight's role: read by something other than a linear's weight operand (never
-    // quantized), the head, or another linear.
-    llvm::DenseSet<StringRef> notLinear, heads, linears;
+    // Each weight's readers: one whose op's kernels do not read Q4 and fp8 (the op table's
+    // gpuTakesEncoded) keeps it as stored; the head is the linear whose result is sampled.
+    llvm::DenseSet<StringRef> asStored, heads;
     module.walk([&](Operation *op) {
+      const glm::kernels::OpAdapters *adapters = glm::kernels::findOp(op->getName().stripDialect());
+      const bool takesEncoded = adapters != nullptr && adapters->gpuTakesEncoded;
       auto linear = dyn_cast<LinearOp>(op);
       for (NamedAttribute attr : op->getAttrs()) {
         auto ref = dyn_cast<FlatSymbolRefAttr>(attr.getValue());
         if (!ref) {
           continue;
         }
-        if (linear && attr.getName() == linear.getWeightAttrName()) {
-          (isHead(linear) ? heads : linears).insert(ref.getValue());
-        } else {
-          notLinear.insert(ref.getValue());
+        if (!takesEncoded) {
+          asStored.insert(ref.getValue());
+        } else if (linear && attr.getName() == linear.getWeightAttrName() && isHead(linear)) {
+          heads.insert(ref.getValue());
         }
       }
     });
@@ -108,15 +112,10 @@ struct ChooseDenseFormats : glm::compiler::impl::GlmChooseDenseFormatsPassBase<C
       const StringRef name = w.getSymName();
       if ((format != WeightFormat::BF16 && format != WeightFormat::F16 &&
            format != WeightFormat::F32) ||
-          notLinear.contains(name) || w.isPerExpert()) {
+          asStored.contains(name) || w.isPerExpert()) {
         continue;
       }
-      DenseEncoding encoding = DenseEncoding::Plain;
-      if (heads.contains(name)) {
-        encoding = *headEncoding;
-      } else if (linears.contains(name)) {
-        encoding = *denseEncoding;
-      }
+      const DenseEncoding encoding = heads.contains(name) ? *headEncoding : *denseEncoding;
       if (encoding != DenseEncoding::Plain && fits(w, encoding)) {
         w.setEncodingAttr(DenseEncodingAttr::get(&getContext(), encoding));
       }

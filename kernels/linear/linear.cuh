@@ -335,21 +335,34 @@ __global__ void __launch_bounds__(kLinearDecodeMaxWarps * 32)
 }
 
 // ---------------------------------------------------------------------------------------------
-// Decode, bf16 activations x quantized weights (Q4 groups, fp8 blocks): the decode-mma kernel's
-// block (16 kMTiles outputs x 16 rows, warps split K) over steps of 128 k, the codes decoded in
-// registers to bf16 integers that the tensor cores multiply exactly, one f32 accumulator per
-// group folded into the output's.
+// Decode, bf16 activations x quantized weights (Q4 groups, fp8 blocks): blocks of 16 kMTiles
+// outputs x 16 rows whose warps split K in units (Q4: 128 k, two groups; fp8: 64 k, half a scale
+// block), the codes decoded in registers to bf16 integers that the tensor cores multiply exactly,
+// one f32 accumulator per group folded into the output's.
 //
-// Q4: lane (g, t) loads the 16 bytes [16t, 16t + 16) of the step's 64 bytes of each of its rows
-// (32 codes: lanes 0, 1 hold the step's first group, 2, 3 its second) and swaps its last 8 bytes
-// with lane t ^ 2, after which every lane holds 16 codes of each group; an mma's 4 lanes then
-// read one group. A code word's nibbles i and i + 4 become a bf16 pair (128 + q, by one LOP3 of
-// 0x43004300), and the activations are paired alike (one PRMT per pair, per row, shared by all
-// the block's outputs). Σx per group and row comes from one more mma against ones, so a group
-// adds scale · Σx·(128 + q) + (minimum - 128 scale) · Σx to its output.
-// fp8: lane t loads 16 bytes at 16t and 64 + 16t (the step is one 128-wide scale block, whose
-// scale the block's outputs share); bytes become bf16 by PRMT/LOP3 and one bf16x2 multiply by
-// 2^120 (exact, subnormals included), and the block adds scaleInv · Σx·v.
+// Loads: each warp streams its units through a private ring of kStages shared-memory slots filled
+// by cp.async (16 bytes of codes per lane and weight row, the Q4 group parameters 4 bytes a copy),
+// kStages - 1 units ahead of the one it multiplies. A slot is read back only after
+// cp.async.wait_group and __syncwarp, and refilled only after the __syncwarp that ends its unit.
+// Two slots measured fastest (deeper rings only cost occupancy): the kernel is bound by its warps'
+// dependent mma / fold chains, not by loads in flight, so the loop is instantiated per activation
+// tile count and alignment (decodeQuantDispatch) to leave its body branch-free for the scheduler.
+//
+// Q4: lane (g, t) copies 16-byte chunk t of the unit's 64 bytes of row g + 8i (chunk c stored at
+// c ^ (g & 2), which makes the reads below conflict-free) and reads back, for group G, the 8 bytes
+// [32G + 8t, +8): 16 codes of that group, so an mma's four lanes read one group. A code word's
+// nibbles s and s + 4 become a bf16 pair (128 + q, one LOP3 with 0x43004300), decoded once per
+// (group, weight tile) and used by both activation tiles; the activations are paired alike (one
+// PRMT per pair, per row, shared by all the block's outputs). Σx per group and row comes from one
+// more mma against ones, so a group adds scale · Σx·(128 + q) + (minimum - 128 scale) · Σx.
+// fp8: lane t copies 16 bytes at 16t of the unit and reads them back as they are (the unit lies
+// in one 128-wide scale block, whose scale the block's outputs share); bytes become bf16 by
+// PRMT/LOP3 and one bf16x2 multiply by 2^120 (exact, subnormals included), and the block adds
+// scaleInv · Σx·v.
+//
+// The warps' partial sums meet in shared memory (over the rings); linearDecodeQuantSplitKernel
+// also splits K over the kSplit blocks of a thread-block cluster, which add their sums through
+// distributed shared memory, for products with too few outputs to fill the SMs.
 // ---------------------------------------------------------------------------------------------
 namespace linear_detail {
 
@@ -367,11 +380,8 @@ __device__ __forceinline__ uint32_t fp8Pair(uint32_t v, uint32_t sel) {
   return r;
 }
 
-/// 16 bytes of an fp8 row of `n` from k (zero past n), the 16-byte load when `vec`.
-__device__ __forceinline__ U32x4 loadFp8x16(const uint8_t *row, int64_t k, int64_t n, bool vec) {
-  if (vec) {
-    return k < n ? loadStream(row + k) : zero4();
-  }
+/// 16 bytes of an fp8 row of `n` from k (zero past n) by element loads.
+__device__ __forceinline__ U32x4 loadFp8x16Scalar(const uint8_t *row, int64_t k, int64_t n) {
   uint32_t v[4];
 #pragma unroll
   for (int e = 0; e < 4; ++e) {
@@ -385,6 +395,14 @@ __device__ __forceinline__ U32x4 loadFp8x16(const uint8_t *row, int64_t k, int64
   return U32x4{v[0], v[1], v[2], v[3]};
 }
 
+/// 16 bytes of an fp8 row of `n` from k (zero past n), the 16-byte load when `vec`.
+__device__ __forceinline__ U32x4 loadFp8x16(const uint8_t *row, int64_t k, int64_t n, bool vec) {
+  if (vec) {
+    return k < n ? loadStream(row + k) : zero4();
+  }
+  return loadFp8x16Scalar(row, k, n);
+}
+
 /// 16 bf16 activations [k, k + 16) of `row` (length n) as 8 packed pairs, zero past n.
 __device__ __forceinline__ void loadBf16x16(const uint16_t *row, int64_t k, int64_t n, bool vec,
                                             bool valid, uint32_t (&x)[8]) {
@@ -394,199 +412,341 @@ __device__ __forceinline__ void loadBf16x16(const uint16_t *row, int64_t k, int6
   x[4] = b.x, x[5] = b.y, x[6] = b.z, x[7] = b.w;
 }
 
-} // namespace linear_detail
+template <bool B> struct BoolConstant {
+  static constexpr bool value = B;
+};
 
-// kAhead: units in flight per lane; Q4 1 (measured faster than 2 at every GLM shape, which
-// spills), fp8 4 / kMTiles (128 bytes).
-template <typename T, typename W, int kMTiles = kLinearDecodeMTiles,
-          int kAhead = (linear_detail::IsQ4<W>::value ? 1 : 4 / kMTiles)>
-__global__ void __launch_bounds__(kLinearDecodeMaxWarps * 32)
-    linearDecodeQuantKernel(LinearGpuArgs a) {
+/// loadBf16x16 with the vector case branch-free (predicated loads): `valid` and k < n, with n a
+/// multiple of 8, make both 16-byte halves whole.
+template <bool kVec>
+__device__ __forceinline__ void loadX16(const uint16_t *row, int64_t k, int64_t n, bool valid,
+                                        uint32_t (&x)[8]) {
+  if constexpr (kVec) {
+    const bool ok0 = valid && k < n, ok1 = valid && k + 8 < n;
+    const U32x4 a = ok0 ? loadShared16(row + k) : zero4();
+    const U32x4 b = ok1 ? loadShared16(row + k + 8) : zero4();
+    x[0] = a.x, x[1] = a.y, x[2] = a.z, x[3] = a.w;
+    x[4] = b.x, x[5] = b.y, x[6] = b.z, x[7] = b.w;
+  } else {
+    loadBf16x16(row, k, n, false, valid, x);
+  }
+}
+
+/// 4 bytes global -> shared, asynchronously; `bytes` 0 zero-fills.
+__device__ __forceinline__ void cpAsync4(uint32_t dst, const void *src, uint32_t bytes) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(dst), "l"(src), "r"(bytes));
+}
+
+__device__ __forceinline__ void loadSharedU64(uint32_t address, uint32_t &a, uint32_t &b) {
+  asm volatile("ld.shared.v2.u32 {%0, %1}, [%2];" : "=r"(a), "=r"(b) : "r"(address));
+}
+__device__ __forceinline__ U32x4 loadSharedU128(uint32_t address) {
+  U32x4 v;
+  asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "r"(address));
+  return v;
+}
+
+/// Bytes of one ring slot of the decode-quant kernel: the codes (16 bytes per lane and weight
+/// row), and for Q4 the (scale, minimum) of the unit's two groups of the warp's rows.
+template <typename W, int kMTiles> __host__ __device__ constexpr int decodeQuantSlotBytes() {
+  return 2 * kMTiles * 512 + (IsQ4<W>::value ? 2 * kMTiles * 64 : 0);
+}
+
+template <typename T, typename W, int kMTiles, int kStages, int kSplit, int kXTiles, bool kVecX>
+__device__ __forceinline__ void decodeQuantBody(const LinearGpuArgs &a, int64_t tileBlock,
+                                                unsigned rank) {
   static_assert(sizeof(T) == 2 && sizeof(W) == 1, "linearDecodeQuantKernel is bf16 x Q4 / fp8");
-  using namespace linear_detail;
+  static_assert(kStages >= 2, "a ring of two slots at least");
   constexpr bool kQ4 = IsQ4<W>::value;
   constexpr int kOuts = 16 * kMTiles, kWRows = 2 * kMTiles, kRows = kLinearDecodeRows;
-  // A unit is one 16-byte chunk per lane and weight row: 128 k of Q4 (two groups), 64 k of fp8
-  // (half a scale block). A lane has kAhead units of kWRows rows in flight (by default 8 chunks,
-  // 128 bytes).
   constexpr int kUnitK = kQ4 ? 128 : 64;
+  constexpr int kSlot = decodeQuantSlotBytes<W, kMTiles>();
+  constexpr int kCodeBytes = kWRows * 512;
   constexpr uint32_t kOnes = 0x3F803F80u; // bf16 (1, 1)
-  extern __shared__ float partial[];      // [warp][16 rows][kOuts outputs]
+  extern __shared__ __align__(16) unsigned char quantSmem[];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
   const int g = lane >> 2, t = lane & 3;
   const int64_t in = a.inFeatures, out = a.outFeatures;
   const uint32_t rowGroups = static_cast<uint32_t>((a.rows + kRows - 1) / kRows);
-  const int64_t r0 = static_cast<int64_t>(blockIdx.x % rowGroups) * kRows;
-  const int64_t o0 = static_cast<int64_t>(blockIdx.x / rowGroups) * kOuts;
+  const int64_t r0 = (tileBlock % rowGroups) * kRows;
+  const int64_t o0 = (tileBlock / rowGroups) * kOuts;
   const int64_t restRows = a.rows - r0;
   const int nRows = static_cast<int>(restRows < kRows ? restRows : kRows);
-  // Q4 rows are whole 16-byte chunks (in is a multiple of 64; the plane 16-byte aligned).
   const bool vecW = kQ4 || (in % 16 == 0 && aligned16(a.weight));
-  const bool vecX = in % 8 == 0 && aligned16(a.x);
   const int64_t rowBytes = kQ4 ? in / 2 : in;
   const int64_t groupsPerRow = in / kQ4Group;
+  const uint8_t *weight = static_cast<const uint8_t *>(a.weight);
 
-  // Row i of the lane is output o0 + g + 8i; rows past `out` read row 0 and count as zero.
-  const int64_t oLane = o0 + g;
-  const uint8_t *wBase =
-      static_cast<const uint8_t *>(a.weight) + (oLane < out ? oLane : 0) * rowBytes;
-  const int64_t wStride = 8 * rowBytes;
-  const uint32_t *gBase = a.weightGroups + (oLane < out ? oLane : 0) * groupsPerRow;
   const uint16_t *x = static_cast<const uint16_t *>(a.x) + r0 * in;
   const bool xValid[2] = {g < nRows, 8 + g < nRows};
   const uint16_t *xRow[2] = {x + (xValid[0] ? g : 0) * in, x + (xValid[1] ? 8 + g : 0) * in};
-  const int xTiles = nRows > 8 ? 2 : 1;
+  constexpr int xTiles = kXTiles;
   const float *fp8Scales = a.weightScaleInv + (o0 / 128) * ((in + 127) / 128);
 
-  float acc[kMTiles][2][4] = {}; // [weight tile (16 outputs)][activation tile (8 rows)][fragment]
+  // This block's units [uBegin, uEnd) (its share of K when the cluster splits it); warp w takes
+  // units uBegin + w + warps j.
   const int64_t units = (in + kUnitK - 1) / kUnitK;
-  for (int64_t u0 = static_cast<int64_t>(warp) * kAhead; u0 < units;
-       u0 += static_cast<int64_t>(warps) * kAhead) {
-    U32x4 w[kAhead][kWRows];
-    uint32_t params[kAhead][kWRows][2]; // Q4: (scale, minimum) of the unit's two groups
+  const int64_t uBegin = units * rank / kSplit, uEnd = units * (rank + 1) / kSplit;
+  const int64_t firstUnit = uBegin + warp;
+  const int mine = firstUnit < uEnd ? static_cast<int>((uEnd - firstUnit + warps - 1) / warps) : 0;
+  const uint32_t ring = sharedAddress(quantSmem) + warp * (kStages * kSlot);
+
+  // Codes: lane (g, t) copies chunk t of row g + 8i. Q4 parameters: copy c = lane + 32p is
+  // (row r = c / 2 of the warp's, group c % 2 of the unit), row r being output o0 + r % 8 + 8 (r /
+  // 8), stored at 4c.
+  auto issue = [&](int j) {
+    if (j >= mine) {
+      return;
+    }
+    const int64_t u = firstUnit + static_cast<int64_t>(j) * warps;
+    const uint32_t slot = ring + (j % kStages) * kSlot;
 #pragma unroll
-    for (int j = 0; j < kAhead; ++j) {
-      const int64_t u = u0 + j;
+    for (int i = 0; i < kWRows; ++i) {
+      const int64_t o = o0 + g + 8 * i;
+      if constexpr (kQ4) {
+        const bool ok = o < out && u * kUnitK + 32 * t < in;
+        const uint8_t *src = weight + (ok ? o * rowBytes + u * 64 + 16 * t : 0);
+        cpAsync16(slot + (i * 8 + g) * 64 + 16 * (t ^ (g & 2)), src, ok ? 16u : 0u);
+      } else {
+        const int64_t k = u * kUnitK + 16 * t;
+        const bool ok = o < out && k < in;
+        const uint32_t dst = slot + (i * 32 + lane) * 16;
+        if (vecW) {
+          cpAsync16(dst, weight + (ok ? o * rowBytes + k : 0), ok ? 16u : 0u);
+        } else {
+          const U32x4 v = ok ? loadFp8x16Scalar(weight + o * rowBytes, k, in) : zero4();
+          storeShared16(dst, v.x, v.y, v.z, v.w);
+        }
+      }
+    }
+    if constexpr (kQ4) {
+#pragma unroll
+      for (int p = 0; p < kWRows / 2; ++p) {
+        const int c = lane + 32 * p, r = c >> 1;
+        const int64_t o = o0 + (r & 7) + 8 * (r >> 3), group = 2 * u + (c & 1);
+        const bool ok = o < out && group < groupsPerRow;
+        cpAsync4(slot + kCodeBytes + 4 * c, a.weightGroups + (ok ? o * groupsPerRow + group : 0),
+                 ok ? 4u : 0u);
+      }
+    }
+  };
+
+  float acc[kMTiles][2][4] = {}; // [weight tile (16 outputs)][activation tile (8 rows)][fragment]
+#pragma unroll
+  for (int j = 0; j < kStages - 1; ++j) {
+    issue(j);
+    cpAsyncCommit();
+  }
+  for (int j = 0; j < mine; ++j) {
+    issue(j + kStages - 1);
+    cpAsyncCommit();
+    cpAsyncWait<kStages - 1>();
+    __syncwarp();
+    const int64_t u = firstUnit + static_cast<int64_t>(j) * warps;
+    const uint32_t slot = ring + (j % kStages) * kSlot;
+    if constexpr (kQ4) {
+      uint32_t prm[kWRows][2];
 #pragma unroll
       for (int i = 0; i < kWRows; ++i) {
-        const bool row = oLane + 8 * i < out && u < units;
-        if constexpr (kQ4) {
-          const bool ok = row && u * kUnitK + 32 * t < in;
-          w[j][i] = ok ? loadStream(wBase + i * wStride + u * 64 + 16 * t) : zero4();
-          const uint32_t *gp = gBase + i * 8 * groupsPerRow + 2 * u;
-          params[j][i][0] = row ? gp[0] : 0u;
-          params[j][i][1] = row && u * kUnitK + 64 < in ? gp[1] : 0u;
-        } else {
-          w[j][i] = row ? loadFp8x16(wBase + i * wStride, u * kUnitK + 16 * t, in, vecW) : zero4();
-        }
+        loadSharedU64(slot + kCodeBytes + (i * 8 + g) * 8, prm[i][0], prm[i][1]);
       }
-    }
+      const int swap = (g >> 1) & 1;
 #pragma unroll
-    for (int j = 0; j < kAhead; ++j) {
-      const int64_t u = u0 + j;
-      if (u >= units) {
-        break;
-      }
-      if constexpr (kQ4) {
-        // Lane t swaps words 2-3 with lane t ^ 2: words 0-1 are then 16 codes of the unit's group
-        // t / 2, words 2-3 16 codes of the other group.
-        uint32_t zw[kWRows][2];
-#pragma unroll
-        for (int i = 0; i < kWRows; ++i) {
-          zw[i][0] = __shfl_xor_sync(0xFFFFFFFFu, w[j][i].z, 2);
-          zw[i][1] = __shfl_xor_sync(0xFFFFFFFFu, w[j][i].w, 2);
-        }
-        const bool first = t < 2;
-#pragma unroll
-        for (int G = 0; G < 2; ++G) {
-          const bool own = first == (G == 0);
-          // Group 0: lane t's 16 k at 16 (2 (t & 1) + (t >> 1)); group 1 at 64 + 16 (2 (t & 1) +
-          // ((t >> 1) ^ 1)).
-          const int64_t kg = u * kUnitK + 64 * G + 16 * (2 * (t & 1) + ((t >> 1) ^ G));
-#pragma unroll
-          for (int n = 0; n < 2; ++n) {
-            if (n < xTiles) {
-              uint32_t xr[8];
-              loadBf16x16(xRow[n], kg, in, vecX, xValid[n], xr);
-              // Pair p = 4 word + s is k (8 word + s, 8 word + s + 4), as the codes' pairs.
-              uint32_t xp[8];
-#pragma unroll
-              for (int wd = 0; wd < 2; ++wd) {
-                xp[4 * wd + 0] = bytePerm(xr[4 * wd], xr[4 * wd + 2], 0x5410u);
-                xp[4 * wd + 1] = bytePerm(xr[4 * wd], xr[4 * wd + 2], 0x7632u);
-                xp[4 * wd + 2] = bytePerm(xr[4 * wd + 1], xr[4 * wd + 3], 0x5410u);
-                xp[4 * wd + 3] = bytePerm(xr[4 * wd + 1], xr[4 * wd + 3], 0x7632u);
-              }
-              float sx[4] = {};
-#pragma unroll
-              for (int m = 0; m < 4; ++m) {
-                mmaBf16(sx, kOnes, kOnes, kOnes, kOnes, xp[2 * m], xp[2 * m + 1]);
-              }
-#pragma unroll
-              for (int mt = 0; mt < kMTiles; ++mt) {
-                const int i0 = 2 * mt, i1 = 2 * mt + 1;
-                const uint32_t c00 = own ? w[j][i0].x : zw[i0][0],
-                               c01 = own ? w[j][i0].y : zw[i0][1];
-                const uint32_t c10 = own ? w[j][i1].x : zw[i1][0],
-                               c11 = own ? w[j][i1].y : zw[i1][1];
-                const uint32_t lo[2] = {c00, c01}, hi[2] = {c10, c11};
-                float q[4] = {};
-#pragma unroll
-                for (int m = 0; m < 4; ++m) {
-                  const int wd = m >> 1, sh = 2 * (m & 1);
-                  mmaBf16(q, q4Pair(lo[wd], sh), q4Pair(hi[wd], sh), q4Pair(lo[wd], sh + 1),
-                          q4Pair(hi[wd], sh + 1), xp[2 * m], xp[2 * m + 1]);
-                }
-                // shifted: minimum - 128 scale, for the codes' offset of 128.
-                const float s0 = f16ToF32(params[j][i0][G] & 0xFFFFu);
-                const float s1 = f16ToF32(params[j][i1][G] & 0xFFFFu);
-                const float m0 = fmaf(-128.0f, s0, f16ToF32(params[j][i0][G] >> 16));
-                const float m1 = fmaf(-128.0f, s1, f16ToF32(params[j][i1][G] >> 16));
-                float *d = acc[mt][n];
-                d[0] = fmaf(m0, sx[0], fmaf(s0, q[0], d[0]));
-                d[1] = fmaf(m0, sx[1], fmaf(s0, q[1], d[1]));
-                d[2] = fmaf(m1, sx[0], fmaf(s1, q[2], d[2]));
-                d[3] = fmaf(m1, sx[1], fmaf(s1, q[3], d[3]));
-              }
-            }
-          }
-        }
-      } else {
-        const float blockScale = fp8Scales[u / 2];
+      for (int G = 0; G < 2; ++G) {
+        const int64_t kg = u * kUnitK + 64 * G + 16 * t;
+        // Pair p = 4 word + s is k (8 word + s, 8 word + s + 4), as the codes' pairs.
+        uint32_t xp[2][8];
+        float sx[2][4] = {};
 #pragma unroll
         for (int n = 0; n < 2; ++n) {
-          if (n < xTiles) {
+          if (n < kXTiles) {
             uint32_t xr[8];
-            loadBf16x16(xRow[n], u * kUnitK + 16 * t, in, vecX, xValid[n], xr);
+            loadX16<kVecX>(xRow[n], kg, in, xValid[n], xr);
 #pragma unroll
-            for (int mt = 0; mt < kMTiles; ++mt) {
-              const U32x4 &lo = w[j][2 * mt], &hi = w[j][2 * mt + 1];
-              const uint32_t lw[4] = {lo.x, lo.y, lo.z, lo.w}, hw[4] = {hi.x, hi.y, hi.z, hi.w};
-              float v[4] = {};
+            for (int wd = 0; wd < 2; ++wd) {
+              xp[n][4 * wd + 0] = bytePerm(xr[4 * wd], xr[4 * wd + 2], 0x5410u);
+              xp[n][4 * wd + 1] = bytePerm(xr[4 * wd], xr[4 * wd + 2], 0x7632u);
+              xp[n][4 * wd + 2] = bytePerm(xr[4 * wd + 1], xr[4 * wd + 3], 0x5410u);
+              xp[n][4 * wd + 3] = bytePerm(xr[4 * wd + 1], xr[4 * wd + 3], 0x7632u);
+            }
+#pragma unroll
+            for (int m = 0; m < 4; ++m) {
+              mmaBf16(sx[n], kOnes, kOnes, kOnes, kOnes, xp[n][2 * m], xp[n][2 * m + 1]);
+            }
+          }
+        }
+        const uint32_t piece = 32 * (G ^ swap) + 8 * t;
+#pragma unroll
+        for (int mt = 0; mt < kMTiles; ++mt) {
+          const int i0 = 2 * mt, i1 = 2 * mt + 1;
+          uint32_t lo[2], hi[2];
+          loadSharedU64(slot + (i0 * 8 + g) * 64 + piece, lo[0], lo[1]);
+          loadSharedU64(slot + (i1 * 8 + g) * 64 + piece, hi[0], hi[1]);
+          uint32_t A[4][4];
+#pragma unroll
+          for (int m = 0; m < 4; ++m) {
+            const int wd = m >> 1, sh = 2 * (m & 1);
+            A[m][0] = q4Pair(lo[wd], sh);
+            A[m][1] = q4Pair(hi[wd], sh);
+            A[m][2] = q4Pair(lo[wd], sh + 1);
+            A[m][3] = q4Pair(hi[wd], sh + 1);
+          }
+          // shifted: minimum - 128 scale, for the codes' offset of 128.
+          const float s0 = f16ToF32(prm[i0][G] & 0xFFFFu);
+          const float s1 = f16ToF32(prm[i1][G] & 0xFFFFu);
+          const float m0 = fmaf(-128.0f, s0, f16ToF32(prm[i0][G] >> 16));
+          const float m1 = fmaf(-128.0f, s1, f16ToF32(prm[i1][G] >> 16));
+#pragma unroll
+          for (int n = 0; n < 2; ++n) {
+            if (n < kXTiles) {
+              float q[4] = {};
 #pragma unroll
               for (int m = 0; m < 4; ++m) {
-                mmaBf16(v, fp8Pair(lw[m], 0x1404u), fp8Pair(hw[m], 0x1404u),
-                        fp8Pair(lw[m], 0x3424u), fp8Pair(hw[m], 0x3424u), xr[2 * m], xr[2 * m + 1]);
+                mmaBf16(q, A[m][0], A[m][1], A[m][2], A[m][3], xp[n][2 * m], xp[n][2 * m + 1]);
               }
+              float *d = acc[mt][n];
+              d[0] = fmaf(m0, sx[n][0], fmaf(s0, q[0], d[0]));
+              d[1] = fmaf(m0, sx[n][1], fmaf(s0, q[1], d[1]));
+              d[2] = fmaf(m1, sx[n][0], fmaf(s1, q[2], d[2]));
+              d[3] = fmaf(m1, sx[n][1], fmaf(s1, q[3], d[3]));
+            }
+          }
+        }
+      }
+    } else {
+      const float blockScale = fp8Scales[u / 2];
+      uint32_t xr[2][8];
 #pragma unroll
-              for (int e = 0; e < 4; ++e) {
-                acc[mt][n][e] = fmaf(blockScale, v[e], acc[mt][n][e]);
-              }
+      for (int n = 0; n < 2; ++n) {
+        if (n < kXTiles) {
+          loadX16<kVecX>(xRow[n], u * kUnitK + 16 * t, in, xValid[n], xr[n]);
+        }
+      }
+#pragma unroll
+      for (int mt = 0; mt < kMTiles; ++mt) {
+        const U32x4 lo = loadSharedU128(slot + ((2 * mt) * 32 + lane) * 16);
+        const U32x4 hi = loadSharedU128(slot + ((2 * mt + 1) * 32 + lane) * 16);
+        const uint32_t lw[4] = {lo.x, lo.y, lo.z, lo.w}, hw[4] = {hi.x, hi.y, hi.z, hi.w};
+        uint32_t A[4][4];
+#pragma unroll
+        for (int m = 0; m < 4; ++m) {
+          A[m][0] = fp8Pair(lw[m], 0x1404u);
+          A[m][1] = fp8Pair(hw[m], 0x1404u);
+          A[m][2] = fp8Pair(lw[m], 0x3424u);
+          A[m][3] = fp8Pair(hw[m], 0x3424u);
+        }
+#pragma unroll
+        for (int n = 0; n < 2; ++n) {
+          if (n < kXTiles) {
+            float v[4] = {};
+#pragma unroll
+            for (int m = 0; m < 4; ++m) {
+              mmaBf16(v, A[m][0], A[m][1], A[m][2], A[m][3], xr[n][2 * m], xr[n][2 * m + 1]);
+            }
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+              acc[mt][n][e] = fmaf(blockScale, v[e], acc[mt][n][e]);
             }
           }
         }
       }
     }
+    __syncwarp();
   }
+  cpAsyncWait<0>();
+  __syncwarp();
 
   // Fragment (m, n): element 0 is output 16m + g of row 8n + 2t, 1 the next row, 2 and 3 the same
-  // rows of output 16m + g + 8.
-  float *mine = partial + warp * kRows * kOuts;
+  // rows of output 16m + g + 8. The warp's partial sums go over its own ring.
+  float *partial = reinterpret_cast<float *>(quantSmem) + warp * (kStages * kSlot / 4);
 #pragma unroll
   for (int m = 0; m < kMTiles; ++m) {
 #pragma unroll
     for (int n = 0; n < 2; ++n) {
       if (n < xTiles) {
         const int r = 8 * n + 2 * t, o = 16 * m + g;
-        mine[r * kOuts + o] = acc[m][n][0];
-        mine[(r + 1) * kOuts + o] = acc[m][n][1];
-        mine[r * kOuts + o + 8] = acc[m][n][2];
-        mine[(r + 1) * kOuts + o + 8] = acc[m][n][3];
+        partial[r * kOuts + o] = acc[m][n][0];
+        partial[(r + 1) * kOuts + o] = acc[m][n][1];
+        partial[r * kOuts + o + 8] = acc[m][n][2];
+        partial[(r + 1) * kOuts + o + 8] = acc[m][n][3];
       }
     }
   }
   __syncthreads();
-  T *y = static_cast<T *>(a.y);
-  for (int i = threadIdx.x; i < nRows * kOuts; i += blockDim.x) {
-    const int r = i / kOuts, o = i % kOuts;
-    if (o0 + o < out) {
-      float sum = 0.0f;
-      for (int v = 0; v < warps; ++v) {
-        sum += partial[(v * kRows + r) * kOuts + o];
-      }
-      y[(r0 + r) * out + o0 + o] = fromFloat<T>(sum + biasAt(a, o0 + o));
+  auto warpSum = [&](int i) {
+    float sum = 0.0f;
+    for (int v = 0; v < warps; ++v) {
+      sum += reinterpret_cast<const float *>(quantSmem)[v * (kStages * kSlot / 4) + i];
     }
+    return sum;
+  };
+  T *y = static_cast<T *>(a.y);
+  if constexpr (kSplit == 1) {
+    for (int i = threadIdx.x; i < nRows * kOuts; i += blockDim.x) {
+      const int r = i / kOuts, o = i % kOuts;
+      if (o0 + o < out) {
+        y[(r0 + r) * out + o0 + o] = fromFloat<T>(warpSum(i) + biasAt(a, o0 + o));
+      }
+    }
+  } else {
+    // The block's sums after warp 0's partials (the ring is at least twice their size).
+    float *blockSum = reinterpret_cast<float *>(quantSmem) + kRows * kOuts;
+    for (int i = threadIdx.x; i < nRows * kOuts; i += blockDim.x) {
+      blockSum[i] = warpSum(i);
+    }
+    clusterSync();
+    const uint32_t sumAddress = sharedAddress(blockSum);
+    for (int i = static_cast<int>(rank) + kSplit * threadIdx.x; i < nRows * kOuts;
+         i += kSplit * blockDim.x) {
+      const int r = i / kOuts, o = i % kOuts;
+      if (o0 + o < out) {
+        float sum = 0.0f;
+#pragma unroll
+        for (int q = 0; q < kSplit; ++q) {
+          sum += loadClusterShared(sumAddress + 4 * i, q);
+        }
+        y[(r0 + r) * out + o0 + o] = fromFloat<T>(sum + biasAt(a, o0 + o));
+      }
+    }
+    clusterSync(); // no block's shared memory goes while another reads it
   }
+}
+
+/// decodeQuantBody instantiated for the block's activation tiles (rows beyond 8 of its 16) and
+/// whether activation rows are 16-byte aligned, so that the loop body has no branches and the
+/// scheduler can overlap the independent mma chains and loads of a unit.
+template <typename T, typename W, int kMTiles, int kStages, int kSplit>
+__device__ __forceinline__ void decodeQuantDispatch(const LinearGpuArgs &a, int64_t tileBlock,
+                                                    unsigned rank) {
+  const int64_t rowGroups = (a.rows + kLinearDecodeRows - 1) / kLinearDecodeRows;
+  const bool two = a.rows - (tileBlock % rowGroups) * kLinearDecodeRows > 8;
+  const bool vec = a.inFeatures % 8 == 0 && aligned16(a.x);
+  if (two) {
+    vec ? decodeQuantBody<T, W, kMTiles, kStages, kSplit, 2, true>(a, tileBlock, rank)
+        : decodeQuantBody<T, W, kMTiles, kStages, kSplit, 2, false>(a, tileBlock, rank);
+  } else {
+    vec ? decodeQuantBody<T, W, kMTiles, kStages, kSplit, 1, true>(a, tileBlock, rank)
+        : decodeQuantBody<T, W, kMTiles, kStages, kSplit, 1, false>(a, tileBlock, rank);
+  }
+}
+
+} // namespace linear_detail
+
+template <typename T, typename W, int kMTiles = kLinearDecodeMTiles,
+          int kStages = kLinearQuantStages>
+__global__ void __launch_bounds__(kLinearQuantMaxWarps * 32)
+    linearDecodeQuantKernel(LinearGpuArgs a) {
+  linear_detail::decodeQuantDispatch<T, W, kMTiles, kStages, 1>(a, blockIdx.x, 0);
+}
+
+/// The same with K split over the kSplit blocks of a cluster (grid kSplit x the plain grid).
+template <typename T, typename W, int kMTiles, int kSplit, int kStages = kLinearQuantStages>
+__global__ void __cluster_dims__(kSplit, 1, 1) __launch_bounds__(kLinearQuantMaxWarps * 32)
+    linearDecodeQuantSplitKernel(LinearGpuArgs a) {
+  linear_detail::decodeQuantDispatch<T, W, kMTiles, kStages, kSplit>(a, blockIdx.x / kSplit,
+                                                                     ptx::clusterRank());
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -36,12 +36,15 @@
 // Quantized weights (kernels/common/DenseFormats.h; W = Q4Groups or Fp8E4m3, the plan binds
 // weightGroups / weightScaleInv to the sections after the codes):
 //   linearDecodeQuantKernel<Bf16, W>      rows <= 64: the decode-mma kernel's structure (warps
-//       split K in steps of 128, 16-byte loads of every weight byte once) with the codes decoded
+//       split K in units of 128 k Q4 / 64 k fp8, each warp streaming its units by cp.async through
+//       a ring of kLinearQuantStages shared-memory slots) with the codes decoded
 //       in registers to exact bf16 integers (Q4: 128 + q by one LOP3 per pair, no subtraction;
 //       fp8: the e4m3 value times 2^-120 moved into bf16's fields, times 2^120 by one bf16x2
 //       multiply) and one f32 accumulator per group: Q4 folds a group as
 //       scale · Σx(128 + q) + (minimum - 128 scale) · Σx, with Σx from one more mma against ones;
 //       fp8 folds a 128-block as scaleInv · Σx·v. Σ x·w is the reference's up to f32 rounding.
+//       linearDecodeQuantSplitKernel<Bf16, W, 2, S> (DecodeQuantSplit2/4/8): the same with K
+//       split over a cluster of S blocks that add their sums through distributed shared memory.
 //   linearPrefillMmaKernel<Bf16, W>       rows > 64 (both targets): the mma.sync prefill kernel
 //       with the weight tile loaded into registers one stage ahead and stored decoded to bf16
 //       after the current stage's mmas. fp8: the e4m3 values exactly, the accumulators kept in
@@ -99,7 +102,8 @@ constexpr int kLinearPrefillTileN = 128; // mma.sync prefill: outputs per block 
 constexpr int kLinearPrefillK = 32;      // mma.sync prefill: k per stage (32: 4 stages, 64: 3)
 constexpr int kLinearWgmmaTileN = 256;   // wgmma prefill: outputs per block
 constexpr int kLinearWgmmaStages = 4;    // wgmma prefill: stages of 64 k
-constexpr int kLinearQuantStepK = 128;   // decode-quant: k per warp step (2 Q4 groups, 1 fp8 block)
+constexpr int kLinearQuantStages = 2;    // decode-quant: ring slots per warp (units in flight + 1)
+constexpr int kLinearQuantMaxWarps = 16; // decode-quant: K-splitting warps per block, at most
 
 #ifndef __CUDACC_RTC__
 enum class LinearKernel {
@@ -111,7 +115,18 @@ enum class LinearKernel {
   Tiled,
   DecodeQuant,
   DecodeQuantWide,
+  DecodeQuantSplit2, // DecodeQuant with K split over a cluster of 2, 4 or 8 blocks
+  DecodeQuantSplit4,
+  DecodeQuantSplit8,
 };
+
+/// The cluster size of a decode-quant kernel (1 for the unsplit ones).
+inline int linearQuantSplit(LinearKernel kernel) {
+  return kernel == LinearKernel::DecodeQuantSplit2   ? 2
+         : kernel == LinearKernel::DecodeQuantSplit4 ? 4
+         : kernel == LinearKernel::DecodeQuantSplit8 ? 8
+                                                     : 1;
+}
 
 /// The kernel for a product: tensor cores when activations and weights are both bf16 (`bf16Mma`),
 /// f32 FMA otherwise; a streaming kernel for few rows, a tiled one for many; wgmma where the
@@ -139,23 +154,35 @@ inline LinearKernel linearKernelFor(bool bf16Mma, int64_t rows, int64_t out, std
 /// The kernel for quantized weights (Q4 groups or fp8 blocks): bf16 activations take the
 /// decode-quant kernel up to kLinearDecodeMaxRows rows and the mma.sync prefill kernel with the
 /// tile decoded beyond (on sm_90a too: no wgmma form reads quantized tiles yet); f32 activations
-/// the exact FMA kernels.
+/// the exact FMA kernels. Where the 32-output blocks number fewer than 7/8 of the SMs, K is split
+/// over a cluster of 2 or 4 blocks (GB10, 48 SMs: 576 outputs split 4, 1024 split 2, 1536 and
+/// more none; H200: 2048 split 2, 576-1536 split 4).
 ///
 /// Measured on the H200 (glm-kernel-bench --family linear_quant, 2026-12-02, per launch of a
-/// 20-launch graph): the 32-output blocks beat the 64-output ones at every GLM projection and row
-/// count (Q4 4096 x 4096: 8.1 vs 16.8 us; q_b 18.0 vs 30.2; lm_head 94 vs 146; fp8 lm_head at 16
-/// rows 129.3 vs 128.7, the one tie), unlike bf16 weights: the decode, not the activations'
-/// re-reads, is what the wider block adds to. The decode kernel beats the decoding prefill up to
-/// 64 rows everywhere (Q4 4096 x 4096 at 64 rows: 38.9 vs 136 us) and at 128 rows where out is
-/// 4096 (70.6 vs 141) but not 12288 (215 vs 144).
+/// 20-launch graph, 1 row): the 32-output blocks beat the 64-output ones everywhere (Q4 q_b 14.6
+/// vs 21+ us, lm_head 70 vs 85+); the split beats the plain blocks where they are few (Q4 576 x
+/// 4096: 6.0 plain, 4.8 split 2, 3.9 split 4, 4.1 split 8; 1024 x 4096: 6.3 / 5.1 / 4.8 / 4.8;
+/// 2048 x 4096: 6.8 / 5.8 / 6.6 / 6.5) and ties or loses from 128 blocks on (4096 x 4096: 7.8 vs
+/// 7.9 split 2; in 1024: 3.7 vs 4.2). Split 2 still gains 6% at 128 blocks with in 8192 (11.6 vs
+/// 12.4 us), which the rule leaves (it does not see `in`). The decode kernel beats the decoding
+/// prefill up to 64 rows everywhere (Q4 4096 x 4096 at 64 rows: 38.9 vs 136 us, first version).
 inline LinearKernel linearQuantKernelFor(bool bf16Activations, int64_t rows, int64_t out,
                                          int smCount) {
-  (void)out;
-  (void)smCount;
   if (!bf16Activations) {
     return rows <= kLinearGemvMaxRows ? LinearKernel::Gemv : LinearKernel::Tiled;
   }
-  return rows <= kLinearDecodeMaxRows ? LinearKernel::DecodeQuant : LinearKernel::PrefillMma;
+  if (rows > kLinearDecodeMaxRows) {
+    return LinearKernel::PrefillMma;
+  }
+  // Split K over a cluster where the plain blocks leave SMs idle: 2 blocks a cluster where that
+  // makes 7/8 of the SMs, else 4 (8 measured no faster: 576 x 4096 4.1 against 3.9 us).
+  const int64_t blocks = ((rows + kLinearDecodeRows - 1) / kLinearDecodeRows) *
+                         ((out + 16 * kLinearDecodeMTiles - 1) / (16 * kLinearDecodeMTiles));
+  const int64_t want = (7 * static_cast<int64_t>(smCount) + 7) / 8;
+  if (blocks >= want) {
+    return LinearKernel::DecodeQuant;
+  }
+  return blocks * 2 >= want ? LinearKernel::DecodeQuantSplit2 : LinearKernel::DecodeQuantSplit4;
 }
 
 /// The NVRTC name expression of `kernel` for activations `t` and weights `w`, spelled as the
@@ -172,6 +199,10 @@ inline std::string linearKernelName(LinearKernel kernel, const std::string &t,
   if (kernel == LinearKernel::DecodeQuant || kernel == LinearKernel::DecodeQuantWide) {
     return "glm::kernels::linearDecodeQuantKernel<" + t + ", " + w +
            (kernel == LinearKernel::DecodeQuantWide ? ", 4>" : ">");
+  }
+  if (const int split = linearQuantSplit(kernel); split > 1) {
+    return "glm::kernels::linearDecodeQuantSplitKernel<" + t + ", " + w + ", 2, " +
+           std::to_string(split) + ">";
   }
   const char *base = kernel == LinearKernel::DecodeMma    ? "glm::kernels::linearDecodeMmaKernel"
                      : kernel == LinearKernel::PrefillMma ? "glm::kernels::linearPrefillMmaKernel"
@@ -209,18 +240,33 @@ inline LaunchDims linearDecodeLaunch(int64_t rows, int64_t out, int smCount,
   return d;
 }
 
-/// The decode-quant kernel's grid for blocks of 16 x `mTiles` outputs: the decode kernel's rule,
-/// with no more warps than the K dimension has 256-wide slices (two steps of 128 a warp).
+/// The decode-quant kernel's grid for blocks of 16 x `mTiles` outputs, K split over clusters of
+/// `split` blocks: the most warps (16, 8, else 4) whose blocks all fit one wave of 16 warps an SM
+/// (occupancy is what the kernel is bound by: 16-warp blocks made Q4 4096 x 4096 7.8 us against
+/// 10.1 with 8), and no more than half the block's units of K (counted as Q4's 128 k), so that each
+/// warp has two units to overlap. Shared memory: each warp's ring of kLinearQuantStages slots
+/// (Q4's size; fp8's is smaller), 73.7 KB at 16 warps of 32 outputs, under sm_121a's 99 KB.
 inline LaunchDims linearDecodeQuantLaunch(int64_t rows, int64_t in, int64_t out, int smCount,
-                                          int mTiles = kLinearDecodeMTiles) {
-  LaunchDims d = linearDecodeLaunch(rows, out, smCount, mTiles);
-  const int64_t slices = (in + 2 * kLinearQuantStepK - 1) / (2 * kLinearQuantStepK);
-  unsigned warps = d.block[0] / 32;
-  while (warps > 4 && warps / 2 >= slices) {
+                                          int mTiles = kLinearDecodeMTiles, int split = 1) {
+  LaunchDims d;
+  const unsigned rowGroups = ceilDiv(rows, kLinearDecodeRows);
+  const unsigned tiles = ceilDiv(out, 16 * mTiles);
+  d.grid[0] = rowGroups * tiles * static_cast<unsigned>(split);
+  const int64_t blocks = d.grid[0];
+  const int64_t slots = 16 * static_cast<int64_t>(smCount > 0 ? smCount : 1);
+  const int64_t blockUnits = ceilDiv(in, 128) / split;
+  unsigned warps = 4;
+  for (unsigned w : {16u, 8u}) {
+    if (blocks * w <= slots) {
+      warps = w;
+      break;
+    }
+  }
+  while (warps > 1 && 2 * static_cast<int64_t>(warps) > blockUnits) {
     warps /= 2;
   }
   d.block[0] = 32 * warps;
-  d.sharedMemory = warps * 16 * mTiles * kLinearDecodeRows * 4;
+  d.sharedMemory = warps * kLinearQuantStages * mTiles * 2 * (512 + 64);
   return d;
 }
 
@@ -252,6 +298,11 @@ inline LaunchDims linearLaunch(LinearKernel kernel, int64_t rows, int64_t in, in
     return linearDecodeQuantLaunch(rows, in, out, smCount);
   case LinearKernel::DecodeQuantWide:
     return linearDecodeQuantLaunch(rows, in, out, smCount, 4);
+  case LinearKernel::DecodeQuantSplit2:
+  case LinearKernel::DecodeQuantSplit4:
+  case LinearKernel::DecodeQuantSplit8:
+    return linearDecodeQuantLaunch(rows, in, out, smCount, kLinearDecodeMTiles,
+                                   linearQuantSplit(kernel));
   case LinearKernel::PrefillWgmma:
     d.grid[0] = ceilDiv(rows, kLinearPrefillTileM);
     d.grid[1] = ceilDiv(out, kLinearWgmmaTileN);

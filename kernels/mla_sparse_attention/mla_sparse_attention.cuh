@@ -2,6 +2,7 @@
 // absorb, attend and output kernels (contract in mla_sparse_attention_gpu.h).
 #pragma once
 
+#include "kernels/common/DenseFormats.h"
 #include "kernels/common/Device.cuh"
 #include "kernels/common/Ptx.cuh"
 #include "kernels/mla_sparse_attention/mla_sparse_attention_gpu.h"
@@ -64,6 +65,91 @@ __device__ __forceinline__ void load4(const Fp8E4m3 *p, float (&v)[4]) {
     v[i] = toFloat(Fp8E4m3{static_cast<uint8_t>(x >> (8 * i))});
   }
 }
+
+/// An f16 (the low 16 bits of `h`) widened to f32, exactly.
+__device__ __forceinline__ float f16ToF32(uint32_t h) {
+  float f;
+  asm("{.reg .b16 t;\ncvt.u16.u32 t, %1;\ncvt.f32.f16 %0, t;\n}" : "=f"(f) : "r"(h));
+  return f;
+}
+
+/// The Q4 code in the low four bits of `bits` (the rest ignored) as an f32, exactly: 2^23 + q
+/// minus 2^23.
+__device__ __forceinline__ float q4CodeF32(uint32_t bits) {
+  return __uint_as_float(0x4B000000u | (bits & 0xFu)) - 8388608.0f;
+}
+
+/// 8 consecutive weights of one kv_b row (columns col .. col + 8, col a multiple of 8) as one load
+/// brings them: plain weights already widened, Q4 the 8 codes (4 bytes) and their group's
+/// (scale, minimum), fp8 the 8 values and their block's scaleInv. widenKv makes the f32 weights.
+template <typename W> struct KvRaw {
+  float v[8];
+};
+template <> struct KvRaw<MlaQ4Groups> {
+  uint32_t codes, group;
+};
+template <> struct KvRaw<Fp8E4m3> {
+  uint2 values;
+  float scaleInv;
+};
+
+template <typename W>
+__device__ __forceinline__ KvRaw<W> loadKv(const MlaSparseAttentionGpuArgs &a, int64_t row,
+                                           int col) {
+  KvRaw<W> raw;
+  load8(static_cast<const W *>(a.kvB) + row * a.rank + col, raw.v);
+  return raw;
+}
+template <>
+__device__ __forceinline__ KvRaw<MlaQ4Groups>
+loadKv<MlaQ4Groups>(const MlaSparseAttentionGpuArgs &a, int64_t row, int col) {
+  KvRaw<MlaQ4Groups> raw;
+  raw.codes = *reinterpret_cast<const uint32_t *>(static_cast<const uint8_t *>(a.kvB) +
+                                                  row * (a.rank / 2) + col / 2);
+  raw.group = a.kvBGroups[row * (a.rank / kQ4Group) + col / kQ4Group];
+  return raw;
+}
+template <>
+__device__ __forceinline__ KvRaw<Fp8E4m3> loadKv<Fp8E4m3>(const MlaSparseAttentionGpuArgs &a,
+                                                          int64_t row, int col) {
+  KvRaw<Fp8E4m3> raw;
+  raw.values =
+      *reinterpret_cast<const uint2 *>(static_cast<const uint8_t *>(a.kvB) + row * a.rank + col);
+  raw.scaleInv = a.kvBScaleInv[(row / kFp8Block) * fp8BlocksOf(a.rank) + col / kFp8Block];
+  return raw;
+}
+
+/// The f32 weights of a raw load, exactly as WeightView widens them: Q4 fmaf(scale, q, minimum)
+/// (scale · q is exact in f32, so this is the format's product-then-sum), fp8 value · scaleInv
+/// rounded once.
+template <typename W> __device__ __forceinline__ void widenKv(const KvRaw<W> &raw, float (&w)[8]) {
+#pragma unroll
+  for (int e = 0; e < 8; ++e) {
+    w[e] = raw.v[e];
+  }
+}
+template <>
+__device__ __forceinline__ void widenKv<MlaQ4Groups>(const KvRaw<MlaQ4Groups> &raw, float (&w)[8]) {
+  const float scale = f16ToF32(raw.group & 0xFFFFu), minimum = f16ToF32(raw.group >> 16);
+#pragma unroll
+  for (int e = 0; e < 8; ++e) {
+    w[e] = fmaf(scale, q4CodeF32(raw.codes >> (4 * e)), minimum); // nibble e: column col + e
+  }
+}
+template <>
+__device__ __forceinline__ void widenKv<Fp8E4m3>(const KvRaw<Fp8E4m3> &raw, float (&w)[8]) {
+#pragma unroll
+  for (int e = 0; e < 8; ++e) {
+    const uint32_t word = e < 4 ? raw.values.x : raw.values.y;
+    w[e] = __fmul_rn(toFloat(Fp8E4m3{static_cast<uint8_t>(word >> (8 * (e % 4)))}), raw.scaleInv);
+  }
+}
+
+/// Weight rows an absorb thread loads before their products: 4 for plain weights (16- or 32-byte
+/// loads), 8 for encoded ones (4- or 8-byte loads, so that as many bytes are in flight).
+template <typename W> struct KvAhead {
+  static constexpr int value = sizeof(W) >= 2 ? 4 : 8;
+};
 
 __device__ __forceinline__ float *absorbed(const MlaSparseAttentionGpuArgs &a, int64_t r, int h) {
   return static_cast<float *>(a.workspace) + (r * a.heads + h) * a.rank;
@@ -169,7 +255,7 @@ __global__ void __launch_bounds__(256, 2) mlaAbsorbKernel(MlaSparseAttentionGpuA
   // Thread (rg, cg): weight rows e ≡ rg (mod 32), columns c0 + cg·8 .. + 8.
   const int cg = threadIdx.x & 7, rg = threadIdx.x >> 3;
   const int col = c0 + cg * 8;
-  const W *wk = static_cast<const W *>(a.kvB) + static_cast<int64_t>(h) * (dqk + a.vHeadDim) * rank;
+  const int64_t wkRow0 = static_cast<int64_t>(h) * (dqk + a.vHeadDim); // Wk_h's first kv_b row
   float acc[8][8];
 #pragma unroll
   for (int rr = 0; rr < 8; ++rr) {
@@ -179,27 +265,30 @@ __global__ void __launch_bounds__(256, 2) mlaAbsorbKernel(MlaSparseAttentionGpuA
     }
   }
   if (col < rank) {
-    // Four weight rows' loads in flight before their products.
-    for (int e0 = rg; e0 < dqk; e0 += 4 * 32) {
-      float w[4][8];
+    // kAhead weight rows' loads in flight before their products.
+    constexpr int kAhead = mla_detail::KvAhead<W>::value;
+    for (int e0 = rg; e0 < dqk; e0 += kAhead * 32) {
+      mla_detail::KvRaw<W> raw[kAhead];
 #pragma unroll
-      for (int u = 0; u < 4; ++u) {
+      for (int u = 0; u < kAhead; ++u) {
         const int e = e0 + 32 * u;
         if (e < dqk) {
-          load8(wk + static_cast<int64_t>(e) * rank + col, w[u]);
+          raw[u] = mla_detail::loadKv<W>(a, wkRow0 + e, col);
         }
       }
 #pragma unroll
-      for (int u = 0; u < 4; ++u) {
+      for (int u = 0; u < kAhead; ++u) {
         const int e = e0 + 32 * u;
         if (e < dqk) {
+          float w[8];
+          mla_detail::widenKv<W>(raw[u], w);
 #pragma unroll
           for (int rr = 0; rr < 8; ++rr) {
             if (rr < rowsHere) {
               const float qv = qs[rr][e];
 #pragma unroll
               for (int j = 0; j < 8; ++j) {
-                acc[rr][j] = fmaf(qv, w[u][j], acc[rr][j]);
+                acc[rr][j] = fmaf(qv, w[j], acc[rr][j]);
               }
             }
           }
@@ -661,12 +750,11 @@ template <typename T, typename W> __global__ void mlaOutputKernel(MlaSparseAtten
     }
   }
   __syncthreads();
-  const W *wv = static_cast<const W *>(a.kvB) +
-                (static_cast<int64_t>(h) * (dqk + dv) + dqk) * static_cast<int64_t>(rank);
+  const int64_t wvRow0 = static_cast<int64_t>(h) * (dqk + dv) + dqk; // Wv_h's first kv_b row
   T *out = static_cast<T *>(a.out);
   // The warp's 4 value rows (at most 512 columns: 2 loads of 8 per lane each), all loaded before
   // their products.
-  float w[4][2][8];
+  mla_detail::KvRaw<W> raw[4][2];
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
     const int e = e0 + warp * 4 + i;
@@ -674,7 +762,7 @@ template <typename T, typename W> __global__ void mlaOutputKernel(MlaSparseAtten
     for (int half = 0; half < 2; ++half) {
       const int k = lane * 8 + 256 * half;
       if (e < dv && k < rank) {
-        load8(wv + static_cast<int64_t>(e) * rank + k, w[i][half]);
+        raw[i][half] = mla_detail::loadKv<W>(a, wvRow0 + e, k);
       }
     }
   }
@@ -684,6 +772,13 @@ template <typename T, typename W> __global__ void mlaOutputKernel(MlaSparseAtten
     if (e >= dv) {
       break; // warp-uniform
     }
+    float w[2][8];
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      if (lane * 8 + 256 * half < rank) {
+        mla_detail::widenKv<W>(raw[i][half], w[half]);
+      }
+    }
     for (int rr = 0; rr < rowsHere; ++rr) {
       float dot = 0.0f;
 #pragma unroll
@@ -692,7 +787,7 @@ template <typename T, typename W> __global__ void mlaOutputKernel(MlaSparseAtten
         if (k < rank) {
 #pragma unroll
           for (int j = 0; j < 8; ++j) {
-            dot = fmaf(w[i][half][j], mixed[rr][k + j], dot);
+            dot = fmaf(w[half][j], mixed[rr][k + j], dot);
           }
         }
       }

@@ -3,7 +3,9 @@
 //
 //   q         T [rows, heads, qkHeadDim]
 //   latent    T [rows, rank]                    this step's latents c
-//   kvB       W [heads·(qkHeadDim + vHeadDim), rank]
+//   kvB       W [heads·(qkHeadDim + vHeadDim), rank]   W = f32, Bf16, MlaQ4Groups or Fp8E4m3
+//   kvBGroups f16 pairs [heads·(qkHeadDim + vHeadDim)][rank/64]   W = MlaQ4Groups only
+//   kvBScaleInv f32 [ceil(kv_b rows/128)][ceil(rank/128)]          W = Fp8E4m3 only
 //   selected  i32 [rows, width]                 absolute positions, -1 = none
 //   latents   S paged, [rank] per token (unitsPerPage = pageTokens); S f32, bf16 or fp8 e4m3
 //   out       T [rows, heads·vHeadDim]
@@ -26,8 +28,15 @@
 // (this step's rows) from `latent` rounded to S, so no kernel waits for the append. A row's
 // selected positions must be distinct (dsa_indexer's are); positions after the row's own are
 // skipped. Padding rows (negative position) attend to nothing: zeros, and no state writes.
-// Limits: rank <= 512 and a multiple of 8, qkHeadDim <= 512, chunks <= 64, paged rows 16-byte
-// aligned.
+// Limits: rank <= 512 and a multiple of 8 (of 64 for Q4 kv_b), qkHeadDim <= 512, chunks <= 64,
+// paged rows 16-byte aligned.
+//
+// kv_b may be held encoded (kernels/common/DenseFormats.h, one matrix [kv_b rows, rank]; the plan
+// binds kvBGroups / kvBScaleInv to the sections after the codes): W = MlaQ4Groups reads Q4 groups,
+// W = Fp8E4m3 fp8 blocks. Kernels 1 and 3 widen every weight exactly as the reference does (Q4:
+// fmaf(scale, q, minimum), the format's two roundings since scale · q is exact in f32; fp8: the
+// e4m3 value times its block's scaleInv, one rounding) and then run as for plain weights, so the
+// results are the plain kernels' on the dequantized matrix. Kernel 2 never reads kv_b.
 #pragma once
 
 #include "kernels/common/DeviceTypes.h"
@@ -39,6 +48,13 @@
 #endif
 
 namespace glm::kernels {
+
+/// The weight type of the absorb and output kernels when kv_b is Q4 groups: `kvB` is the code
+/// plane (two codes a byte, the low nibble the even column) and `kvBGroups` the (scale, minimum)
+/// pairs.
+struct MlaQ4Groups {
+  uint8_t codes;
+};
 
 struct MlaSparseAttentionGpuArgs {
   const void *q;
@@ -57,6 +73,8 @@ struct MlaSparseAttentionGpuArgs {
   int32_t width;
   int32_t chunks; // slot chunks per row: mlaSparseAttentionChunks
   float scale;
+  const uint32_t *kvBGroups; // Q4 kv_b: f16 (scale, minimum), the scale in the low half
+  const float *kvBScaleInv;  // fp8 kv_b: one per 128 x 128 block
 };
 
 inline constexpr int32_t kMlaMaxRank = 512;

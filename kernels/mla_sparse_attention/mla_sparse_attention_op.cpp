@@ -1,8 +1,8 @@
 // mla_sparse_attention's plan adapter: operands q [rows, heads · qk_head_dim], the step's latent
 // rows [rows, rank] and the indexer's selection i32 [rows, width], then the step context
-// (positions, sequence slots, page table); weight 0 kv_b; state 0 the latent rows of every
-// sequence (one per token, in pages of the pool); result 0 [rows, heads · v_head_dim]; parameters
-// num_heads, qk_head_dim, v_head_dim, scale.
+// (positions, sequence slots, page table); weight 0 kv_b (plain, Q4 groups or fp8 blocks); state
+// 0 the latent rows of every sequence (one per token, in pages of the pool); result 0
+// [rows, heads · v_head_dim]; parameters num_heads, qk_head_dim, v_head_dim, scale.
 #include "kernels/mla_sparse_attention/mla_sparse_attention_op.h"
 
 #include "kernels/common/StepArgs.h"
@@ -43,10 +43,34 @@ Expected<GpuStep> mlaSparseAttentionGpu(const OpStep &step) {
                        static_cast<int64_t>(dtypeSize(step.state(0).element)), m.heads, m.rank);
   const int32_t chunks =
       mlaSparseAttentionChunks(rows, m.heads, m.width, mma, step.target().smCount);
+  // kv_b as the arena holds it: plain, Q4 groups or fp8 blocks (an fp8 e4m3 weight is fp8 blocks,
+  // its scales after the values, whatever the encoding says), one matrix [kv_b rows, rank].
+  const WeightInfo kvB = step.weight(0);
+  const DenseEncoding encoding =
+      kvB.element == DType::F8_E4M3 && !kvB.exl3 ? DenseEncoding::Fp8 : kvB.encoding;
+  const int64_t kvRows = m.heads * (m.qkHeadDim + m.vHeadDim);
+  if (encoding != DenseEncoding::Plain &&
+      (kvB.shape.rank != 2 || kvB.shape[0] != kvRows || kvB.shape[1] != m.rank)) {
+    // The kernels find the sections after the codes from this shape.
+    return step.error(StatusCode::InvalidArgument, "encoded kv_b is not one [", kvRows, ", ",
+                      m.rank, "] matrix");
+  }
+  if (encoding == DenseEncoding::Q4 && m.rank % kQ4Group != 0) {
+    return step.error(StatusCode::InvalidArgument, "Q4 kv_b needs kv_lora_rank (", m.rank,
+                      ") a multiple of ", kQ4Group);
+  }
   ArgPack<MlaSparseAttentionGpuArgs> p;
   p.bind(p.args.q, ArgSource::Operand, 0, "q");
   p.bind(p.args.latent, ArgSource::Operand, 1, "latent");
   p.bind(p.args.kvB, ArgSource::Weight, 0, "kvB");
+  // The sections after the codes, addressed from the weight's slice, as linear binds them.
+  if (encoding == DenseEncoding::Q4) {
+    p.bind(p.args.kvBGroups, ArgSource::Weight, 0, "kvBGroups",
+           static_cast<uint64_t>(q4GroupsOffset(1, kvRows, m.rank)));
+  } else if (encoding == DenseEncoding::Fp8) {
+    p.bind(p.args.kvBScaleInv, ArgSource::Weight, 0, "kvBScaleInv",
+           static_cast<uint64_t>(fp8ScalesOffset(1, kvRows, m.rank)));
+  }
   p.bind(p.args.selected, ArgSource::Operand, 2, "selected");
   p.bind(p.args.out, ArgSource::Result, 0, "out");
   p.bind(p.args.workspace, ArgSource::Workspace, 0, "workspace");
@@ -65,7 +89,9 @@ Expected<GpuStep> mlaSparseAttentionGpu(const OpStep &step) {
   const char *header = "kernels/mla_sparse_attention/mla_sparse_attention.cuh";
   const std::string t = kernelTypeName(step.activation());
   const std::string state = kernelTypeName(step.state(0).element);
-  const std::string w = kernelTypeName(step.denseWeightType(0));
+  const std::string w = encoding == DenseEncoding::Q4    ? "glm::kernels::MlaQ4Groups"
+                        : encoding == DenseEncoding::Fp8 ? "glm::kernels::Fp8E4m3"
+                                                         : kernelTypeName(step.denseWeightType(0));
   GpuStep gpu;
   gpu.launches = {
       p.launch(header, kernelInstance("mlaAbsorbKernel", {t, state, w}),

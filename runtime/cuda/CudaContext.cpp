@@ -54,6 +54,8 @@ Expected<std::unique_ptr<CudaContext>> CudaContext::create(int ordinal) {
                                  ctx->device_));
   GLM_CU(d, cuDeviceGetAttribute(&info.l2Bytes, kAttrL2CacheSize, ctx->device_));
   GLM_CU(d, cuDeviceTotalMem(&info.memoryBytes, ctx->device_));
+  GLM_CU(d, cuDeviceGetAttribute(&info.singleToDoubleRatio, kAttrSingleToDoublePrecisionPerfRatio,
+                                 ctx->device_));
   // The arch-specific targets ("a") unlock wgmma/setmaxnreg on Hopper and GB10's features; a
   // cubin for them runs only on that exact compute capability, which is what a plan is for.
   info.arch = (info.major == 9 && info.minor == 0)    ? "sm_90a"

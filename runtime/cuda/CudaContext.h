@@ -55,6 +55,8 @@ struct DeviceInfo {
   int sharedMemoryPerBlockOptin = 0;
   int l2Bytes = 0;
   size_t memoryBytes = 0;
+  /// f32 throughput over f64 throughput (2 on H100/H200, 32-64 on GeForce-class parts).
+  int singleToDoubleRatio = 0;
   /// The NVRTC target glmc compiles for on this device: "sm_90a", "sm_121a", else
   /// "sm_<major><minor>".
   std::string arch;

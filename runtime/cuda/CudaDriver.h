@@ -26,6 +26,7 @@ inline constexpr int kAttrL2CacheSize = 38;
 inline constexpr int kAttrComputeCapabilityMajor = 75;
 inline constexpr int kAttrComputeCapabilityMinor = 76;
 inline constexpr int kAttrMaxSharedMemoryPerBlockOptin = 97;
+inline constexpr int kAttrSingleToDoublePrecisionPerfRatio = 87;
 inline constexpr int kFuncAttrMaxDynamicSharedSize = 8;
 inline constexpr int kStreamNonBlocking = 1;
 inline constexpr int kCaptureModeThreadLocal = 1;

@@ -339,7 +339,7 @@ Status CpuEngine::runStep(const plan::Program &program, const plan::Step &step, 
   if (op == nullptr) {
     return unimplemented("op ", step.op()->str(), " has no CPU reference");
   }
-  GLM_RETURN_IF_ERROR(kernels::checkWeightFormats(*op, view));
+  GLM_RETURN_IF_ERROR(kernels::checkWeightFormats(*op, view, /*gpu=*/false));
   std::vector<kernels::HostRowGroup> rows;
   for (const RowGroup &g : groups) {
     rows.push_back({g.slot, g.first, g.count, sequences_.length(g.slot)});

@@ -2,6 +2,7 @@
 #include "runtime/engine/CudaEngine.h"
 
 #include "runtime/cuda/Ceilings.h"
+#include "runtime/engine/CudaQuantizer.h"
 #include "runtime/weights/PlanWeights.h"
 
 #include <algorithm>
@@ -13,6 +14,48 @@ namespace {
 plan::Arch archOf(const std::string &arch) {
   return arch == "sm_90a" ? plan::Arch::Sm90a
                           : (arch == "sm_121a" ? plan::Arch::Sm121a : plan::Arch::Cpu);
+}
+
+/// Whether the loader quantizes any of the plan's weights (a Q4 or fp8 binding from a wider
+/// checkpoint tensor; an FP8 checkpoint's are copied as stored).
+bool quantizesWeights(const plan::Plan &p) {
+  if (p.weights() == nullptr) {
+    return false;
+  }
+  for (const plan::WeightBinding *w : *p.weights()) {
+    if (w->encoding() != plan::DenseEncoding::Plain && w->format() != plan::WeightFormat::FP8 &&
+        w->format() != plan::WeightFormat::EXL3) {
+      return true;
+    }
+  }
+  return false;
+}
+
+/// Uploads window [offset, offset + bytes) of `staging` to `arena`, except the ranges in
+/// `skip` (the bindings the GPU quantizer wrote in the arena itself: the staging buffer holds
+/// zeros for them).
+Status uploadWindow(CudaContext &ctx, CUdeviceptr arena, uint64_t offset,
+                    const std::vector<uint8_t> &staging, std::vector<WeightWindow> skip) {
+  std::sort(skip.begin(), skip.end(),
+            [](const WeightWindow &a, const WeightWindow &b) { return a.offset < b.offset; });
+  const uint64_t end = offset + staging.size();
+  uint64_t cursor = offset;
+  for (const WeightWindow &s : skip) {
+    const uint64_t from = std::max(s.offset, offset), to = std::min(s.offset + s.bytes, end);
+    if (to <= from) {
+      continue;
+    }
+    if (from > cursor) {
+      GLM_RETURN_IF_ERROR(
+          ctx.upload(arena + cursor, staging.data() + (cursor - offset), from - cursor));
+    }
+    cursor = std::max(cursor, to);
+  }
+  if (end > cursor) {
+    GLM_RETURN_IF_ERROR(
+        ctx.upload(arena + cursor, staging.data() + (cursor - offset), end - cursor));
+  }
+  return Status::success();
 }
 
 } // namespace
@@ -69,16 +112,29 @@ Expected<std::unique_ptr<CudaEngine>> CudaEngine::create(std::unique_ptr<runtime
     GLM_CU(&ctx.driver(), cuMemsetD8(m.ptr(), 0, a->size()));
     engine->arenas_.push_back(std::move(m));
   }
+  // The memsets ran on the legacy stream, which the engine's non-blocking stream does not wait
+  // for: the weights' uploads and the quantizer's kernels below write the same arena.
+  GLM_CU(&ctx.driver(), cuCtxSynchronize());
   for (uint32_t i = 0; i < p.arenas()->size(); ++i) {
     if (p.arenas()->Get(i)->kind() == plan::ArenaKind::Weights) {
       constexpr uint64_t kStagingBytes = uint64_t{1} << 30;
       std::vector<uint8_t> staging;
-      RankWeightLoad load(p, checkpoint, rank, options.weights);
+      // Q4 and fp8 bindings are quantized on this GPU, straight into the arena, while the window
+      // is filled (CudaQuantizer.h); the window's upload then leaves their ranges alone. Without
+      // the quantizer (its kernels did not compile, say) the host quantizes them.
+      const CUdeviceptr arena = engine->arenas_[i].ptr();
+      std::unique_ptr<CudaQuantizer> quantizer =
+          quantizesWeights(p) ? CudaQuantizer::create(ctx, arena, p.arenas()->Get(i)->size())
+                              : nullptr;
+      WeightLoadOptions weightOptions = options.weights;
+      weightOptions.deviceQuantizer = quantizer.get();
+      RankWeightLoad load(p, checkpoint, rank, weightOptions);
       for (const WeightWindow &window : planWeightWindows(p, kStagingBytes)) {
         staging.assign(window.bytes, 0); // gaps between bindings stay zero, as on the device
         GLM_RETURN_IF_ERROR(load.window(window.offset, staging));
-        GLM_RETURN_IF_ERROR(
-            ctx.upload(engine->arenas_[i].ptr() + window.offset, staging.data(), window.bytes));
+        GLM_RETURN_IF_ERROR(uploadWindow(ctx, arena, window.offset, staging,
+                                         quantizer != nullptr ? quantizer->takeWritten()
+                                                              : std::vector<WeightWindow>{}));
       }
       load.finish();
     }

@@ -61,7 +61,8 @@ struct EncodeJob {
   DType element; // a plain binding's element type (the ablation writes it back)
   bool ablate;
   uint8_t *dst;
-  uint64_t bytes; // of the binding's slice
+  uint64_t bytes;       // of the binding's slice
+  uint64_t arenaOffset; // and where it lies in the weights arena
 };
 
 /// The rank's part of a [rows, cols] tensor of `elementSize`-byte elements, contiguous: the
@@ -77,8 +78,9 @@ const uint8_t *rankPart(const EncodeJob &job, const TensorView &t, size_t elemen
   return scratch.data();
 }
 
-/// Runs one EncodeJob (each is split over all cores inside).
-Status encode(const EncodeJob &job, const Ablation *ablation, QuantizeReport &report) {
+/// Runs one EncodeJob (each is split over all cores inside, or quantized on the device).
+Status encode(const EncodeJob &job, const Ablation *ablation, DeviceQuantizer *device,
+              QuantizeReport &report) {
   const TensorView &t = *job.tensor;
   const int64_t rows = job.dim == 0 ? job.count : t.shape[0];
   const int64_t cols = job.dim == 1 ? job.count : t.shape[1];
@@ -135,9 +137,23 @@ Status encode(const EncodeJob &job, const Ablation *ablation, QuantizeReport &re
   }
   kernels::QuantizeStats stats;
   const bool q4 = job.encoding == kernels::DenseEncoding::Q4;
-  GLM_RETURN_IF_ERROR((q4 ? kernels::quantizeQ4(source, job.dst, &stats)
-                          : kernels::quantizeFp8Blocks(source, job.dst, &stats))
-                          .withContext(strCat("weight ", job.name)));
+  DeviceQuantizer::Job onDevice;
+  onDevice.name = job.name;
+  onDevice.source = job.ablate ? reinterpret_cast<const uint8_t *>(widened.data()) : part;
+  onDevice.dtype = job.ablate ? DType::F32 : t.dtype;
+  onDevice.rows = rows;
+  onDevice.cols = cols;
+  onDevice.encoding = job.encoding;
+  onDevice.arenaOffset = job.arenaOffset;
+  onDevice.bytes = job.bytes;
+  const bool sourceOk =
+      onDevice.dtype == DType::BF16 || onDevice.dtype == DType::F16 || onDevice.dtype == DType::F32;
+  if (device == nullptr || !sourceOk || !device->quantize(onDevice, stats)) {
+    stats = {};
+    GLM_RETURN_IF_ERROR((q4 ? kernels::quantizeQ4(source, job.dst, &stats)
+                            : kernels::quantizeFp8Blocks(source, job.dst, &stats))
+                            .withContext(strCat("weight ", job.name)));
+  }
   const double error = stats.relativeRms();
   ++(q4 ? report.q4 : report.fp8);
   report.bytesBefore += static_cast<uint64_t>(rows * cols) * dtypeSize(t.dtype);
@@ -338,6 +354,11 @@ Expected<EncodeJob> encodeJob(const plan::WeightBinding &w, const Checkpoint &ch
   const std::vector<int64_t> local(w.rank_shape()->begin(), w.rank_shape()->end());
   const auto encoding = static_cast<kernels::DenseEncoding>(w.encoding());
   if (w.experts() != 0 || global.size() != 2 || local.size() != 2) {
+    if (w.format() == plan::WeightFormat::FP8) {
+      return unimplemented("weight ", name, " (", pattern,
+                           "): FP8 routed experts (the plan holds fp8 linears one matrix at a "
+                           "time; experts run as bf16 or EXL3)");
+    }
     return unimplemented("weight ", name, ": ",
                          encoding == kernels::DenseEncoding::Plain ? "ablating" : "quantizing",
                          " a binding other than one [out, in] matrix");
@@ -372,6 +393,7 @@ Expected<EncodeJob> encodeJob(const plan::WeightBinding &w, const Checkpoint &ch
   job.ablate = ablate;
   job.dst = dst;
   job.bytes = w.slice()->size();
+  job.arenaOffset = w.slice()->offset();
   if (encoding == kernels::DenseEncoding::Plain) {
     GLM_ASSIGN_OR_RETURN(job.element, dtypeOfElement(w.element()));
   }
@@ -565,7 +587,8 @@ Status loadPlanWeightsWindow(const plan::Plan &plan, const Checkpoint &checkpoin
   // otherwise hold one core long after the others are done).
   QuantizeReport local;
   for (const EncodeJob &job : encodeJobs) {
-    GLM_RETURN_IF_ERROR(encode(job, options.ablation, report != nullptr ? *report : local));
+    GLM_RETURN_IF_ERROR(encode(job, options.ablation, options.deviceQuantizer,
+                               report != nullptr ? *report : local));
     if (options.progress != nullptr) {
       options.progress->advance(job.bytes);
     }

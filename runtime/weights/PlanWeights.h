@@ -3,6 +3,7 @@
 
 #include "base/Progress.h"
 #include "base/Status.h"
+#include "kernels/common/DenseFormats.h"
 #include "runtime/schema/plan_generated.h"
 #include "runtime/weights/Exl3Tensors.h"
 #include "runtime/weights/SafeTensors.h"
@@ -11,7 +12,12 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
+
+namespace glm::kernels {
+struct QuantizeStats;
+} // namespace glm::kernels
 
 namespace glm {
 
@@ -26,9 +32,33 @@ struct Ablation {
   double alpha = 3.0;
 };
 
+/// A device that quantizes a binding's rank slice itself, straight into its own copy of the
+/// weights arena (the CUDA engine), in place of the host quantizer (kernels/quantize/quantize.h).
+/// What it writes must be the host quantizer's bytes, and the stats it adds its QuantizeStats.
+class DeviceQuantizer {
+public:
+  struct Job {
+    std::string_view name;           // the binding
+    const uint8_t *source = nullptr; // the rank's part [rows, cols], contiguous, in host memory
+    DType dtype = DType::BF16;       // BF16, F16 or F32
+    int64_t rows = 0, cols = 0;
+    kernels::DenseEncoding encoding = kernels::DenseEncoding::Q4; // Q4 or Fp8
+    uint64_t arenaOffset = 0; // the binding's slice in the weights arena
+    uint64_t bytes = 0;       // and its size: the device writes all of it (padding zero)
+  };
+  virtual ~DeviceQuantizer() = default;
+  /// Quantizes `job` on the device and adds its error to `stats`: true when done (the host's
+  /// window buffer then holds zeros for the slice, which its owner must not upload over the
+  /// device's bytes), false when the host is to do it (the device cannot, or the source holds
+  /// what the host quantizer refuses, which it then reports). `source` need not outlive the call.
+  virtual bool quantize(const Job &job, kernels::QuantizeStats &stats) = 0;
+};
+
 struct WeightLoadOptions {
   ProgressReporter *progress = nullptr; // counts the bytes of the slices filled
   const Ablation *ablation = nullptr;
+  /// Quantizes Q4 and fp8 bindings on a device instead of on the host's cores (not owned).
+  DeviceQuantizer *deviceQuantizer = nullptr;
 };
 
 /// What a load quantized: the linears a plan holds as Q4 or fp8 from a bf16/f16/f32 checkpoint

@@ -419,6 +419,29 @@ std::string quantType(const std::string &format) {
   return format == "q4" ? "glm::kernels::Q4Groups" : kFp8;
 }
 
+/// The decode-quant kernel with a ring of `stages` slots a warp, and its grid.
+std::string stagesName(const std::string &w, int stages) {
+  return "glm::kernels::linearDecodeQuantKernel<glm::kernels::Bf16, " + w + ", 2, " +
+         std::to_string(stages) + ">";
+}
+kernels::LaunchDims stagesLaunch(int64_t rows, int64_t in, int64_t out, int sms, int stages) {
+  kernels::LaunchDims d = kernels::linearDecodeQuantLaunch(rows, in, out, sms);
+  d.sharedMemory = d.sharedMemory / kernels::kLinearQuantStages * stages;
+  return d;
+}
+
+constexpr LinearKernel kSplits[] = {LinearKernel::DecodeQuantSplit2,
+                                    LinearKernel::DecodeQuantSplit4,
+                                    LinearKernel::DecodeQuantSplit8};
+
+const char *quantLabel(LinearKernel kernel) {
+  return kernel == LinearKernel::DecodeQuant         ? "decode-quant-2x"
+         : kernel == LinearKernel::DecodeQuantWide   ? "decode-quant-4x"
+         : kernel == LinearKernel::DecodeQuantSplit2 ? "decode-quant-2x split 2"
+         : kernel == LinearKernel::DecodeQuantSplit4 ? "decode-quant-2x split 4"
+                                                     : "decode-quant-2x split 8";
+}
+
 } // namespace
 
 Status addLinearQuantBenches(Suite &suite) {
@@ -438,8 +461,14 @@ Status addLinearQuantBenches(Suite &suite) {
     k.names.push_back(kernels::linearKernelName(LinearKernel::PrefillMma, kBf16, w));
     k.names.push_back(kernels::linearKernelName(LinearKernel::Gemv, "float", w));
   }
-  k.names.push_back("glm::kernels::linearDecodeQuantKernel<glm::kernels::Bf16, "
-                    "glm::kernels::Q4Groups, 2, 2>");
+  for (const std::string &format : {std::string("q4"), std::string("fp8")}) {
+    for (LinearKernel kernel : kSplits) {
+      k.names.push_back(kernels::linearKernelName(kernel, kBf16, quantType(format)));
+    }
+    for (int stages : {2, 6}) {
+      k.names.push_back(stagesName(quantType(format), stages));
+    }
+  }
   k.names.push_back(decodeName(2, 2));
   k.names.push_back(decodeName(4, 1));
   const bool wgmma = suite.ctx().info().arch == "sm_90a";
@@ -457,31 +486,36 @@ Status addLinearQuantBenches(Suite &suite) {
   }
   constexpr int kGraph = 20;
 
-  // Decode: rows 1, 4, 16, each kernel the rule chooses between, and the bf16 kernel beside.
+  // Decode: rows 1, 4, 16: the 32- and 64-output blocks, K split over clusters where the plain
+  // blocks number fewer than the SMs, the ring's depth at 1 and 16 rows; the bf16 kernel beside.
   for (int64_t rows : {1, 4, 16}) {
     for (const Product &p : shapes) {
       for (const std::string &format : {std::string("q4"), std::string("fp8")}) {
         const std::string w = quantType(format);
         const LinearKernel chosen = kernels::linearQuantKernelFor(true, rows, p.out, sms);
-        for (LinearKernel kernel : {LinearKernel::DecodeQuant, LinearKernel::DecodeQuantWide}) {
+        std::vector<LinearKernel> kernelsToTime = {LinearKernel::DecodeQuant,
+                                                   LinearKernel::DecodeQuantWide};
+        const int64_t blocks = ((rows + 15) / 16) * ((p.out + 31) / 32);
+        if (blocks < sms) {
+          kernelsToTime.insert(kernelsToTime.end(), std::begin(kSplits), std::end(kSplits));
+        }
+        for (LinearKernel kernel : kernelsToTime) {
           const std::string label =
-              std::string(kernel == LinearKernel::DecodeQuant ? "decode-quant-2x2"
-                                                              : "decode-quant-4x1") +
-              (kernel == chosen ? " *" : "");
+              std::string(quantLabel(kernel)) + (kernel == chosen ? " *" : "");
           GLM_RETURN_IF_ERROR(
               timeQuant(suite, k,
                         {kernels::linearKernelName(kernel, kBf16, w), label,
                          kernels::linearLaunch(kernel, rows, p.in, p.out, sms), false},
                         format, rows, p.in, p.out, kGraph, 100));
         }
-        if (format == "q4") {
-          GLM_RETURN_IF_ERROR(
-              timeQuant(suite, k,
-                        {"glm::kernels::linearDecodeQuantKernel<glm::kernels::Bf16, "
-                         "glm::kernels::Q4Groups, 2, 2>",
-                         "decode-quant-2x2 (2 units ahead)",
-                         kernels::linearDecodeQuantLaunch(rows, p.in, p.out, sms), false},
-                        format, rows, p.in, p.out, kGraph, 100));
+        if (rows != 4 && blocks >= sms) {
+          for (int stages : {2, 6}) {
+            GLM_RETURN_IF_ERROR(timeQuant(suite, k,
+                                          {stagesName(w, stages),
+                                           "decode-quant-2x " + std::to_string(stages) + " stages",
+                                           stagesLaunch(rows, p.in, p.out, sms, stages), false},
+                                          format, rows, p.in, p.out, kGraph, 100));
+          }
         }
       }
       if (rows == 1) {
@@ -511,7 +545,7 @@ Status addLinearQuantBenches(Suite &suite) {
           GLM_RETURN_IF_ERROR(
               timeQuant(suite, k,
                         {kernels::linearKernelName(kernel, kBf16, w),
-                         kernel == LinearKernel::PrefillMma ? "prefill-mma" : "decode-quant-4x1",
+                         kernel == LinearKernel::PrefillMma ? "prefill-mma" : "decode-quant-4x",
                          kernels::linearLaunch(kernel, rows, p.in, p.out, sms),
                          kernel == LinearKernel::PrefillMma},
                         format, rows, p.in, p.out, kGraph, 50));

@@ -1,12 +1,22 @@
 // The sparse_attention family: dsa_indexer (append, score, filter, select) and
-// mla_sparse_attention (absorb, attend, output) at the model's dimensions, bf16 plans.
+// mla_sparse_attention (absorb, attend, output) at the model's dimensions, bf16 plans, with kv_b
+// as stored (bf16), in Q4 groups or in fp8 blocks (kernels/common/DenseFormats.h); decode also per
+// rank at TP 2 (half the heads).
 #include "kernels/dsa_indexer/dsa_indexer_gpu.h"
 #include "kernels/mla_sparse_attention/mla_sparse_attention_gpu.h"
 #include "tools/kernel-bench/Bench.h"
 
+#include "base/Random.h"
+#include "kernels/common/DenseFormats.h"
+#include "kernels/common/FloatFormats.h"
+
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
+#include <map>
 #include <numeric>
+#include <utility>
 
 namespace glm::bench {
 
@@ -172,22 +182,97 @@ Status indexerRow(Suite &suite, cuda::Module &m, int64_t batch, int64_t rowsPerS
   return Status::success();
 }
 
+/// How a bench row holds kv_b and the latents, and how many heads a rank has.
+enum class KvB { Bf16, Q4, Fp8 };
+struct MlaVariant {
+  bool fp8Latents = false;
+  KvB kvB = KvB::Bf16;
+  int tp = 1; // heads per rank: the model's / tp
+};
+
+const char *kvBName(KvB w) { return w == KvB::Q4 ? "q4" : w == KvB::Fp8 ? "fp8" : "bf16"; }
+
+/// The module's instances: per state (bf16, fp8) and kv_b (bf16, Q4, fp8), absorb, attend, output.
+std::vector<std::string> mlaKernelNames() {
+  const std::string b = "glm::kernels::Bf16", f8 = "glm::kernels::Fp8E4m3";
+  std::vector<std::string> names;
+  for (const std::string &state : {b, f8}) {
+    names.push_back("glm::kernels::mlaAttendMmaKernel<" + b + ", " + state + ">");
+    for (const std::string &w : {b, std::string("glm::kernels::MlaQ4Groups"), f8}) {
+      names.push_back("glm::kernels::mlaAbsorbKernel<" + b + ", " + state + ", " + w + ">");
+    }
+  }
+  for (const std::string &w : {b, std::string("glm::kernels::MlaQ4Groups"), f8}) {
+    names.push_back("glm::kernels::mlaOutputKernel<" + b + ", " + w + ">");
+  }
+  return names;
+}
+int mlaFn(const std::string &name) {
+  static const std::vector<std::string> names = mlaKernelNames();
+  return static_cast<int>(std::find(names.begin(), names.end(), name) - names.begin());
+}
+
+/// kv_b [rows, cols] in `w`'s bytes: bf16 normals of std `spread`; Q4 codes of any nibble with
+/// (scale, minimum) of that spread; fp8 values rounded from normals of std 32 with scaleInv
+/// spread / 32.
+std::vector<uint8_t> kvBBytes(KvB w, int64_t rows, int64_t cols, float spread) {
+  SplitMix64 rng(static_cast<uint64_t>(rows * cols) + static_cast<uint64_t>(w));
+  std::vector<uint8_t> bytes;
+  if (w == KvB::Bf16) {
+    bytes.resize(static_cast<size_t>(rows * cols * 2));
+    for (int64_t i = 0; i < rows * cols; ++i) {
+      const uint16_t v = kernels::floatToBf16(spread * rng.normal());
+      std::memcpy(bytes.data() + 2 * i, &v, 2);
+    }
+  } else if (w == KvB::Q4) {
+    bytes.assign(static_cast<size_t>(kernels::q4Bytes(1, rows, cols)), 0);
+    for (int64_t i = 0; i < rows * cols / 2; ++i) {
+      bytes[static_cast<size_t>(i)] = static_cast<uint8_t>(rng.next());
+    }
+    uint8_t *groups = bytes.data() + kernels::q4GroupsOffset(1, rows, cols);
+    for (int64_t g = 0; g < rows * (cols / kernels::kQ4Group); ++g) {
+      const double scale = spread / 4.6 * (0.5 + rng.uniform());
+      const uint16_t pair[2] = {kernels::doubleToF16(scale), kernels::doubleToF16(-7.5 * scale)};
+      std::memcpy(groups + 4 * g, pair, 4);
+    }
+  } else {
+    bytes.assign(static_cast<size_t>(kernels::fp8Bytes(1, rows, cols)), 0);
+    for (int64_t i = 0; i < rows * cols; ++i) {
+      bytes[static_cast<size_t>(i)] = kernels::floatToFp8E4m3(32.0f * rng.normal());
+    }
+    uint8_t *scales = bytes.data() + kernels::fp8ScalesOffset(1, rows, cols);
+    for (int64_t b = 0; b < kernels::fp8BlocksOf(rows) * kernels::fp8BlocksOf(cols); ++b) {
+      const float scaleInv = spread / 32.0f;
+      std::memcpy(scales + 4 * b, &scaleInv, 4);
+    }
+  }
+  return bytes;
+}
+
 /// MLA over `width` selected tokens per row, `batch` sequences of `rowsPerSeq` rows at context.
-Status mlaRow(Suite &suite, cuda::Module &m, int fnBase, bool fp8, int64_t batch,
-              int64_t rowsPerSeq, int64_t context) {
+Status mlaRow(Suite &suite, cuda::Module &m, const MlaVariant &v, int64_t batch, int64_t rowsPerSeq,
+              int64_t context) {
   const glm53::Glm53Config &model = suite.model();
-  const int64_t heads = model.numAttentionHeads, qkDim = model.qkHeadDim(), vDim = model.vHeadDim,
-                rank = model.kvLoraRank;
+  const bool fp8 = v.fp8Latents;
+  const int64_t heads = model.numAttentionHeads / v.tp, qkDim = model.qkHeadDim(),
+                vDim = model.vHeadDim, rank = model.kvLoraRank;
   const int64_t width = mlaSelectionWidth(model);
   const int64_t rows = batch * rowsPerSeq;
   const int64_t unitBytes = rank * (fp8 ? 1 : 2);
-  const double weightBytes = static_cast<double>(heads * (qkDim + vDim) * rank * 2);
+  const int64_t kvRows = heads * (qkDim + vDim);
+  // Made once per encoding and shape: the rows share them.
+  static std::map<std::pair<int, int64_t>, std::vector<uint8_t>> made;
+  std::vector<uint8_t> &kvHost = made[{static_cast<int>(v.kvB), kvRows}];
+  if (kvHost.empty()) {
+    kvHost = kvBBytes(v.kvB, kvRows, rank, 0.05f);
+  }
+  const double weightBytes = static_cast<double>(kvHost.size());
   const int copies = copiesFor(weightBytes);
   GLM_ASSIGN_OR_RETURN(Paged lat, makePaged(suite, batch, context, unitBytes, kPageTokens, 1));
   std::vector<cuda::DeviceMemory> kvB;
   for (int c = 0; c < copies; ++c) {
-    GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory w,
-                         suite.random(heads * (qkDim + vDim) * rank, true, 0.05f));
+    GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory w, suite.ctx().allocate(kvHost.size()));
+    GLM_RETURN_IF_ERROR(suite.ctx().upload(w.ptr(), kvHost.data(), kvHost.size()));
     kvB.push_back(std::move(w));
   }
   GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory q, suite.random(rows * heads * qkDim, true));
@@ -223,9 +308,18 @@ Status mlaRow(Suite &suite, cuda::Module &m, int fnBase, bool fp8, int64_t batch
     GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory d, deviceInts(suite, selected));
     dsel.push_back(std::move(d));
     kernels::MlaSparseAttentionGpuArgs &a = args[static_cast<size_t>(c)];
+    const auto kv = kvB[static_cast<size_t>(c)].ptr();
     a.q = reinterpret_cast<const void *>(q.ptr());
     a.latent = reinterpret_cast<const void *>(latent.ptr());
-    a.kvB = reinterpret_cast<const void *>(kvB[static_cast<size_t>(c)].ptr());
+    a.kvB = reinterpret_cast<const void *>(kv);
+    // The sections after the codes, where the plan binds them.
+    if (v.kvB == KvB::Q4) {
+      a.kvBGroups = reinterpret_cast<const uint32_t *>(
+          kv + static_cast<uint64_t>(kernels::q4GroupsOffset(1, kvRows, rank)));
+    } else if (v.kvB == KvB::Fp8) {
+      a.kvBScaleInv = reinterpret_cast<const float *>(
+          kv + static_cast<uint64_t>(kernels::fp8ScalesOffset(1, kvRows, rank)));
+    }
     a.selected = reinterpret_cast<const int32_t *>(dsel.back().ptr());
     a.out = reinterpret_cast<void *>(out.ptr());
     a.workspace = reinterpret_cast<void *>(ws.ptr());
@@ -236,7 +330,7 @@ Status mlaRow(Suite &suite, cuda::Module &m, int fnBase, bool fp8, int64_t batch
     a.latents = {reinterpret_cast<uint8_t *>(lat.pool.ptr()), lat.pageBytes, 0, unitBytes,
                  static_cast<int32_t>(kPageTokens)};
     a.rows = static_cast<int32_t>(rows);
-    a.heads = heads;
+    a.heads = static_cast<int32_t>(heads);
     a.qkHeadDim = qkDim;
     a.vHeadDim = vDim;
     a.rank = rank;
@@ -247,8 +341,13 @@ Status mlaRow(Suite &suite, cuda::Module &m, int fnBase, bool fp8, int64_t batch
   const kernels::LaunchDims absorb = kernels::mlaAbsorbLaunch(rows, heads, rank);
   const kernels::LaunchDims attend = kernels::mlaAttendLaunch(rows, heads, rank, chunks, mma);
   const kernels::LaunchDims output = kernels::mlaOutputLaunch(rows, heads, vDim);
+  const std::string b = "glm::kernels::Bf16", f8 = "glm::kernels::Fp8E4m3";
+  const std::string state = fp8 ? f8 : b;
+  const std::string w = v.kvB == KvB::Q4 ? "glm::kernels::MlaQ4Groups" : v.kvB == KvB::Fp8 ? f8 : b;
   int call = 0;
-  const int which[3] = {fnBase, fnBase + 1, 2}; // the output kernel does not read the state
+  const int which[3] = {mlaFn("glm::kernels::mlaAbsorbKernel<" + b + ", " + state + ", " + w + ">"),
+                        mlaFn("glm::kernels::mlaAttendMmaKernel<" + b + ", " + state + ">"),
+                        mlaFn("glm::kernels::mlaOutputKernel<" + b + ", " + w + ">")};
   auto launch = [&](int only) -> Status {
     const kernels::MlaSparseAttentionGpuArgs &a = args[static_cast<size_t>(call++ % copies)];
     const kernels::LaunchDims *dims[3] = {&absorb, &attend, &output};
@@ -268,8 +367,11 @@ Status mlaRow(Suite &suite, cuda::Module &m, int fnBase, bool fp8, int64_t batch
   const double ioBytes =
       static_cast<double>(rows) * (heads * (qkDim + vDim) * 2 + rank * 2 + width * 4);
   const bool prefill = rowsPerSeq > 1;
-  const std::string name = fp8 ? "mla_sparse<bf16,fp8>" : "mla_sparse<bf16,bf16>";
+  const std::string name =
+      std::string("mla_sparse<bf16,") + (fp8 ? "fp8" : "bf16") + ",kv_b " + kvBName(v.kvB) + ">";
   const std::string shape = std::to_string(batch) + "x" + std::to_string(rowsPerSeq) + " rows, " +
+                            std::to_string(heads) + " heads" + (v.tp > 1 ? " (TP " : "") +
+                            (v.tp > 1 ? std::to_string(v.tp) + ")" : "") + ", " +
                             std::to_string(width) + " sel, chunks " + std::to_string(chunks);
   Row all{.kernel = name + " 3 kernels",
           .shape = shape,
@@ -281,9 +383,11 @@ Status mlaRow(Suite &suite, cuda::Module &m, int fnBase, bool fp8, int64_t batch
   suite.add(all);
   if (!prefill) {
     const char *names[3] = {"mlaAbsorb", "mlaAttendMma", "mlaOutput"};
+    // Wk_h and Wv_h are each half of kv_b (qk_head_dim = v_head_dim).
     const double bytes[3] = {weightBytes / 2, latentBytes, weightBytes / 2};
     for (int i = 0; i < 3; ++i) {
-      Row part{.kernel = std::string(names[i]) + (fp8 ? "<fp8>" : "<bf16>"),
+      Row part{.kernel = std::string(names[i]) + "<" + (fp8 ? "fp8" : "bf16") +
+                         (i == 1 ? "" : std::string(",kv_b ") + kvBName(v.kvB)) + ">",
                .shape = shape,
                .bytes = bytes[i],
                .flops = i == 1 ? 4.0 * heads * width * rank * rows
@@ -320,20 +424,26 @@ Status addSparseAttentionBenches(Suite &suite) {
   }
   GLM_RETURN_IF_ERROR(indexerRow(suite, *indexer, 1, 2048, int64_t{16} << 10));
 
-  const std::string f8 = "glm::kernels::Fp8E4m3";
   GLM_ASSIGN_OR_RETURN(
       std::unique_ptr<cuda::Module> mla,
       suite.compile(R"(#include "kernels/mla_sparse_attention/mla_sparse_attention.cuh")",
-                    {"glm::kernels::mlaAbsorbKernel<" + b + ", " + b + ", " + b + ">",
-                     "glm::kernels::mlaAttendMmaKernel<" + b + ", " + b + ">",
-                     "glm::kernels::mlaOutputKernel<" + b + ", " + b + ">",
-                     "glm::kernels::mlaAbsorbKernel<" + b + ", " + f8 + ", " + b + ">",
-                     "glm::kernels::mlaAttendMmaKernel<" + b + ", " + f8 + ">"}));
-  for (int64_t batch : {1, 4}) {
-    GLM_RETURN_IF_ERROR(mlaRow(suite, *mla, 0, false, batch, 1, int64_t{128} << 10));
+                    mlaKernelNames()));
+  const int64_t context = int64_t{128} << 10;
+  for (KvB w : {KvB::Bf16, KvB::Q4, KvB::Fp8}) {
+    for (int64_t batch : {1, 4}) {
+      GLM_RETURN_IF_ERROR(mlaRow(suite, *mla, {.kvB = w}, batch, 1, context));
+    }
+    // Per rank at TP 2 (GLM-5.3-Flash: 32 heads, kv_b 16384 x 512).
+    GLM_RETURN_IF_ERROR(mlaRow(suite, *mla, {.kvB = w, .tp = 2}, 1, 1, context));
   }
-  GLM_RETURN_IF_ERROR(mlaRow(suite, *mla, 3, true, 1, 1, int64_t{128} << 10));
-  GLM_RETURN_IF_ERROR(mlaRow(suite, *mla, 0, false, 1, 2048, int64_t{16} << 10));
+  for (KvB w : {KvB::Bf16, KvB::Q4}) {
+    GLM_RETURN_IF_ERROR(mlaRow(suite, *mla, {.fp8Latents = true, .kvB = w}, 1, 1, context));
+    GLM_RETURN_IF_ERROR(
+        mlaRow(suite, *mla, {.fp8Latents = true, .kvB = w, .tp = 2}, 1, 1, context));
+  }
+  for (KvB w : {KvB::Bf16, KvB::Q4, KvB::Fp8}) {
+    GLM_RETURN_IF_ERROR(mlaRow(suite, *mla, {.kvB = w}, 1, 2048, int64_t{16} << 10));
+  }
   return Status::success();
 }
 

@@ -40,14 +40,17 @@ struct Variant {
 };
 
 Variant variant(LinearKernel k, Act t, Wt w) {
-  const char *label = k == LinearKernel::DecodeMma         ? "decode-mma"
-                      : k == LinearKernel::DecodeMmaWide   ? "decode-mma-wide"
-                      : k == LinearKernel::PrefillMma      ? "prefill-mma"
-                      : k == LinearKernel::PrefillWgmma    ? "prefill-wgmma"
-                      : k == LinearKernel::Gemv            ? "gemv"
-                      : k == LinearKernel::DecodeQuant     ? "decode-quant"
-                      : k == LinearKernel::DecodeQuantWide ? "decode-quant-wide"
-                                                           : "tiled";
+  const char *label = k == LinearKernel::DecodeMma           ? "decode-mma"
+                      : k == LinearKernel::DecodeMmaWide     ? "decode-mma-wide"
+                      : k == LinearKernel::PrefillMma        ? "prefill-mma"
+                      : k == LinearKernel::PrefillWgmma      ? "prefill-wgmma"
+                      : k == LinearKernel::Gemv              ? "gemv"
+                      : k == LinearKernel::DecodeQuant       ? "decode-quant"
+                      : k == LinearKernel::DecodeQuantWide   ? "decode-quant-wide"
+                      : k == LinearKernel::DecodeQuantSplit2 ? "decode-quant-split2"
+                      : k == LinearKernel::DecodeQuantSplit4 ? "decode-quant-split4"
+                      : k == LinearKernel::DecodeQuantSplit8 ? "decode-quant-split8"
+                                                             : "tiled";
   return {std::string(label) + "<" + actName(t) + ", " + wtName(w) + ">",
           kernels::linearKernelName(k, actName(t), wtName(w)), [k](const Shape &s) {
             return kernels::linearLaunch(k, s.rows, s.in, s.out, gpu()->info().smCount);
@@ -97,17 +100,25 @@ std::vector<Variant> variantsFor(Act t, Wt w) {
     Variant prefill = variant(LinearKernel::PrefillMma, t, w);
     prefill.roundsWeights = w == Wt::Q4;
     std::vector<Variant> v = {variant(LinearKernel::DecodeQuant, t, w),
-                              variant(LinearKernel::DecodeQuantWide, t, w), prefill};
-    if (w == Wt::Q4) {
-      // The decode kernel with two units in flight (the bench compares it).
-      v.push_back({"decode-quant-2x2<" + std::string(actName(t)) + ", " + wtName(w) + ">",
-                   "glm::kernels::linearDecodeQuantKernel<glm::kernels::Bf16, "
-                   "glm::kernels::Q4Groups, 2, 2>",
-                   [](const Shape &s) {
-                     return kernels::linearDecodeQuantLaunch(s.rows, s.in, s.out,
-                                                             gpu()->info().smCount);
+                              variant(LinearKernel::DecodeQuantWide, t, w),
+                              variant(LinearKernel::DecodeQuantSplit2, t, w),
+                              variant(LinearKernel::DecodeQuantSplit4, t, w),
+                              variant(LinearKernel::DecodeQuantSplit8, t, w),
+                              prefill};
+    // The decode kernel with rings of 2 and 6 slots (the bench compares them).
+    for (int stages : {2, 6}) {
+      v.push_back({"decode-quant-" + std::to_string(stages) + "-stages<" + std::string(actName(t)) +
+                       ", " + wtName(w) + ">",
+                   "glm::kernels::linearDecodeQuantKernel<glm::kernels::Bf16, " +
+                       std::string(wtName(w)) + ", 2, " + std::to_string(stages) + ">",
+                   [stages](const Shape &s) {
+                     kernels::LaunchDims d = kernels::linearDecodeQuantLaunch(
+                         s.rows, s.in, s.out, gpu()->info().smCount);
+                     d.sharedMemory = d.sharedMemory / kernels::kLinearQuantStages * stages;
+                     return d;
                    }});
-    } else {
+    }
+    if (w == Wt::Fp8) {
       v.push_back(variant(LinearKernel::Gemv, t, w));
     }
     return v;
@@ -479,6 +490,17 @@ TEST(LinearKernelRule, QuantizedWeights) {
   EXPECT_EQ(kernels::linearQuantKernelFor(true, 1, 77440, 132), LinearKernel::DecodeQuant);
   EXPECT_EQ(kernels::linearQuantKernelFor(true, 64, 4096, 132), LinearKernel::DecodeQuant);
   EXPECT_EQ(kernels::linearQuantKernelFor(true, 65, 4096, 132), LinearKernel::PrefillMma);
+  // Too few 32-output blocks for the SMs: K split over clusters (H200 132 SMs, GB10 48).
+  EXPECT_EQ(kernels::linearQuantKernelFor(true, 1, 2048, 132), LinearKernel::DecodeQuantSplit2);
+  EXPECT_EQ(kernels::linearQuantKernelFor(true, 1, 1024, 132), LinearKernel::DecodeQuantSplit4);
+  EXPECT_EQ(kernels::linearQuantKernelFor(true, 1, 576, 132), LinearKernel::DecodeQuantSplit4);
+  EXPECT_EQ(kernels::linearQuantKernelFor(true, 1, 2048, 48), LinearKernel::DecodeQuant);
+  EXPECT_EQ(kernels::linearQuantKernelFor(true, 1, 1024, 48), LinearKernel::DecodeQuantSplit2);
+  EXPECT_EQ(kernels::linearQuantKernelFor(true, 1, 576, 48), LinearKernel::DecodeQuantSplit4);
+  EXPECT_EQ(kernels::linearKernelName(LinearKernel::DecodeQuantSplit4, "glm::kernels::Bf16",
+                                      "glm::kernels::Fp8E4m3"),
+            "glm::kernels::linearDecodeQuantSplitKernel<glm::kernels::Bf16, "
+            "glm::kernels::Fp8E4m3, 2, 4>");
   EXPECT_EQ(kernels::linearQuantKernelFor(false, 16, 4096, 132), LinearKernel::Gemv);
   EXPECT_EQ(kernels::linearQuantKernelFor(false, 17, 4096, 132), LinearKernel::Tiled);
   EXPECT_EQ(kernels::linearKernelName(LinearKernel::DecodeQuantWide, "glm::kernels::Bf16",

@@ -1,11 +1,14 @@
 // mla_sparse_attention's CUDA kernels against the CPU reference: outputs, and the latent rows
 // appended to paged state (f32, bf16 and fp8 e4m3), at GLM-5.3-Flash's dimensions and the tiny
-// model's.
+// model's, with kv_b plain or encoded (Q4 groups, fp8 blocks: random valid bytes, which the
+// reference reads through WeightView::encoded).
 #include "kernels/mla_sparse_attention/mla_sparse_attention.h"
 #include "kernels/mla_sparse_attention/mla_sparse_attention_gpu.h"
 #include "tests/gpu/support/GpuTest.h"
 #include "tests/gpu/support/PagedSequences.h"
 
+#include <algorithm>
+#include <cstring>
 #include <map>
 #include <numeric>
 
@@ -22,23 +25,74 @@ struct Dims {
 };
 const Dims kFlash{64, 256, 256, 512, 2051, "flash"};
 const Dims kTiny{4, 32, 32, 32, 19, "tiny"};
+// The tiny model's heads with a rank Q4 groups can split (a multiple of 64), under one fp8 block.
+const Dims kSmall{4, 32, 32, 64, 19, "small"};
 
-/// (activations, latent state, weights): an f32 plan, a bf16 plan, a bf16 plan with --kv fp8.
+/// (activations, latent state): an f32 plan, a bf16 plan, a bf16 plan with --kv fp8.
 enum class Kind { F32, Bf16, Fp8 };
+/// How kv_b is held: the activations' type, Q4 groups or fp8 blocks
+/// (kernels/common/DenseFormats.h).
+enum class KvB { Plain, Q4, Fp8 };
 
-// Functions of the module, in the order compiled: absorb and attend per kind, output f32 and bf16,
-// then the tensor-core attend for bf16 and fp8 states.
-int absorbFn(Kind k) { return static_cast<int>(k); }
-int attendFn(Kind k, bool mma) { return mma ? (k == Kind::Bf16 ? 8 : 9) : 3 + static_cast<int>(k); }
-int outputFn(Kind k) { return k == Kind::F32 ? 6 : 7; }
+std::string activationType(Kind k) { return k == Kind::F32 ? "float" : "glm::kernels::Bf16"; }
+std::string stateType(Kind k) {
+  return k == Kind::F32    ? "float"
+         : k == Kind::Bf16 ? "glm::kernels::Bf16"
+                           : "glm::kernels::Fp8E4m3";
+}
+std::string weightType(Kind k, KvB w) {
+  return w == KvB::Q4    ? "glm::kernels::MlaQ4Groups"
+         : w == KvB::Fp8 ? "glm::kernels::Fp8E4m3"
+                         : activationType(k);
+}
+std::string absorbName(Kind k, KvB w) {
+  return "glm::kernels::mlaAbsorbKernel<" + activationType(k) + ", " + stateType(k) + ", " +
+         weightType(k, w) + ">";
+}
+std::string attendName(Kind k, bool mma) {
+  return std::string(mma ? "glm::kernels::mlaAttendMmaKernel<" : "glm::kernels::mlaAttendKernel<") +
+         activationType(k) + ", " + stateType(k) + ">";
+}
+std::string outputName(Kind k, KvB w) {
+  return "glm::kernels::mlaOutputKernel<" + activationType(k) + ", " + weightType(k, w) + ">";
+}
+
+/// Every instance the tests launch, in the module's order.
+const std::vector<std::string> &kernelNames() {
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> n;
+    for (Kind k : {Kind::F32, Kind::Bf16, Kind::Fp8}) {
+      for (KvB w : {KvB::Plain, KvB::Q4, KvB::Fp8}) {
+        n.push_back(absorbName(k, w));
+        n.push_back(outputName(k, w));
+      }
+      n.push_back(attendName(k, false));
+      if (k != Kind::F32) {
+        n.push_back(attendName(k, true));
+      }
+    }
+    std::vector<std::string> distinct;
+    for (const std::string &name : n) {
+      if (std::find(distinct.begin(), distinct.end(), name) == distinct.end()) {
+        distinct.push_back(name);
+      }
+    }
+    return distinct;
+  }();
+  return names;
+}
+int fn(const std::string &name) {
+  const std::vector<std::string> &names = kernelNames();
+  return static_cast<int>(std::find(names.begin(), names.end(), name) - names.begin());
+}
 
 /// A GPU MLA layer with paged latents for several sequences, and the CPU reference of each
 /// sequence beside it; every step is checked as it runs.
 class Mla {
 public:
   Mla(cuda::Module &module, Dims dims, Kind kind, int maxSeqs, int64_t maxContext,
-      int64_t pageTokens)
-      : module_(module), dims_(dims), kind_(kind) {
+      int64_t pageTokens, KvB kvb = KvB::Plain)
+      : module_(module), dims_(dims), kind_(kind), kvb_(kvb) {
     // Other layers' rows sit before and after this layer's in every page, 256 bytes apart.
     paged_ = PagedSequences(maxSeqs, maxContext, pageTokens, pageTokens, dims.rank * stateBytes(),
                             256, 77);
@@ -47,6 +101,9 @@ public:
     kvB_.resize(static_cast<size_t>(dims.heads * (dims.qkHeadDim + dims.vHeadDim) * dims.rank));
     for (float &v : kvB_) {
       v = round(2.0f / std::sqrt(static_cast<float>(dims.rank)) * wrng.normal());
+    }
+    if (kvb != KvB::Plain) {
+      encodeRandom(wrng);
     }
     refs_.resize(static_cast<size_t>(maxSeqs));
     for (Ref &ref : refs_) {
@@ -57,7 +114,11 @@ public:
 
   void init() {
     GLM_ASSERT_OK(paged_.allocate());
-    GLM_ASSERT_OK_AND_ASSIGN(dKvB_, upload(kvB_));
+    if (kvb_ == KvB::Plain) {
+      GLM_ASSERT_OK_AND_ASSIGN(dKvB_, upload(kvB_));
+    } else {
+      GLM_ASSERT_OK_AND_ASSIGN(dKvB_, toDevice(kvBytes_));
+    }
   }
 
   /// One step: `seqs` with `rowsPerSeq` rows each. Rows select nothing unless their position is
@@ -118,14 +179,23 @@ public:
     args.width = static_cast<int32_t>(width);
     args.chunks = chunks;
     args.scale = 1.0f / std::sqrt(static_cast<float>(dqk));
+    // The sections after the codes, where the plan binds them.
+    const int64_t kvRows = H * (dqk + dv);
+    if (kvb_ == KvB::Q4) {
+      args.kvBGroups = reinterpret_cast<const uint32_t *>(
+          dKvB_.ptr() + static_cast<uint64_t>(kernels::q4GroupsOffset(1, kvRows, rank)));
+    } else if (kvb_ == KvB::Fp8) {
+      args.kvBScaleInv = reinterpret_cast<const float *>(
+          dKvB_.ptr() + static_cast<uint64_t>(kernels::fp8ScalesOffset(1, kvRows, rank)));
+    }
     const kernels::LaunchDims absorb = kernels::mlaAbsorbLaunch(rows, H, rank);
     const kernels::LaunchDims attend = kernels::mlaAttendLaunch(rows, H, rank, chunks, mma);
     const kernels::LaunchDims output = kernels::mlaOutputLaunch(rows, H, dv);
-    GLM_ASSERT_OK(
-        gpu()->launch(module_.function(absorbFn(kind_)), absorb.grid, absorb.block, 0, args));
-    GLM_ASSERT_OK(gpu()->launch(module_.function(attendFn(kind_, mma)), attend.grid, attend.block,
-                                attend.sharedMemory, args));
-    GLM_ASSERT_OK(launchAndWait(module_.function(outputFn(kind_)), output, args));
+    GLM_ASSERT_OK(gpu()->launch(module_.function(fn(absorbName(kind_, kvb_))), absorb.grid,
+                                absorb.block, 0, args));
+    GLM_ASSERT_OK(gpu()->launch(module_.function(fn(attendName(kind_, mma))), attend.grid,
+                                attend.block, attend.sharedMemory, args));
+    GLM_ASSERT_OK(launchAndWait(module_.function(fn(outputName(kind_, kvb_))), output, args));
     std::vector<float> out;
     if (kind_ == Kind::F32) {
       GLM_ASSERT_OK_AND_ASSIGN(out, fromDevice<float>(dout, static_cast<size_t>(rows * H * dv)));
@@ -153,7 +223,10 @@ public:
       GLM_ASSERT_OK(kernels::mlaSparseAttentionRef(
           {.q = q.data() + b * R * H * dqk,
            .latent = stored.data(),
-           .kvB = kernels::WeightView::f32(kvB_.data(), {H * (dqk + dv), rank}),
+           .kvB = kvb_ == KvB::Plain
+                      ? kernels::WeightView::f32(kvB_.data(), {H * (dqk + dv), rank})
+                      : kernels::WeightView::encoded(kvBytes_.data(), encoding(), DType::F32,
+                                                     H * (dqk + dv), rank),
            .selected = selected.data() + b * R * width,
            .cache = &cache,
            .out = want.data(),
@@ -226,6 +299,49 @@ private:
     }
   }
 
+  kernels::DenseEncoding encoding() const {
+    return kvb_ == KvB::Q4 ? kernels::DenseEncoding::Q4 : kernels::DenseEncoding::Fp8;
+  }
+
+  /// Random valid bytes of kv_b in the encoding, of about the plain weights' spread (std
+  /// 2 / sqrt(rank)). Q4: codes of any nibble, f16 scales of either sign and minimums near
+  /// -7.5 scales. fp8: values rounded from normals of std 32 (the range a checkpoint's blocks use),
+  /// one in 16 any finite code (subnormals and ±448 included), positive f32 scaleInv.
+  void encodeRandom(SplitMix64 &rng) {
+    const int64_t rows = dims_.heads * (dims_.qkHeadDim + dims_.vHeadDim), cols = dims_.rank;
+    const double spread = 2.0 / std::sqrt(static_cast<double>(cols));
+    if (kvb_ == KvB::Q4) {
+      kvBytes_.assign(static_cast<size_t>(kernels::q4Bytes(1, rows, cols)), 0);
+      for (int64_t i = 0; i < rows * cols / 2; ++i) {
+        kvBytes_[static_cast<size_t>(i)] = static_cast<uint8_t>(rng.below(256));
+      }
+      uint8_t *groups = kvBytes_.data() + kernels::q4GroupsOffset(1, rows, cols);
+      for (int64_t g = 0; g < rows * (cols / kernels::kQ4Group); ++g) {
+        // Codes are uniform in 0..15 (std 4.6).
+        const double scale = spread / 4.6 * (0.5 + rng.uniform()) * (rng.below(8) == 0 ? -1 : 1);
+        const uint16_t pair[2] = {kernels::doubleToF16(scale),
+                                  kernels::doubleToF16(-7.5 * scale + 0.3 * scale * rng.normal())};
+        std::memcpy(groups + 4 * g, pair, 4);
+      }
+    } else {
+      kvBytes_.assign(static_cast<size_t>(kernels::fp8Bytes(1, rows, cols)), 0);
+      for (int64_t i = 0; i < rows * cols; ++i) {
+        uint8_t v = kernels::floatToFp8E4m3(32.0f * rng.normal());
+        if (rng.below(16) == 0) {
+          do {
+            v = static_cast<uint8_t>(rng.below(256));
+          } while ((v & 0x7Fu) == 0x7Fu); // NaN is no weight
+        }
+        kvBytes_[static_cast<size_t>(i)] = v;
+      }
+      uint8_t *scales = kvBytes_.data() + kernels::fp8ScalesOffset(1, rows, cols);
+      for (int64_t b = 0; b < kernels::fp8BlocksOf(rows) * kernels::fp8BlocksOf(cols); ++b) {
+        const float scaleInv = static_cast<float>(spread / 32.0 * (0.5 + rng.uniform()));
+        std::memcpy(scales + 4 * b, &scaleInv, 4);
+      }
+    }
+  }
+
   int64_t stateBytes() const { return kind_ == Kind::F32 ? 4 : (kind_ == Kind::Bf16 ? 2 : 1); }
   int64_t activationBytes() const { return kind_ == Kind::F32 ? 4 : 2; }
   float round(float v) const { return kind_ == Kind::F32 ? v : kernels::roundToBf16(v); }
@@ -265,9 +381,11 @@ private:
   cuda::Module &module_;
   Dims dims_;
   Kind kind_;
+  KvB kvb_;
   int64_t maxContext_ = 0;
   PagedSequences paged_;
   std::vector<float> kvB_;
+  std::vector<uint8_t> kvBytes_; // kv_b encoded (not Plain)
   std::vector<Ref> refs_;
   cuda::DeviceMemory dKvB_;
 };
@@ -277,28 +395,14 @@ protected:
   void SetUp() override {
     std::string why;
     ASSERT_NE(gpu(&why), nullptr) << why;
-    const std::string b = "glm::kernels::Bf16", f8 = "glm::kernels::Fp8E4m3";
-    GLM_ASSERT_OK_AND_ASSIGN(
-        module_, compileForGpu(
-                     kSource, {
-                                  "glm::kernels::mlaAbsorbKernel<float, float, float>",
-                                  "glm::kernels::mlaAbsorbKernel<" + b + ", " + b + ", " + b + ">",
-                                  "glm::kernels::mlaAbsorbKernel<" + b + ", " + f8 + ", " + b + ">",
-                                  "glm::kernels::mlaAttendKernel<float, float>",
-                                  "glm::kernels::mlaAttendKernel<" + b + ", " + b + ">",
-                                  "glm::kernels::mlaAttendKernel<" + b + ", " + f8 + ">",
-                                  "glm::kernels::mlaOutputKernel<float, float>",
-                                  "glm::kernels::mlaOutputKernel<" + b + ", " + b + ">",
-                                  "glm::kernels::mlaAttendMmaKernel<" + b + ", " + b + ">",
-                                  "glm::kernels::mlaAttendMmaKernel<" + b + ", " + f8 + ">",
-                              }));
+    GLM_ASSERT_OK_AND_ASSIGN(module_, compileForGpu(kSource, kernelNames()));
   }
 
   /// Prefill in chunks of `chunk` rows (the last one padded), a second sequence's prompt, then
   /// decode steps of both with a padding sequence between them.
   void prefillThenDecode(Dims dims, Kind kind, int64_t chunk, int64_t prompt, int64_t decodes,
-                         int64_t denseEvery) {
-    Mla mla(*module_, dims, kind, 3, prompt + decodes + 64, 64);
+                         int64_t denseEvery, KvB kvb = KvB::Plain) {
+    Mla mla(*module_, dims, kind, 3, prompt + decodes + 64, 64, kvb);
     mla.init();
     for (int64_t done = 0; done < prompt && !HasFatalFailure(); done += chunk) {
       SCOPED_TRACE(::testing::Message() << dims.name << " prefill at " << done);
@@ -310,6 +414,9 @@ protected:
       SCOPED_TRACE(::testing::Message() << dims.name << " decode " << i);
       mla.step({{0, 1, 1}, {1, 9, 0}, {2, 2, 1}}, 1);
     }
+    // A decode step of several rows per sequence (16 rows: the most a decode step has).
+    SCOPED_TRACE(::testing::Message() << dims.name << " 2x8-row decode");
+    mla.step({{0, 1, 5}, {2, 2, 8}}, 8);
   }
 
   std::unique_ptr<cuda::Module> module_;
@@ -338,6 +445,46 @@ TEST_F(MlaSparseAttentionGpu, Fp8LatentsMatchReferenceTiny) {
 
 TEST_F(MlaSparseAttentionGpu, Fp8LatentsMatchReferenceFlash) {
   prefillThenDecode(kFlash, Kind::Fp8, 1024, 3000, 4, 97);
+}
+
+// kv_b in Q4 groups and fp8 blocks: the kernels widen each weight exactly as the reference does,
+// so the bounds are the plain weights'.
+TEST_F(MlaSparseAttentionGpu, Q4KvBMatchesReferenceSmall) {
+  for (Kind kind : {Kind::F32, Kind::Bf16, Kind::Fp8}) {
+    SCOPED_TRACE(static_cast<int>(kind));
+    prefillThenDecode(kSmall, kind, 32, 90, 9, 1, KvB::Q4);
+  }
+}
+
+TEST_F(MlaSparseAttentionGpu, Fp8KvBMatchesReferenceSmall) {
+  for (Kind kind : {Kind::F32, Kind::Bf16, Kind::Fp8}) {
+    SCOPED_TRACE(static_cast<int>(kind));
+    prefillThenDecode(kSmall, kind, 32, 90, 9, 1, KvB::Fp8);
+  }
+}
+
+TEST_F(MlaSparseAttentionGpu, Fp8KvBMatchesReferenceTiny) {
+  prefillThenDecode(kTiny, Kind::F32, 32, 90, 9, 1, KvB::Fp8); // rank 32: a quarter of a block
+}
+
+TEST_F(MlaSparseAttentionGpu, Q4KvBMatchesReferenceF32Flash) {
+  prefillThenDecode(kFlash, Kind::F32, 1024, 3000, 4, 97, KvB::Q4);
+}
+
+TEST_F(MlaSparseAttentionGpu, Q4KvBMatchesReferenceBf16Flash) {
+  prefillThenDecode(kFlash, Kind::Bf16, 1024, 3000, 4, 97, KvB::Q4);
+}
+
+TEST_F(MlaSparseAttentionGpu, Q4KvBFp8LatentsMatchReferenceFlash) {
+  prefillThenDecode(kFlash, Kind::Fp8, 1024, 3000, 4, 97, KvB::Q4);
+}
+
+TEST_F(MlaSparseAttentionGpu, Fp8KvBMatchesReferenceF32Flash) {
+  prefillThenDecode(kFlash, Kind::F32, 1024, 3000, 4, 97, KvB::Fp8);
+}
+
+TEST_F(MlaSparseAttentionGpu, Fp8KvBMatchesReferenceBf16Flash) {
+  prefillThenDecode(kFlash, Kind::Bf16, 1024, 3000, 4, 97, KvB::Fp8);
 }
 
 // The same tokens in one pass (slot 0) and in two chunks plus decode steps (slot 1): the same

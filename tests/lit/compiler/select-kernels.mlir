@@ -18,9 +18,10 @@
 // CHECK: plan.step "all_reduce"
 // CHECK-NOT: launches
 // CHECK-SAME: weights = []}
-// An fp8 weight's kernel reads the block scales that follow its values in the slice.
+// An fp8 weight's kernel reads the block scales that follow its values in the slice (its 64
+// outputs split K over a cluster of 4 blocks, to cover more SMs).
 // CHECK: plan.step "linear" "blk.0.fp8"
-// CHECK-SAME: #plan.launch<@"linearDecodeQuantKernel<Bf16, Fp8E4m3>"
+// CHECK-SAME: #plan.launch<@"linearDecodeQuantSplitKernel<Bf16, Fp8E4m3, 2, 4>"
 // CHECK-SAME: #plan.bind<"weightScaleInv" at 16 = "weight" 0 + 262144>
 // CHECK: plan.step "concat" "blk.0.cat"
 // CHECK-SAME: no_kernel = "step blk.0.cat: concat of 5 inputs (the kernel takes 4)"

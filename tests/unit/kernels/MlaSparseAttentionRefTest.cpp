@@ -1,11 +1,13 @@
 // Tests of NoPE MLA over a selected token set: the absorbed reference against the expanded
-// formula (K, V per head from kv_b, dqk ≠ dv), set semantics, causality, chunked appends.
+// formula (K, V per head from kv_b, dqk ≠ dv), set semantics, causality, chunked appends, and kv_b
+// read in Q4 groups and fp8 blocks (kernels/common/DenseFormats.h).
 #include "kernels/mla_sparse_attention/mla_sparse_attention.h"
 #include "tests/unit/kernels/RandomData.h"
 
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <set>
 
 namespace glm::kernels {
@@ -163,6 +165,100 @@ TEST(MlaSparseAttentionRef, RejectsAFuturePosition) {
   EXPECT_FALSE(s.ok());
   EXPECT_NE(s.message().find("not causally visible"), std::string::npos) << s.message();
   EXPECT_EQ(latents.cache.length, 0) << "a refused call must not append";
+}
+
+/// Random valid bytes of kv_b [rows, cols] in `encoding`: Q4 codes of any nibble with finite f16
+/// (scale, minimum) pairs, fp8 values of any finite code with positive f32 scaleInv.
+std::vector<uint8_t> randomEncoded(SplitMix64 &rng, DenseEncoding encoding, int64_t rows,
+                                   int64_t cols) {
+  std::vector<uint8_t> bytes;
+  if (encoding == DenseEncoding::Q4) {
+    bytes.assign(static_cast<size_t>(q4Bytes(1, rows, cols)), 0);
+    for (int64_t i = 0; i < rows * cols / 2; ++i) {
+      bytes[i] = static_cast<uint8_t>(rng.below(256));
+    }
+    uint8_t *groups = bytes.data() + q4GroupsOffset(1, rows, cols);
+    for (int64_t g = 0; g < rows * (cols / kQ4Group); ++g) {
+      const double scale = 0.05 * rng.normal();
+      const uint16_t pair[2] = {doubleToF16(scale),
+                                doubleToF16(-7.5 * scale + 0.05 * rng.normal())};
+      std::memcpy(groups + 4 * g, pair, 4);
+    }
+  } else {
+    bytes.assign(static_cast<size_t>(fp8Bytes(1, rows, cols)), 0);
+    for (int64_t i = 0; i < rows * cols; ++i) {
+      uint8_t v;
+      do {
+        v = static_cast<uint8_t>(rng.below(256));
+      } while ((v & 0x7Fu) == 0x7Fu); // not NaN
+      bytes[i] = v;
+    }
+    uint8_t *scales = bytes.data() + fp8ScalesOffset(1, rows, cols);
+    for (int64_t b = 0; b < fp8BlocksOf(rows) * fp8BlocksOf(cols); ++b) {
+      const float scaleInv =
+          std::ldexp(1.0f + static_cast<float>(rng.uniform()), -8 - static_cast<int>(rng.below(4)));
+      std::memcpy(scales + 4 * b, &scaleInv, 4);
+    }
+  }
+  return bytes;
+}
+
+/// The reference over a kv_b in Q4 groups or fp8 blocks equals the reference over that kv_b
+/// dequantized to f32, element for element: the encoded view widens every weight to the same f32.
+void expectEncodedEqualsDequantized(DenseEncoding encoding, uint64_t seed) {
+  constexpr int64_t heads = 2, dqk = 6, dv = 5, rank = 128 + 64, tokens = 9, width = 5;
+  const int64_t rows = heads * (dqk + dv);
+  SplitMix64 rng(seed);
+  const std::vector<float> q = randomFloats(rng, tokens * heads * dqk);
+  const std::vector<float> latent = randomFloats(rng, tokens * rank);
+  std::vector<int32_t> selected(tokens * width);
+  for (int64_t t = 0; t < tokens; ++t) {
+    for (int64_t s = 0; s < width; ++s) {
+      selected[t * width + s] = rng.below(6) == 0 ? -1 : static_cast<int32_t>(rng.below(t + 1));
+    }
+  }
+  const std::vector<uint8_t> bytes = randomEncoded(rng, encoding, rows, rank);
+  const WeightView encoded = WeightView::encoded(bytes.data(), encoding, DType::F32, rows, rank);
+  std::vector<float> dequantized(rows * rank);
+  encoded.loadAll(dequantized.data());
+  for (float v : dequantized) {
+    ASSERT_TRUE(std::isfinite(v));
+  }
+  auto attend = [&](const WeightView &kvB) {
+    std::vector<float> cacheRows(tokens * rank), out(tokens * heads * dv, -7.0f);
+    MlaLatentCache cache{cacheRows.data(), tokens, 0};
+    const Status s = mlaSparseAttentionRef({.q = q.data(),
+                                            .latent = latent.data(),
+                                            .kvB = kvB,
+                                            .selected = selected.data(),
+                                            .cache = &cache,
+                                            .out = out.data(),
+                                            .tokens = tokens,
+                                            .heads = heads,
+                                            .qkHeadDim = dqk,
+                                            .vHeadDim = dv,
+                                            .kvLoraRank = rank,
+                                            .selectedWidth = width,
+                                            .scale = 1.0f / std::sqrt(float(dqk))});
+    EXPECT_TRUE(s.ok()) << s.toString();
+    return out;
+  };
+  const std::vector<float> got = attend(encoded);
+  const std::vector<float> want = attend(WeightView::f32(dequantized.data(), {rows, rank}));
+  EXPECT_EQ(got, want);
+  double norm = 0.0;
+  for (float v : want) {
+    norm += std::abs(v);
+  }
+  EXPECT_GT(norm, 0.0) << "a case that attends to something";
+}
+
+TEST(MlaSparseAttentionRef, Q4KvBEqualsItsDequantizedF32) {
+  expectEncodedEqualsDequantized(DenseEncoding::Q4, 55);
+}
+
+TEST(MlaSparseAttentionRef, Fp8KvBEqualsItsDequantizedF32) {
+  expectEncodedEqualsDequantized(DenseEncoding::Fp8, 56);
 }
 
 } // namespace
