@@ -47,6 +47,28 @@ __device__ __forceinline__ float biasAt(const LinearGpuArgs &a, int64_t o) {
                     : static_cast<const float *>(a.bias)[o];
 }
 
+/// A warp's m16n8k16 accumulators as partial[row][output] (kOuts outputs a row): fragment (m, n)
+/// holds output 16m + g of row 8n + 2t in element 0, the next row in 1, and the same rows of
+/// output 16m + g + 8 in 2 and 3; only the first `rowTiles` (1 or 2) tiles of 8 rows are stored.
+template <int kMTiles, int kOuts>
+__device__ __forceinline__ void storeDecodeFragments(float *partial,
+                                                     const float (&acc)[kMTiles][2][4],
+                                                     int rowTiles, int g, int t) {
+#pragma unroll
+  for (int m = 0; m < kMTiles; ++m) {
+#pragma unroll
+    for (int n = 0; n < 2; ++n) {
+      if (n < rowTiles) {
+        const int r = 8 * n + 2 * t, o = 16 * m + g;
+        partial[r * kOuts + o] = acc[m][n][0];
+        partial[(r + 1) * kOuts + o] = acc[m][n][1];
+        partial[r * kOuts + o + 8] = acc[m][n][2];
+        partial[(r + 1) * kOuts + o + 8] = acc[m][n][3];
+      }
+    }
+  }
+}
+
 /// fp8 e4m3 byte `b` times 2^-120, exactly, as an f32 (possibly subnormal): the e4m3 bits moved
 /// into f32's exponent and mantissa fields. Multiplying by 2^120 restores the value; NaN codes are
 /// not special-cased (checkpoints hold none).
@@ -304,22 +326,8 @@ __global__ void __launch_bounds__(kLinearDecodeMaxWarps * 32)
     }
   }
 
-  // Fragment (m, n): element 0 is output 16m + g of row 8n + 2t, 1 the next row, 2 and 3 the same
-  // rows of output 16m + g + 8.
-  float *mine = partial + warp * kRows * kOuts;
-#pragma unroll
-  for (int m = 0; m < kMTiles; ++m) {
-#pragma unroll
-    for (int n = 0; n < 2; ++n) {
-      if (n == 0 || twoRowTiles) {
-        const int r = 8 * n + 2 * t, o = 16 * m + g;
-        mine[r * kOuts + o] = acc[m][n][0];
-        mine[(r + 1) * kOuts + o] = acc[m][n][1];
-        mine[r * kOuts + o + 8] = acc[m][n][2];
-        mine[(r + 1) * kOuts + o + 8] = acc[m][n][3];
-      }
-    }
-  }
+  storeDecodeFragments<kMTiles, kOuts>(partial + warp * kRows * kOuts, acc, twoRowTiles ? 2 : 1, g,
+                                       t);
   __syncthreads();
   T *y = static_cast<T *>(a.y);
   for (int i = threadIdx.x; i < nRows * kOuts; i += blockDim.x) {
@@ -658,22 +666,9 @@ __device__ __forceinline__ void decodeQuantBody(const LinearGpuArgs &a, int64_t 
   cpAsyncWait<0>();
   __syncwarp();
 
-  // Fragment (m, n): element 0 is output 16m + g of row 8n + 2t, 1 the next row, 2 and 3 the same
-  // rows of output 16m + g + 8. The warp's partial sums go over its own ring.
-  float *partial = reinterpret_cast<float *>(quantSmem) + warp * (kStages * kSlot / 4);
-#pragma unroll
-  for (int m = 0; m < kMTiles; ++m) {
-#pragma unroll
-    for (int n = 0; n < 2; ++n) {
-      if (n < xTiles) {
-        const int r = 8 * n + 2 * t, o = 16 * m + g;
-        partial[r * kOuts + o] = acc[m][n][0];
-        partial[(r + 1) * kOuts + o] = acc[m][n][1];
-        partial[r * kOuts + o + 8] = acc[m][n][2];
-        partial[(r + 1) * kOuts + o + 8] = acc[m][n][3];
-      }
-    }
-  }
+  // The warp's partial sums go over its own ring.
+  storeDecodeFragments<kMTiles, kOuts>(
+      reinterpret_cast<float *>(quantSmem) + warp * (kStages * kSlot / 4), acc, xTiles, g, t);
   __syncthreads();
   auto warpSum = [&](int i) {
     float sum = 0.0f;

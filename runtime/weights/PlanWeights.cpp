@@ -148,7 +148,9 @@ Status encode(const EncodeJob &job, const Ablation *ablation, DeviceQuantizer *d
   onDevice.bytes = job.bytes;
   const bool sourceOk =
       onDevice.dtype == DType::BF16 || onDevice.dtype == DType::F16 || onDevice.dtype == DType::F32;
-  if (device == nullptr || !sourceOk || !device->quantize(onDevice, stats)) {
+  if (device != nullptr && sourceOk && device->quantize(onDevice, stats)) {
+    ++report.onDevice;
+  } else {
     stats = {};
     GLM_RETURN_IF_ERROR((q4 ? kernels::quantizeQ4(source, job.dst, &stats)
                             : kernels::quantizeFp8Blocks(source, job.dst, &stats))
@@ -336,6 +338,9 @@ std::string QuantizeReport::line() const {
                 linears > 0 ? sumError / static_cast<double>(linears) : 0.0, worstError,
                 worstName.empty() ? "-" : worstName.c_str());
   std::string out = text;
+  if (onDevice > 0) {
+    out += strCat("; ", onDevice, " of them on the GPU");
+  }
   if (ablated > 0) {
     out += strCat("; ablated ", ablated, " attention output projections");
   }

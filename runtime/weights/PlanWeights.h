@@ -71,6 +71,7 @@ struct QuantizeReport {
   double worstError = 0;    // the largest relative RMS error of one linear
   std::string worstName;    // and its binding
   int64_t ablated = 0;      // projections the ablation changed
+  int64_t onDevice = 0;     // linears the engine's DeviceQuantizer quantized
   /// One line: counts, bytes before and after, mean and worst relative RMS error.
   std::string line() const;
 };
