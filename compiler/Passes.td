@@ -41,12 +41,13 @@ def GlmChooseDenseFormatsPass : Pass<"glm-choose-dense-formats", "mlir::ModuleOp
     or f32 checkpoint (kernels/common/DenseFormats.h). The rule, applied to
     per-rank shapes (so it runs after partitioning):
 
-    - a weight is quantized when every op that reads it has kernels that
-      read Q4 and fp8 (`gpuTakesEncoded` in kernels/OpTable.cpp: glm.linear
-      and the sparse MLA's kv_b): the embedding (gathered a row at a time),
-      the router (its scores pick experts), norms and mHC stay as stored;
-    - the head (the linear whose result, gathered or not, is sampled or
-      returned) takes `head`; every other such weight `dense`;
+    - a weight takes an encoding when every op that reads it has kernels
+      that read it (`gpuEncodings` in kernels/OpTable.cpp: glm.linear and
+      the sparse MLA's kv_b read Q4 and fp8, the router fp8 only); the head
+      (the linear whose result, gathered or not, is sampled or returned)
+      takes `head`, every other weight `dense`, and one whose readers take
+      fp8 but not q4 takes fp8 where q4 was asked (never fewer bits); the
+      embedding (gathered a row at a time), norms and mHC stay as stored;
     - q4 needs the rank's input features to be a multiple of the 64-feature
       group, fp8 a split dimension whose rank slice is a multiple of the
       128-feature block (so every rank holds whole groups or blocks, and a

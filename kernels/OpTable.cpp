@@ -39,13 +39,14 @@ constexpr OpAdapters kOps[] = {
     {"kda", kdaGpu, kdaCpu},
     {"last_rows", lastRowsGpu, lastRowsCpu},
     {"layer_norm", layerNormGpu, layerNormCpu},
-    {"linear", linearGpu, linearCpu, /*takesExl3=*/true, /*gpuTakesEncoded=*/true},
+    {"linear", linearGpu, linearCpu, /*takesExl3=*/true, kQ4AndFp8},
     {"mhc_post", mhcPostGpu, mhcPostCpu},
     {"mhc_pre", mhcPreGpu, mhcPreCpu},
     {"mla_sparse_attention", mlaSparseAttentionGpu, mlaSparseAttentionCpu, /*takesExl3=*/false,
-     /*gpuTakesEncoded=*/true},
+     kQ4AndFp8},
     {"moe_experts", moeExpertsGpu, moeExpertsCpu, /*takesExl3=*/true},
-    {"moe_router", moeRouterGpu, moeRouterCpu},
+    {"moe_router", moeRouterGpu, moeRouterCpu, /*takesExl3=*/false,
+     encodingBit(DenseEncoding::Fp8)},
     {"rms_norm", rmsNormGpu, rmsNormCpu},
     {"sample", sampleGpu, sampleCpu},
     {"short_conv", shortConvGpu, shortConvCpu},
@@ -73,7 +74,8 @@ Status checkWeightFormats(const OpAdapters &op, const OpStep &step, bool gpu) {
     }
     // An FP8 checkpoint holds more than linears in fp8 (the router, kv_b): refused by name
     // where a kernel would read the bytes as another type.
-    if (gpu && w.encoding != DenseEncoding::Plain && !op.gpuTakesEncoded) {
+    if (gpu && w.encoding != DenseEncoding::Plain &&
+        (op.gpuEncodings & encodingBit(w.encoding)) == 0) {
       return step.error(StatusCode::Unimplemented, op.mnemonic, " reads weight ", w.name, " in ",
                         w.encoding == DenseEncoding::Q4 ? "Q4 groups" : "fp8 blocks",
                         ", which its CUDA kernels do not read yet");

@@ -21,10 +21,14 @@ struct OpAdapters {
   Status (*cpu)(const OpStep &step, const HostStep &host);
   /// Whether the op reads EXL3 weights (others are refused them).
   bool takesExl3 = false;
-  /// Whether its CUDA kernels read Q4 and fp8-block weights (kernels/common/DenseFormats.h). The
-  /// CPU references read every encoding through WeightView.
-  bool gpuTakesEncoded = false;
+  /// The encodings of kernels/common/DenseFormats.h its CUDA kernels read (a bit per
+  /// DenseEncoding, encodingBit); the CPU references read every encoding through WeightView.
+  uint8_t gpuEncodings = 0;
 };
+
+constexpr uint8_t encodingBit(DenseEncoding e) { return uint8_t(1u << static_cast<int>(e)); }
+inline constexpr uint8_t kQ4AndFp8 =
+    encodingBit(DenseEncoding::Q4) | encodingBit(DenseEncoding::Fp8);
 
 /// The op `mnemonic`, or null when no such op exists (collectives are not ops of this table: the
 /// engines run them through their communicator).

@@ -16,6 +16,7 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/SymbolTable.h"
+#include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
 
 namespace glm::compiler {
@@ -39,6 +40,14 @@ std::optional<DenseEncoding> parseEncoding(StringRef text) {
     return DenseEncoding::Fp8;
   }
   return std::nullopt;
+}
+
+/// The op table's bit of the glm dialect's encoding (the two enums share their values).
+uint8_t bitOf(DenseEncoding e) {
+  static_assert(
+      static_cast<int>(DenseEncoding::Q4) == static_cast<int>(glm::kernels::DenseEncoding::Q4) &&
+      static_cast<int>(DenseEncoding::Fp8) == static_cast<int>(glm::kernels::DenseEncoding::Fp8));
+  return glm::kernels::encodingBit(static_cast<glm::kernels::DenseEncoding>(e));
 }
 
 /// Whether `linear`'s result, directly or through an all-gather, is sampled or returned.
@@ -87,21 +96,24 @@ struct ChooseDenseFormats : glm::compiler::impl::GlmChooseDenseFormatsPassBase<C
       return signalPassFailure();
     }
 
-    // Each weight's readers: one whose op's kernels do not read Q4 and fp8 (the op table's
-    // gpuTakesEncoded) keeps it as stored; the head is the linear whose result is sampled.
-    llvm::DenseSet<StringRef> asStored, heads;
+    // The encodings every reader of a weight takes (the op table's gpuEncodings: an op without
+    // them keeps its weights as stored), and which weights are the head's.
+    llvm::DenseMap<StringRef, uint8_t> taken;
+    llvm::DenseSet<StringRef> heads;
     module.walk([&](Operation *op) {
       const glm::kernels::OpAdapters *adapters = glm::kernels::findOp(op->getName().stripDialect());
-      const bool takesEncoded = adapters != nullptr && adapters->gpuTakesEncoded;
+      const uint8_t encodings = adapters != nullptr ? adapters->gpuEncodings : 0;
       auto linear = dyn_cast<LinearOp>(op);
       for (NamedAttribute attr : op->getAttrs()) {
         auto ref = dyn_cast<FlatSymbolRefAttr>(attr.getValue());
         if (!ref) {
           continue;
         }
-        if (!takesEncoded) {
-          asStored.insert(ref.getValue());
-        } else if (linear && attr.getName() == linear.getWeightAttrName() && isHead(linear)) {
+        auto [it, inserted] = taken.try_emplace(ref.getValue(), encodings);
+        if (!inserted) {
+          it->second &= encodings;
+        }
+        if (linear && attr.getName() == linear.getWeightAttrName() && isHead(linear)) {
           heads.insert(ref.getValue());
         }
       }
@@ -112,11 +124,18 @@ struct ChooseDenseFormats : glm::compiler::impl::GlmChooseDenseFormatsPassBase<C
       const StringRef name = w.getSymName();
       if ((format != WeightFormat::BF16 && format != WeightFormat::F16 &&
            format != WeightFormat::F32) ||
-          asStored.contains(name) || w.isPerExpert()) {
+          w.isPerExpert()) {
         continue;
       }
-      const DenseEncoding encoding = heads.contains(name) ? *headEncoding : *denseEncoding;
-      if (encoding != DenseEncoding::Plain && fits(w, encoding)) {
+      // The format asked for, or fp8 where the readers take fp8 but not q4 (the router): never
+      // fewer bits than asked.
+      const uint8_t readers = taken.lookup(name);
+      DenseEncoding encoding = heads.contains(name) ? *headEncoding : *denseEncoding;
+      if (encoding == DenseEncoding::Q4 && (readers & bitOf(encoding)) == 0) {
+        encoding = DenseEncoding::Fp8;
+      }
+      if (encoding != DenseEncoding::Plain && (readers & bitOf(encoding)) != 0 &&
+          fits(w, encoding)) {
         w.setEncodingAttr(DenseEncodingAttr::get(&getContext(), encoding));
       }
     }

@@ -43,6 +43,37 @@ __device__ __forceinline__ int warpArgmaxOf(const float *values, int64_t count, 
   return index;
 }
 
+/// Eight weights [c, c + 8) of expert row `row` widened to f32 as WeightView widens them: fp8
+/// blocks' values times their block's scale, one rounding (c is a multiple of 8, so the eight
+/// share a block).
+template <typename W>
+__device__ __forceinline__ void loadWeights8(const MoeRouterGpuArgs &a, const W *row, int64_t e,
+                                             int64_t c, float (&v)[8]) {
+  if constexpr (sizeof(W) == 1) {
+    const uint2 bits = *reinterpret_cast<const uint2 *>(row + c);
+    const float s = a.weightScaleInv[(e / 128) * ((a.hidden + 127) / 128) + c / 128];
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      const uint32_t word = j < 4 ? bits.x : bits.y;
+      v[j] = __fmul_rn(toFloat(Fp8E4m3{static_cast<uint8_t>(word >> (8 * (j % 4)))}), s);
+    }
+  } else {
+    load8(row + c, v);
+  }
+}
+
+/// Weight (e, c) widened to f32, as loadWeights8.
+template <typename W>
+__device__ __forceinline__ float loadWeight(const MoeRouterGpuArgs &a, const W *weight, int64_t e,
+                                            int64_t c) {
+  if constexpr (sizeof(W) == 1) {
+    return __fmul_rn(toFloat(weight[e * a.hidden + c]),
+                     a.weightScaleInv[(e / 128) * ((a.hidden + 127) / 128) + c / 128]);
+  } else {
+    return toFloat(weight[e * a.hidden + c]);
+  }
+}
+
 } // namespace moe_router_detail
 
 /// s[t][e] = sigmoid(x[t] · w[e]) in f32, for few tokens: one warp per expert streams its row
@@ -52,7 +83,7 @@ template <typename T, typename W>
 __global__ void __launch_bounds__(32 * kMoeRouterGemvWarps)
     moeRouterScoresGemvKernel(MoeRouterGpuArgs a) {
   using namespace moe_router_detail;
-  constexpr int kTok = kMoeRouterTokensPerPass, kUnroll = sizeof(W) == 2 ? 8 : 2;
+  constexpr int kTok = kMoeRouterTokensPerPass, kUnroll = sizeof(W) <= 2 ? 8 : 2;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int64_t e = static_cast<int64_t>(blockIdx.x) * kMoeRouterGemvWarps + warp;
   if (e >= a.experts) {
@@ -75,7 +106,7 @@ __global__ void __launch_bounds__(32 * kMoeRouterGemvWarps)
 #pragma unroll
         for (int u = 0; u < kUnroll; ++u) {
           if (c0 + u * 256 < hidden) {
-            load8(w + c0 + u * 256, wv[u]);
+            loadWeights8(a, w, e, c0 + u * 256, wv[u]);
           }
         }
 #pragma unroll
@@ -98,7 +129,7 @@ __global__ void __launch_bounds__(32 * kMoeRouterGemvWarps)
       }
     } else {
       for (int64_t c = lane; c < hidden; c += 32) {
-        const float wv = toFloat(w[c]);
+        const float wv = loadWeight(a, static_cast<const W *>(a.weight), e, c);
 #pragma unroll
         for (int t = 0; t < kTok; ++t) {
           if (t < nt) {
@@ -141,7 +172,9 @@ __global__ void __launch_bounds__(256) moeRouterScoresTiledKernel(MoeRouterGpuAr
     for (int i = threadIdx.x; i < kN * kK; i += blockDim.x) {
       const int n = i / kK, k = i % kK;
       const int64_t e = e0 + n;
-      ws[k][n] = e < a.experts && k0 + k < hidden ? toFloat(weight[e * hidden + k0 + k]) : 0.0f;
+      ws[k][n] = e < a.experts && k0 + k < hidden
+                     ? moe_router_detail::loadWeight(a, weight, e, k0 + k)
+                     : 0.0f;
     }
     __syncthreads();
 #pragma unroll 8

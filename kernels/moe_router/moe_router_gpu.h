@@ -1,7 +1,9 @@
 // moe_router on the GPU: the argument struct its kernels take by value, and their grid rules.
 //
 //   x               T [tokens, hidden]
-//   weight          W [experts, hidden]        mlp.gate.weight
+//   weight          W [experts, hidden]        mlp.gate.weight: f32, bf16, or fp8 blocks
+//   weightScaleInv  f32 [ceil(experts/128)][ceil(hidden/128)]   W = Fp8E4m3 only: the blocks'
+//                                              scales (kernels/common/DenseFormats.h)
 //   correctionBias  [experts] f32 or bf16 (biasBf16)   null = no bias
 //   scores          f32 [tokens, experts]      the sigmoid scores: written by the first kernel,
 //                                              read by the second (scratch when the plan has no
@@ -51,6 +53,7 @@ struct MoeRouterGpuArgs {
   int32_t normTopkProb;
   int32_t biasBf16;
   float scaling; // routed_scaling_factor
+  const float *weightScaleInv;
 };
 
 constexpr int kMoeRouterGemvWarps = 2;      // gemv scores: experts (warps) per block
@@ -69,7 +72,7 @@ inline MoeRouterScores moeRouterScoresKernelFor(int64_t tokens) {
 }
 
 /// The NVRTC name expression of a scores kernel for activations `t` and weights `w` ("float",
-/// "glm::kernels::Bf16").
+/// "glm::kernels::Bf16", "glm::kernels::Fp8E4m3").
 inline std::string moeRouterScoresName(MoeRouterScores kernel, const std::string &t,
                                        const std::string &w) {
   return std::string(kernel == MoeRouterScores::Gemv

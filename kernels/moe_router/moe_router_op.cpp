@@ -29,6 +29,15 @@ Expected<GpuStep> moeRouterGpu(const OpStep &step) {
   ArgPack<MoeRouterGpuArgs> p;
   p.bind(p.args.x, ArgSource::Operand, 0, "x");
   p.bind(p.args.weight, ArgSource::Weight, 0, "weight");
+  const WeightInfo w = step.weight(0);
+  if (w.encoding == DenseEncoding::Q4) {
+    return step.error(StatusCode::Unimplemented, "the router's weight in Q4 groups (its kernels ",
+                      "read f32, bf16 and fp8 blocks)");
+  }
+  if (w.element == DType::F8_E4M3) {
+    p.bind(p.args.weightScaleInv, ArgSource::Weight, 0, "weightScaleInv",
+           static_cast<uint64_t>(fp8ScalesOffset(1, experts, step.operandDim(0, 1))));
+  }
   if (step.hasWeight(1)) {
     p.bind(p.args.correctionBias, ArgSource::Weight, 1, "correctionBias");
   }

@@ -3,6 +3,7 @@
 // odd widths, in f32 and bf16, each with both scores kernels (each must be right for any tokens).
 #include "kernels/moe_router/moe_router.h"
 #include "kernels/moe_router/moe_router_gpu.h"
+#include "kernels/quantize/quantize.h"
 #include "tests/gpu/support/GpuTest.h"
 
 namespace glm::testing {
@@ -277,6 +278,58 @@ TEST_F(MoeRouterGpu, TiesGoToTheLowerIndex) {
       EXPECT_EQ(r.ids, p.ids) << "n_group " << s.nGroup << " kernel " << static_cast<int>(k);
       EXPECT_LE(relativeError(r.weights, p.weights), 1e-5)
           << "n_group " << s.nGroup << " kernel " << static_cast<int>(k);
+    }
+  }
+}
+
+// The router's weight as fp8 blocks (the deployment's --dense q4 takes the router to fp8: its
+// kernels read no Q4): both scores kernels against the reference reading the same bytes through
+// WeightView, f32 and bf16 activations, at Flash's router, the tiny one's and a ragged width.
+TEST_F(MoeRouterGpu, Fp8BlockWeightsMatchTheReferenceOnTheSameBytes) {
+  std::vector<std::string> names;
+  for (kernels::MoeRouterScores k : kKernels) {
+    for (const char *t : {"float", "glm::kernels::Bf16"}) {
+      names.push_back(kernels::moeRouterScoresName(k, t, "glm::kernels::Fp8E4m3"));
+    }
+  }
+  GLM_ASSERT_OK_AND_ASSIGN(std::unique_ptr<cuda::Module> module, compileForGpu(kSource, names));
+  SplitMix64 rng(504);
+  for (const Shape &s : {kShapes[0], kShapes[1], kShapes[2], kShapes[4], kShapes[7]}) {
+    for (bool bf16Act : {false, true}) {
+      Problem p = makeProblem(rng, s, bf16Act, true, true);
+      std::vector<uint8_t> fp8(static_cast<size_t>(kernels::fp8Bytes(1, s.experts, s.hidden)));
+      GLM_ASSERT_OK(kernels::quantizeFp8Blocks(
+          kernels::WeightView::f32(p.weight.data(), {s.experts, s.hidden}), fp8.data()));
+      // The reference reads the stored values: the problem's weight becomes their widening.
+      kernels::WeightView::encoded(fp8.data(), kernels::DenseEncoding::Fp8, DType::F32, s.experts,
+                                   s.hidden)
+          .loadAll(p.weight.data());
+      GLM_ASSERT_OK(computeReference(p, s, true, true));
+      GLM_ASSERT_OK_AND_ASSIGN(cuda::DeviceMemory dx,
+                               bf16Act ? toDevice(toBf16(p.x)) : toDevice(p.x));
+      GLM_ASSERT_OK_AND_ASSIGN(cuda::DeviceMemory dw, toDevice(fp8));
+      GLM_ASSERT_OK_AND_ASSIGN(cuda::DeviceMemory db, toDevice(p.bias));
+      for (kernels::MoeRouterScores k : kKernels) {
+        GLM_ASSERT_OK_AND_ASSIGN(cuda::DeviceMemory dscores, poisoned(s.tokens * s.experts * 4));
+        kernels::MoeRouterGpuArgs args{};
+        args.x = reinterpret_cast<const void *>(dx.ptr());
+        args.weight = reinterpret_cast<const void *>(dw.ptr());
+        args.weightScaleInv = reinterpret_cast<const float *>(
+            dw.ptr() + kernels::fp8ScalesOffset(1, s.experts, s.hidden));
+        args.correctionBias = reinterpret_cast<const void *>(db.ptr());
+        args.scores = reinterpret_cast<float *>(dscores.ptr());
+        args.tokens = s.tokens;
+        args.hidden = s.hidden;
+        args.experts = s.experts;
+        const int index = (k == kernels::MoeRouterScores::Gemv ? 0 : 2) + (bf16Act ? 1 : 0);
+        GLM_ASSERT_OK(launchAndWait(module->function(index),
+                                    kernels::moeRouterScoresLaunch(k, s.tokens, s.experts), args));
+        GLM_ASSERT_OK_AND_ASSIGN(std::vector<float> scores,
+                                 fromDevice<float>(dscores, s.tokens * s.experts));
+        EXPECT_LE(relativeError(scores, p.scores), 1e-5)
+            << s.tokens << "x" << s.hidden << "x" << s.experts << " kernel " << static_cast<int>(k)
+            << (bf16Act ? " bf16" : " f32");
+      }
     }
   }
 }
