@@ -52,7 +52,10 @@ kernels::WeightInfo PlanStep::weight(size_t i) const {
   info.name = w.name() ? w.name()->str() : "?";
   info.element = dtypeOf(w.element());
   info.shape = shapeOf(w.rank_shape());
-  info.encoding = static_cast<kernels::DenseEncoding>(w.encoding()); // the same values
+  static_assert(
+      static_cast<int>(plan::DenseEncoding::Q4) == static_cast<int>(kernels::DenseEncoding::Q4) &&
+      static_cast<int>(plan::DenseEncoding::Fp8) == static_cast<int>(kernels::DenseEncoding::Fp8));
+  info.encoding = static_cast<kernels::DenseEncoding>(w.encoding()); // the validator checked it
   info.exl3 = w.format() == plan::WeightFormat::EXL3;
   if (info.exl3) {
     // A slice that is no EXL3 layout leaves the geometry empty: the adapters' checks refuse it.

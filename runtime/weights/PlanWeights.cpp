@@ -88,8 +88,8 @@ Status encode(const EncodeJob &job, const Ablation *ablation, DeviceQuantizer *d
   const uint8_t *part = rankPart(job, t, dtypeSize(t.dtype), scratch);
 
   if (job.scaleInv != nullptr) {
-    // An FP8 checkpoint: the values as stored, and the blocks of the rank's part, which
-    // starts on a block (glm-to-plan refuses slices that cut blocks).
+    // An FP8 checkpoint: the values as stored, and the blocks of the rank's part, which starts
+    // on a block or lies inside one (glm-to-plan and encodeJob refuse other slices).
     std::memcpy(job.dst, part, static_cast<size_t>(rows * cols));
     EncodeJob blocks = job;
     blocks.start = job.start / kernels::kFp8Block;
