@@ -174,13 +174,12 @@ private:
         return w.emitError() << "weight " << w.getSymName() << ": "
                              << stringifyDenseEncoding(encoding) << " needs a matrix";
       }
+      const bool q4 = encoding == DenseEncoding::Q4;
+      const bool asStored = w.getFormat() == WeightFormat::FP8;
       for (size_t d = shape.size() - 2; d < shape.size(); ++d) {
-        const bool q4 = encoding == DenseEncoding::Q4;
-        const bool asStored = w.getFormat() == WeightFormat::FP8;
-        const bool cut = q4 ? d + 1 == shape.size() && shape[d] % glm::kernels::kQ4Group != 0
-                            : shape[d] != global[d] && shape[d] % glm::kernels::kFp8Block != 0 &&
-                                  !(asStored && glm::kernels::kFp8Block % shape[d] == 0);
-        if (cut) {
+        const bool keeps = q4 ? d + 1 < shape.size() || glm::kernels::q4SliceKeepsGroups(shape[d])
+                              : glm::kernels::fp8SliceKeepsBlocks(shape[d], global[d], asStored);
+        if (!keeps) {
           return w.emitError() << "weight " << w.getSymName() << ": a rank holds " << shape[d]
                                << " of " << global[d] << " features, which cuts its "
                                << (q4 ? "64-feature q4 groups" : "128 x 128 fp8 blocks");

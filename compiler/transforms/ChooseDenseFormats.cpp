@@ -67,20 +67,22 @@ bool isHead(LinearOp linear) {
   return false;
 }
 
-/// Whether the rank's slice of `w` can hold `encoding`: whole Q4 groups along the input
-/// features, whole fp8 blocks along a split dimension.
+/// Whether the rank's slice of `w` can hold `encoding` (DenseFormats.h's slice rules; the weight
+/// is quantized at load, so fp8 blocks may not be split).
 bool fits(WeightOp w, DenseEncoding encoding) {
   ArrayRef<int64_t> local = w.getTensorType().getShape();
   if (local.size() != 2) {
     return false;
   }
   if (encoding == DenseEncoding::Q4) {
-    return local[1] % glm::kernels::kQ4Group == 0;
+    return glm::kernels::q4SliceKeepsGroups(local[1]);
   }
-  if (w.getShard().getKind() == ShardKind::Replicated) {
-    return true;
+  SmallVector<int64_t> global(local);
+  if (auto g = w->getAttrOfType<DenseI64ArrayAttr>("glm.global_shape")) {
+    global.assign(g.asArrayRef().begin(), g.asArrayRef().end());
   }
-  return local[w.getShard().getDim()] % glm::kernels::kFp8Block == 0;
+  return glm::kernels::fp8SliceKeepsBlocks(local[0], global[0], /*asStored=*/false) &&
+         glm::kernels::fp8SliceKeepsBlocks(local[1], global[1], /*asStored=*/false);
 }
 
 struct ChooseDenseFormats : glm::compiler::impl::GlmChooseDenseFormatsPassBase<ChooseDenseFormats> {

@@ -74,6 +74,20 @@ GLM_HOST_DEVICE inline constexpr int64_t fp8Bytes(int64_t m, int64_t r, int64_t 
   return fp8ScalesOffset(m, r, c) + m * fp8BlocksOf(r) * fp8BlocksOf(c) * 4;
 }
 
+/// Whether a rank's part of a matrix, `local` of `global` features along one dimension (an even
+/// split), keeps its encoding whole, so that a TP plan's slices hold exactly the TP 1 plan's
+/// groups and blocks. Q4 groups run along the input features: the part must hold them whole.
+GLM_HOST_DEVICE inline constexpr bool q4SliceKeepsGroups(int64_t localInputs) {
+  return localInputs % kQ4Group == 0;
+}
+/// fp8 blocks: a split dimension in whole blocks, or, for a weight stored in fp8 (`asStored`:
+/// its blocks cannot be recomputed), a part that lies inside one block and keeps its scale.
+GLM_HOST_DEVICE inline constexpr bool fp8SliceKeepsBlocks(int64_t local, int64_t global,
+                                                          bool asStored) {
+  return local == global || local % kFp8Block == 0 ||
+         (asStored && local > 0 && kFp8Block % local == 0);
+}
+
 /// The 4-bit code of element (r, c) of a row-major [R, C] code plane.
 GLM_HOST_DEVICE inline uint32_t q4Code(const uint8_t *codes, int64_t cols, int64_t r, int64_t c) {
   const uint8_t byte = codes[r * (cols / 2) + c / 2];

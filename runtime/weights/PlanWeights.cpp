@@ -422,7 +422,7 @@ Expected<EncodeJob> encodeJob(const plan::WeightBinding &w, const Checkpoint &ch
                              ", expected F32 ", shapeText(blocks), " (one per 128 x 128 block)");
     }
     // A rank's part starts on a block, or lies inside one (glm-to-plan admits no other split).
-    if (job.start % kernels::kFp8Block != 0 && kernels::kFp8Block % job.count != 0) {
+    if (!kernels::fp8SliceKeepsBlocks(job.count, global[job.dim], /*asStored=*/true)) {
       return invalidArgument("weight ", name, ": rank ", rank, "'s ", job.count, " features from ",
                              job.start, " cut a 128 x 128 block");
     }
