@@ -3,6 +3,8 @@
 
 #include "kernels/common/FloatFormats.h"
 
+#include <algorithm>
+#include <array>
 #include <cassert>
 #include <cstring>
 #include <sstream>
@@ -18,6 +20,30 @@ int64_t WeightView::numel() const {
   return n;
 }
 
+namespace {
+
+/// Every e4m3 code's value: a table, since fp8E4m3ToFloat's ldexp costs ~15 ns a weight and the
+/// CPU engine widens every fp8 weight of every step.
+const std::array<float, 256> &fp8Values() {
+  static const std::array<float, 256> table = [] {
+    std::array<float, 256> t{};
+    for (int code = 0; code < 256; ++code) {
+      t[code] = fp8E4m3ToFloat(static_cast<uint8_t>(code));
+    }
+    return t;
+  }();
+  return table;
+}
+
+/// A Q4 weight from its code and group parameters: the product rounded, then the sum
+/// (DenseFormats.h; this file is compiled without contraction into a fused multiply-add).
+float q4Value(float scale, uint32_t code, float minimum) {
+  const float product = scale * static_cast<float>(code);
+  return product + minimum;
+}
+
+} // namespace
+
 int64_t WeightView::cols() const {
   const int64_t r = rows();
   return r == 0 ? 0 : numel() / r;
@@ -32,7 +58,7 @@ float WeightView::load(int64_t i) const {
   case DType::F16:
     return f16ToFloat(static_cast<const uint16_t *>(data)[i]);
   case DType::F8_E4M3: {
-    const float v = fp8E4m3ToFloat(static_cast<const uint8_t *>(data)[i]);
+    const float v = fp8Values()[static_cast<const uint8_t *>(data)[i]];
     if (blockScaleInv == nullptr) {
       return v;
     }
@@ -46,9 +72,8 @@ float WeightView::load(int64_t i) const {
     const int64_t c = cols();
     const int64_t r = i / c, col = i % c;
     const uint16_t *g = q4Groups + 2 * (r * (c / kQ4Group) + col / kQ4Group);
-    const float product = f16ToFloat(g[0]) *
-                          static_cast<float>(q4Code(static_cast<const uint8_t *>(data), c, r, col));
-    return product + f16ToFloat(g[1]); // two roundings, as DenseFormats.h defines the value
+    return q4Value(f16ToFloat(g[0]), q4Code(static_cast<const uint8_t *>(data), c, r, col),
+                   f16ToFloat(g[1]));
   }
   default:
     assert(false && "checkWeight admits float dtypes only");
@@ -73,6 +98,37 @@ void WeightView::loadRow(int64_t r, float *out) const {
     const uint16_t *p = static_cast<const uint16_t *>(data) + base;
     for (int64_t j = 0; j < c; ++j) {
       out[j] = bf16ToFloat(p[j]);
+    }
+    return;
+  }
+  case DType::U8: {
+    // Q4 groups: each group's parameters decoded once, not per weight (load()'s values).
+    assert(q4Groups != nullptr && "a U8 weight view is Q4 groups");
+    const uint8_t *codes = static_cast<const uint8_t *>(data) + r * (c / 2);
+    const uint16_t *g = q4Groups + 2 * r * (c / kQ4Group);
+    for (int64_t j0 = 0; j0 < c; j0 += kQ4Group, g += 2) {
+      const float scale = f16ToFloat(g[0]), minimum = f16ToFloat(g[1]);
+      for (int64_t j = j0; j < j0 + kQ4Group; j += 2) {
+        const uint8_t byte = codes[j / 2];
+        out[j] = q4Value(scale, byte & 0xFu, minimum);
+        out[j + 1] = q4Value(scale, byte >> 4, minimum);
+      }
+    }
+    return;
+  }
+  case DType::F8_E4M3: {
+    // A block's scale looked up once per block of columns.
+    const uint8_t *p = static_cast<const uint8_t *>(data) + base;
+    const std::array<float, 256> &values = fp8Values();
+    const int64_t blocksPerRow = (c + blockCols - 1) / blockCols;
+    for (int64_t j0 = 0; j0 < c; j0 += blockCols) {
+      const float scale = blockScaleInv == nullptr
+                              ? 1.0f
+                              : blockScaleInv[(r / blockRows) * blocksPerRow + j0 / blockCols];
+      const int64_t end = std::min(c, j0 + blockCols);
+      for (int64_t j = j0; j < end; ++j) {
+        out[j] = blockScaleInv == nullptr ? values[p[j]] : values[p[j]] * scale;
+      }
     }
     return;
   }
