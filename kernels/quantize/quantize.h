@@ -49,6 +49,19 @@ struct QuantizeStats {
     sumSquaredSource += other.sumSquaredSource;
     elements += other.elements;
   }
+  /// The statistics of `n` rows (or rows of blocks) of `elements` weights in all, from each row's
+  /// error and source sums, added in row order (the order every quantizer sums in, so that the
+  /// host's and the GPU's are bit-equal).
+  static QuantizeStats ofRows(const double *error, const double *source, int64_t n,
+                              int64_t elements) {
+    QuantizeStats s;
+    for (int64_t r = 0; r < n; ++r) {
+      s.sumSquaredError += error[r];
+      s.sumSquaredSource += source[r];
+    }
+    s.elements = elements;
+    return s;
+  }
   /// sqrt(Σ error² / Σ source²); 0 for an all-zero source quantized exactly.
   double relativeRms() const {
     return sumSquaredSource > 0.0  ? std::sqrt(sumSquaredError / sumSquaredSource)

@@ -133,18 +133,6 @@ inline LaunchDims fp8SourceLaunch(int64_t rows) {
   return quantize_detail::threadsFor(fp8BlocksOf(rows));
 }
 
-/// quantizeQ4's QuantizeStats from q4RowStatsKernel's sums (the rows in order: bit-equal).
-inline QuantizeStats q4StatsFromRows(const double *rowError, const double *rowSource, int64_t rows,
-                                     int64_t cols) {
-  QuantizeStats s;
-  for (int64_t r = 0; r < rows; ++r) {
-    s.sumSquaredError += rowError[r];
-    s.sumSquaredSource += rowSource[r];
-  }
-  s.elements = rows * cols;
-  return s;
-}
-
 /// A close QuantizeStats from q4QuantizeKernel's f32 group sums alone, for GPUs whose f64 is too
 /// slow for q4RowStatsKernel: each group's sums differ from the double ones by f32 rounding
 /// (relative ~1e-7), not bit-equal.

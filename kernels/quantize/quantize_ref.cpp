@@ -116,13 +116,7 @@ Status quantizeQ4(const WeightView &src, const Q4Search &search, uint8_t *dst,
     }
   }
   if (stats != nullptr) {
-    QuantizeStats s;
-    for (int64_t r = 0; r < rows; ++r) {
-      s.sumSquaredError += rowError[r];
-      s.sumSquaredSource += rowSource[r];
-    }
-    s.elements = rows * cols;
-    stats->add(s);
+    stats->add(QuantizeStats::ofRows(rowError.data(), rowSource.data(), rows, rows * cols));
   }
   return Status::success();
 }
@@ -230,13 +224,8 @@ Status quantizeFp8Blocks(const WeightView &src, const Fp8Search &search, uint8_t
     }
   }
   if (stats != nullptr) {
-    QuantizeStats s;
-    for (int64_t rb = 0; rb < rowBlocks; ++rb) {
-      s.sumSquaredError += blockError[rb];
-      s.sumSquaredSource += blockSource[rb];
-    }
-    s.elements = rows * cols;
-    stats->add(s);
+    stats->add(
+        QuantizeStats::ofRows(blockError.data(), blockSource.data(), rowBlocks, rows * cols));
   }
   return Status::success();
 }

@@ -247,7 +247,7 @@ Status CudaQuantizer::run(const Job &job, kernels::QuantizeStats &stats, bool &b
     return Status::success();
   }
   stats.add(!q4      ? fp8StatsFromBlocks(sumsA.data(), sumsB.data(), rows, cols)
-            : exact_ ? q4StatsFromRows(sumsA.data(), sumsB.data(), rows, cols)
+            : exact_ ? QuantizeStats::ofRows(sumsA.data(), sumsB.data(), rows, rows * cols)
                      : q4StatsFromGroups(groupError.data(), groupSource.data(), rows, cols));
   return Status::success();
 }

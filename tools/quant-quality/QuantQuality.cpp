@@ -140,13 +140,7 @@ QuantizeStats symmetric(const float *w, int64_t rows, int64_t cols, bool search)
       }
     }
   });
-  QuantizeStats out;
-  for (int64_t r = 0; r < rows; ++r) {
-    out.sumSquaredError += e[r];
-    out.sumSquaredSource += s[r];
-  }
-  out.elements = rows * cols;
-  return out;
+  return QuantizeStats::ofRows(e.data(), s.data(), rows, rows * cols);
 }
 
 // --- one matrix ----------------------------------------------------------------------------------

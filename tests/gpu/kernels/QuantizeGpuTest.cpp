@@ -194,7 +194,8 @@ void checkQ4(const Shape &shape, uint64_t seed) {
 
   GLM_ASSERT_OK_AND_ASSIGN(std::vector<double> re, fromDevice<double>(rowError, rows));
   GLM_ASSERT_OK_AND_ASSIGN(std::vector<double> rs, fromDevice<double>(rowSource, rows));
-  const kernels::QuantizeStats exact = kernels::q4StatsFromRows(re.data(), rs.data(), rows, cols);
+  const kernels::QuantizeStats exact =
+      kernels::QuantizeStats::ofRows(re.data(), rs.data(), rows, rows * cols);
   EXPECT_EQ(exact.sumSquaredError, expectedStats.sumSquaredError);
   EXPECT_EQ(exact.sumSquaredSource, expectedStats.sumSquaredSource);
   EXPECT_EQ(exact.elements, expectedStats.elements);
