@@ -45,7 +45,7 @@ Expected<std::unique_ptr<CpuEngine>> CpuEngine::create(std::unique_ptr<PlanFile>
       auto *weights = reinterpret_cast<uint8_t *>(engine->arenas_[i].data());
       RankWeightLoad load(p, checkpoint, static_cast<uint32_t>(engine->rank_), options.weights);
       GLM_RETURN_IF_ERROR(load.window(0, {weights, engine->arenas_[i].size() * 8}));
-      load.finish();
+      GLM_RETURN_IF_ERROR(load.finish());
     }
   }
   GLM_RETURN_IF_ERROR(engine->initCommon(p, planFile->source()));

@@ -136,7 +136,7 @@ Expected<std::unique_ptr<CudaEngine>> CudaEngine::create(std::unique_ptr<runtime
                                          quantizer != nullptr ? quantizer->takeWritten()
                                                               : std::vector<WeightWindow>{}));
       }
-      load.finish();
+      GLM_RETURN_IF_ERROR(load.finish());
     }
   }
   for (const plan::Kernel *k : *p.kernels()) {

@@ -626,13 +626,25 @@ Status RankWeightLoad::window(uint64_t offset, std::span<uint8_t> window) {
   return loadPlanWeightsWindow(plan_, checkpoint_, rank_, offset, window, options_, &report_);
 }
 
-void RankWeightLoad::finish() {
+Status RankWeightLoad::finish() {
   if (progress_ != nullptr) {
     progress_->finish();
   }
   if (report_.q4 + report_.fp8 + report_.ablated > 0) {
     logInfo("rank ", rank_, ": ", report_.line());
   }
+  // The ablation finds its projections by the builder's binding names: a layer the plan does not
+  // hold (the MTP layer of a plan built without it) is refused, not skipped in silence.
+  if (const Ablation *a = options_.ablation) {
+    const int64_t asked = a->lastLayer - a->firstLayer + 1 + (a->mtpLayer >= 0 ? 1 : 0);
+    if (report_.ablated != asked) {
+      return invalidArgument(
+          "--ablate: the plan holds ", report_.ablated, " of the ", asked,
+          " attention output projections asked for (layers ", a->firstLayer, "-", a->lastLayer,
+          a->mtpLayer >= 0 ? strCat(" and the MTP layer ", a->mtpLayer) : std::string(), ")");
+    }
+  }
+  return Status::success();
 }
 
 } // namespace glm

@@ -122,8 +122,9 @@ public:
   ~RankWeightLoad();
   /// loadPlanWeightsWindow into `window`, arena bytes from `offset`.
   Status window(uint64_t offset, std::span<uint8_t> window);
-  /// Ends the progress line and logs the report (after the last window).
-  void finish();
+  /// Ends the progress line and logs the report (after the last window); InvalidArgument when
+  /// the ablation did not find every projection it names.
+  Status finish();
   const QuantizeReport &report() const { return report_; }
 
 private:

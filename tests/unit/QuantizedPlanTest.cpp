@@ -299,6 +299,28 @@ TEST_F(QuantizedPlan, AblationProjectsTheDirectionOutOfTheChosenLayers) {
   }
 }
 
+TEST_F(QuantizedPlan, AnAblationOfALayerThePlanLacksIsRefused) {
+  // The plans hold no MTP layer yet: --ablate-mtp's projection is not there to change.
+  auto plan = compile(kTiny, "--tp 1");
+  ASSERT_TRUE(plan);
+  Ablation ablation;
+  ablation.direction.assign(128, 1.0f);
+  ablation.firstLayer = 7;
+  ablation.lastLayer = 7;
+  ablation.mtpLayer = 8;
+  std::vector<uint8_t> arena(plan->root().arenas()->Get(0)->size());
+  RankWeightLoad load(plan->root(), *checkpoint_, 0, {.ablation = &ablation});
+  ASSERT_TRUE(load.window(0, arena).ok());
+  const Status s = load.finish();
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("holds 1 of the 2"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("MTP layer 8"), std::string::npos) << s.message();
+  ablation.mtpLayer = -1;
+  RankWeightLoad trunk(plan->root(), *checkpoint_, 0, {.ablation = &ablation});
+  ASSERT_TRUE(trunk.window(0, arena).ok());
+  EXPECT_TRUE(trunk.finish().ok());
+}
+
 TEST_F(QuantizedPlan, TheTinyFixturesLogitsStayCloseToTheUnquantizedPlans) {
   // What quantization costs, on the fixture's golden prompts through the CPU backend: top-1
   // agreement and the relative L2 error of every prefill row's logits against the plan that
