@@ -429,10 +429,16 @@ Status measureLoopback(const std::vector<Case> &cases, const Options &options) {
 } // namespace
 
 int main(int argc, char **argv) {
-  tools::CommandLine cl("comm-bench");
-  cl.option("config").option("calls").option("reps").option("single").flag("loopback");
-  if (!cl.parseOrReport(std::vector<std::string>(argv + 1, argv + argc))) {
-    return kExitUsage;
+  tools::CommandLine cl("glm-comm-bench", "--config DIR [options]",
+                        "Times the device collectives of a TP 2 decode step on two GPUs of this "
+                        "host: NcclComm's against\nbare NCCL's, at the sizes the config gives.");
+  cl.option("config", "DIR", "a checkpoint directory or its config.json: the sizes")
+      .option("calls", "N", "back-to-back calls per timed batch")
+      .option("reps", "N", "timed batches per size")
+      .option("single", "N", "calls timed one at a time")
+      .flag("loopback", "also time LoopbackComm (both ranks on device 0)");
+  if (std::optional<int> exit = cl.parseOrExit(std::vector<std::string>(argv + 1, argv + argc))) {
+    return *exit == 0 ? kExitMeasured : kExitUsage;
   }
   if (!cl.get("config")) {
     std::fprintf(stderr, "comm-bench: --config DIR (a checkpoint directory or its config.json) "

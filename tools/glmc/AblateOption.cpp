@@ -11,7 +11,12 @@
 namespace glm::tools {
 
 void addAblateOptions(CommandLine &cl) {
-  cl.option("ablate").option("ablate-layers").option("ablate-alpha").flag("ablate-mtp");
+  cl.option("ablate", "DIR_FILE",
+            "a direction (safetensors, one hidden_size vector) projected out of\nthe attention "
+            "output projections at load: W -= alpha d (d^T W)")
+      .option("ablate-layers", "A-B", "the layers ablated (default 15 to the last)")
+      .option("ablate-alpha", "X", "the ablation's strength (default 3.0)")
+      .flag("ablate-mtp", "also ablate the MTP layer");
 }
 
 namespace {

@@ -198,11 +198,18 @@ timeOnRanks(BenchRanks &ranks, uint32_t index, int64_t context, int reps) {
 } // namespace
 
 int runBench(const std::vector<std::string> &args) {
-  CommandLine cl("bench");
-  cl.option("model").option("context").option("reps").option("json").option("plot").positional(1,
-                                                                                               1);
-  if (!cl.parseOrReport(args)) {
-    return 2;
+  CommandLine cl(
+      "glmc bench", "PLAN.glmp --model DIR [options]",
+      "Replays each program of a plan as CUDA graphs and reports its latency, a per-step "
+      "breakdown and\nits fraction of the device's roofline.");
+  cl.option("model", "DIR", "the checkpoint the plan was compiled from")
+      .option("context", "N", "tokens of context the decode programs attend over")
+      .option("reps", "N", "replays per program (at least 5)")
+      .option("json", "OUT", "also write the results as JSON")
+      .option("plot", "OUT.svg", "also plot the per-step breakdown")
+      .positional(1, 1);
+  if (std::optional<int> exit = cl.parseOrExit(args)) {
+    return *exit;
   }
   const std::optional<std::string> modelDir = cl.get("model");
   if (std::optional<std::string> plot = cl.get("plot");

@@ -1,4 +1,6 @@
-// A small strict command-line parser for glmc's subcommands: --flag VALUE, --flag=VALUE, switches.
+// A small strict command-line parser for glmc's subcommands: --flag VALUE, --flag=VALUE, switches,
+// and the --help that lists them (each option is declared with its help, so the list cannot drift
+// from what the command accepts).
 #pragma once
 
 #include "base/Status.h"
@@ -15,18 +17,17 @@ namespace glm::tools {
 /// values and surplus positional arguments are errors that name the subcommand and the option.
 class CommandLine {
 public:
-  explicit CommandLine(std::string command) : command_(std::move(command)) {}
+  /// `command` names it in messages ("glmc compile", or a tool's name); `synopsis` follows it in
+  /// the usage line ("MODEL_DIR -o PLAN.glmp [options]"); `summary` says what it does.
+  CommandLine(std::string command, std::string synopsis, std::string summary)
+      : command_(std::move(command)), synopsis_(std::move(synopsis)), summary_(std::move(summary)) {
+  }
 
-  /// An option taking a value (`--name VALUE` or `--name=VALUE`).
-  CommandLine &option(std::string name) {
-    valueOptions_.insert(std::move(name));
-    return *this;
-  }
+  /// An option taking a value (`--name VALUE` or `--name=VALUE`), shown as `--name VALUE` and
+  /// its help in --help.
+  CommandLine &option(std::string name, std::string value, std::string help);
   /// A switch (`--name`).
-  CommandLine &flag(std::string name) {
-    flags_.insert(std::move(name));
-    return *this;
-  }
+  CommandLine &flag(std::string name, std::string help);
   /// How many positional arguments are accepted.
   CommandLine &positional(size_t min, size_t max) {
     minPositional_ = min;
@@ -34,10 +35,16 @@ public:
     return *this;
   }
 
+  /// Parses `args`; `--help` (or `-h`) anywhere makes helpRequested() true and skips the other
+  /// checks, so a user can ask for help with an incomplete command line.
   Status parse(const std::vector<std::string> &args);
-  /// parse(), printing its error; false means the caller exits with status 2 (usage).
-  bool parseOrReport(const std::vector<std::string> &args);
-  /// Prints "glmc <command>: <status>" to stderr; returns 1, a failed command's exit status.
+  bool helpRequested() const { return help_; }
+  /// The usage line, the summary and every option with its help.
+  std::string helpText() const;
+  /// parse(), then the exit status the caller returns at once: 2 (usage) after printing the
+  /// error, 0 after printing the help; nullopt when the command should run.
+  std::optional<int> parseOrExit(const std::vector<std::string> &args);
+  /// Prints "<command>: <status>" to stderr; returns 1, a failed command's exit status.
   int fail(const Status &status) const;
 
   bool has(const std::string &name) const {
@@ -49,9 +56,15 @@ public:
   const std::vector<std::string> &positionals() const { return positionals_; }
 
 private:
-  std::string command_;
+  struct Declared {
+    std::string name, value, help; // value empty for a switch
+  };
+
+  std::string command_, synopsis_, summary_;
+  std::vector<Declared> declared_; // in declaration order, for --help
   std::set<std::string> valueOptions_;
   std::set<std::string> flags_;
+  bool help_ = false;
   size_t minPositional_ = 0;
   size_t maxPositional_ = 0;
   std::map<std::string, std::string> values_;

@@ -15,12 +15,20 @@
 namespace glm::tools {
 
 int runCompile(const std::vector<std::string> &args) {
-  CommandLine cl("compile");
-  cl.option("output").option("target").option("tp").option("precision").option("max-seqs");
-  cl.option("max-context").option("kv").option("assume-weights").option("decode");
-  cl.option("prefill").option("prefill-logits").option("dense").option("head").positional(1, 1);
-  if (!cl.parseOrReport(args)) {
-    return 2;
+  CommandLine cl("glmc compile", "MODEL_DIR -o PLAN.glmp [options]",
+                 "Lowers the model of a checkpoint (or of its config.json alone) through the glm "
+                 "IR to an execution\nplan for a target.");
+  cl.option("output", "PLAN.glmp", "the plan file to write");
+  addCompileShapeOptions(cl);
+  cl.option("precision", "f32|bf16",
+            "activation precision (default bf16 on a GPU, f32 on the CPU, whose\nreference "
+            "kernels compute in f32)")
+      .option("max-seqs", "N", "sequences served at once")
+      .option("max-context", "N", "tokens the state pool holds for all sequences together")
+      .option("kv", "bf16|fp8", "the sparse-attention latent cache's element type")
+      .positional(1, 1);
+  if (std::optional<int> exit = cl.parseOrExit(args)) {
+    return *exit;
   }
   if (!cl.get("output")) {
     return cl.fail(invalidArgument("-o PLAN.glmp is required"));
@@ -31,7 +39,13 @@ int runCompile(const std::vector<std::string> &args) {
     return cl.fail(
         invalidArgument("--target is cpu, sm_90a or sm_121a, got '", options.target, "'"));
   }
-  options.precision = cl.get("precision").value_or(options.precision);
+  // A CPU plan is the reference: its kernels compute in f32 and it runs in one process, so it
+  // defaults to what the CPU backend runs (a bf16 TP 2 plan, the GB10 deployment, it refuses).
+  const bool cpu = options.target == "cpu";
+  options.precision = cl.get("precision").value_or(cpu ? "f32" : options.precision);
+  if (cpu) {
+    options.tp = 1;
+  }
   if (options.precision != "f32" && options.precision != "bf16") {
     return cl.fail(invalidArgument("--precision is f32 or bf16, got '", options.precision, "'"));
   }

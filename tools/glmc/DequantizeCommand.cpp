@@ -112,10 +112,11 @@ Status dequantizeCheckpoint(const fs::path &modelDir, const fs::path &outDir) {
 } // namespace
 
 int runDequantize(const std::vector<std::string> &args) {
-  CommandLine cl("dequantize");
-  cl.option("output").positional(1, 1);
-  if (!cl.parseOrReport(args)) {
-    return 2;
+  CommandLine cl("glmc dequantize", "MODEL_DIR -o OUT_DIR",
+                 "Writes the dense bf16 equivalent of an EXL3 checkpoint.");
+  cl.option("output", "OUT_DIR", "the checkpoint directory to write").positional(1, 1);
+  if (std::optional<int> exit = cl.parseOrExit(args)) {
+    return *exit;
   }
   if (!cl.get("output")) {
     return cl.fail(invalidArgument("-o OUT_DIR is required"));

@@ -19,12 +19,14 @@
 namespace glm::tools {
 
 int runDumpIr(const std::vector<std::string> &args) {
-  CommandLine cl("dump-ir");
-  cl.option("stage").option("tp").option("target").option("decode").option("prefill");
-  cl.option("assume-weights").option("prefill-logits").option("dense").option("head");
+  CommandLine cl("glmc dump-ir", "MODEL_DIR [options]",
+                 "Prints the model's glm IR at a compiler stage, in text that glm-opt parses "
+                 "back.");
+  cl.option("stage", "model|partitioned|fused|plan", "the stage to print (default model)");
+  addCompileShapeOptions(cl);
   cl.positional(1, 1);
-  if (!cl.parseOrReport(args)) {
-    return 2;
+  if (std::optional<int> exit = cl.parseOrExit(args)) {
+    return *exit;
   }
   const std::string stage = cl.get("stage").value_or("model");
   if (stage != "model" && stage != "partitioned" && stage != "fused" && stage != "plan") {

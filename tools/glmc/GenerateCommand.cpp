@@ -81,15 +81,30 @@ Expected<float> parseFloat(const CommandLine &cl, const char *name, float fallba
 } // namespace
 
 int runGenerate(const std::vector<std::string> &args) {
-  CommandLine cl("generate");
-  cl.option("model").option("prompt").option("chat").option("prompt-ids").option("max-tokens");
-  cl.option("temperature").option("top-p").option("top-k").option("min-p").option("seed");
-  cl.option("prefill-chunks").option("dump-logits").option("tie-rule").option("dump-tensors");
-  cl.option("dump-dir");
-  cl.flag("greedy").positional(1, 1);
+  CommandLine cl("glmc generate",
+                 "PLAN.glmp --model DIR (--prompt TEXT | --chat TEXT | --prompt-ids FILE) "
+                 "[options]",
+                 "Runs a CPU or GPU plan on one prompt and prints the reply.");
+  cl.option("model", "DIR", "the checkpoint the plan was compiled from")
+      .option("prompt", "TEXT", "raw prompt text")
+      .option("chat", "TEXT", "one user message, through the checkpoint's chat template")
+      .option("prompt-ids", "FILE", "a JSON array of token ids")
+      .option("max-tokens", "N", "tokens to generate")
+      .flag("greedy", "argmax sampling (the default without --temperature)")
+      .option("temperature", "T", "sampling temperature")
+      .option("top-p", "P", "nucleus sampling's mass")
+      .option("top-k", "K", "sample among the K most likely tokens")
+      .option("min-p", "M", "drop tokens below M times the top probability")
+      .option("seed", "S", "the sampling key's seed")
+      .option("prefill-chunks", "a,b,...", "prefill the prompt in chunks of these sizes")
+      .option("dump-logits", "OUT.safetensors", "write every row's logits")
+      .option("tie-rule", "lower-index|torch-cpu", "how equal top-k scores are ordered")
+      .option("dump-tensors", "GLOBS", "write intermediates by IR name (blk.3.attn.*; or GLM_DUMP)")
+      .option("dump-dir", "DIR", "where --dump-tensors writes (default .)");
+  cl.positional(1, 1);
   addAblateOptions(cl);
-  if (!cl.parseOrReport(args)) {
-    return 2;
+  if (std::optional<int> exit = cl.parseOrExit(args)) {
+    return *exit;
   }
   if (!cl.get("model")) {
     return cl.fail(invalidArgument("--model DIR is required"));

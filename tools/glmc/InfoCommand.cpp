@@ -256,10 +256,12 @@ void printText(const Report &r) {
 } // namespace
 
 int runInfo(const std::vector<std::string> &args) {
-  CommandLine cl("info");
-  cl.flag("json").positional(1, 1);
-  if (!cl.parseOrReport(args)) {
-    return 2;
+  CommandLine cl("glmc info", "MODEL_DIR [--json]",
+                 "Summarizes a checkpoint: its config, parameters, bytes read per token, and a "
+                 "check of its tensors\nagainst the config.");
+  cl.flag("json", "print JSON").positional(1, 1);
+  if (std::optional<int> exit = cl.parseOrExit(args)) {
+    return *exit;
   }
   Report r;
   r.modelDir = cl.positionals()[0];

@@ -299,10 +299,11 @@ void printText(const plan::Plan &p, bool allSteps) {
 } // namespace
 
 int runInspect(const std::vector<std::string> &args) {
-  CommandLine cl("inspect");
-  cl.flag("json").flag("steps").positional(1, 1);
-  if (!cl.parseOrReport(args)) {
-    return 2;
+  CommandLine cl("glmc inspect", "PLAN.glmp [--json] [--steps]",
+                 "Describes a plan: its programs, arenas, kernels, collectives and weight bytes.");
+  cl.flag("json", "print JSON").flag("steps", "list every step").positional(1, 1);
+  if (std::optional<int> exit = cl.parseOrExit(args)) {
+    return *exit;
   }
   Expected<std::unique_ptr<runtime::PlanFile>> plan = runtime::PlanFile::open(cl.positionals()[0]);
   if (!plan.ok()) {

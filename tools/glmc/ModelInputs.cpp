@@ -14,6 +14,25 @@
 
 namespace glm::tools {
 
+void addCompileShapeOptions(CommandLine &cl) {
+  cl.option("target", "cpu|sm_90a|sm_121a", "the machine the plan runs on (default sm_121a)")
+      .option("tp", "N",
+              "tensor-parallel ranks the model is split across (default 2 on a GPU,\n1 on the "
+              "CPU)")
+      .option("decode", "BxR,...",
+              "decode programs: B sequences of R rows each (default 1x1 and\nmax-seqs x 1)")
+      .option("prefill", "C,...", "prefill programs of C-token chunks")
+      .option("prefill-logits", "last|all",
+              "prefill logits of each chunk's last row (serving, the default)\nor of every row "
+              "(--dump-logits, golden tests)")
+      .option("assume-weights", "bf16|exl3-experts:K",
+              "the storage to assume when MODEL_DIR holds only config.json")
+      .option("dense", "bf16|q4|fp8",
+              "dense linears quantized at load (default: q4 for GPU bf16 plans,\nas stored "
+              "otherwise; docs/quantization.md)")
+      .option("head", "bf16|q4|fp8", "lm_head's encoding (default: fp8 for GPU bf16 plans)");
+}
+
 /// "4x1,1x8" -> decode programs {B=4,R=1}, {B=1,R=8}.
 Expected<std::vector<glm53::ProgramShape>> parseDecodeShapes(const std::string &text) {
   std::vector<glm53::ProgramShape> shapes;

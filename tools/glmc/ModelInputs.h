@@ -12,6 +12,10 @@
 
 namespace glm::tools {
 
+/// Declares the options the compiling subcommands share: --target, --tp, --decode, --prefill,
+/// --prefill-logits, --assume-weights, --dense and --head.
+void addCompileShapeOptions(CommandLine &cl);
+
 /// "4x1,1x8" -> decode programs {B=4, R=1}, {B=1, R=8}.
 Expected<std::vector<glm53::ProgramShape>> parseDecodeShapes(const std::string &text);
 /// "512,2048" -> prefill chunks of 512 and 2048 tokens.

@@ -212,11 +212,16 @@ Status quantizeCheckpoint(const Options &o) {
 } // namespace
 
 int runQuantize(const std::vector<std::string> &args) {
-  CommandLine cl("quantize");
-  cl.option("output").option("bits").option("codebook").option("seed").flag("experts-only");
-  cl.positional(1, 1);
-  if (!cl.parseOrReport(args)) {
-    return 2;
+  CommandLine cl("glmc quantize", "MODEL_DIR -o OUT_DIR --bits K [options]",
+                 "Quantizes a dense checkpoint's linears to EXL3 (exllamav3's layout).");
+  cl.option("output", "OUT_DIR", "the checkpoint directory to write")
+      .option("bits", "K", "bits per weight, 1 to 8")
+      .option("codebook", "3inst|mcg|mul1", "the trellis codebook (default mcg)")
+      .option("seed", "S", "the random sign vectors' seed (su, sv)")
+      .flag("experts-only", "quantize the routed experts only")
+      .positional(1, 1);
+  if (std::optional<int> exit = cl.parseOrExit(args)) {
+    return *exit;
   }
   if (!cl.get("output")) {
     return cl.fail(invalidArgument("-o OUT_DIR is required"));

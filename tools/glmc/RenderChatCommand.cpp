@@ -10,10 +10,11 @@
 namespace glm::tools {
 
 int runRenderChat(const std::vector<std::string> &args) {
-  CommandLine cl("render-chat");
-  cl.option("model").positional(1, 1);
-  if (!cl.parseOrReport(args)) {
-    return 2;
+  CommandLine cl("glmc render-chat", "--model DIR REQUEST.json",
+                 "Prints the prompt text the server would build for a chat request.");
+  cl.option("model", "DIR", "the checkpoint whose chat template to use").positional(1, 1);
+  if (std::optional<int> exit = cl.parseOrExit(args)) {
+    return *exit;
   }
   const std::optional<std::string> modelDir = cl.get("model");
   if (!modelDir) {

@@ -19,13 +19,28 @@
 namespace glm::tools {
 
 int runServe(const std::vector<std::string> &args) {
-  CommandLine cl("serve");
-  cl.option("model").option("host").option("port").option("api-key").option("served-name");
-  cl.option("max-waiting").option("tp-listen").option("tp-timeout").option("tp-transport");
+  CommandLine cl("glmc serve", "PLAN.glmp --model DIR [options]",
+                 "The OpenAI-compatible server, for CPU and GPU plans. A plan compiled with --tp N "
+                 "> 1 runs its ranks\nas threads of this process (a GPU plan's one per GPU over "
+                 "NCCL, or all on one GPU), or with\n--tp-listen takes `glmc worker` ranks "
+                 "1..N-1: until all join, requests get 503 and /health\nnames the missing ranks.");
+  cl.option("model", "DIR", "the checkpoint the plan was compiled from")
+      .option("host", "H", "the address to listen on (default 127.0.0.1)")
+      .option("port", "P", "the port to listen on (default 8888)")
+      .option("api-key", "K", "require `Authorization: Bearer K` on the API")
+      .option("served-name", "NAME", "the model name /v1/models reports")
+      .option("max-waiting", "N", "requests queued beyond the running ones before 503")
+      .option("tp-listen", "HOST:PORT", "rank 0 runs here and takes worker ranks at HOST:PORT")
+      .option("tp-timeout", "S",
+              "seconds a worker may be busy before the call in flight fails\n(default 30; a "
+              "silent worker fails it after 5 s)")
+      .option("tp-transport", "nccl|tcp",
+              "how a GPU plan's ranks exchange: NCCL, one GPU each (default), or\nhost memory "
+              "over the workers' connections (no NCCL, ranks may share a GPU, slow)");
   addAblateOptions(cl);
   cl.positional(1, 1);
-  if (!cl.parseOrReport(args)) {
-    return 2;
+  if (std::optional<int> exit = cl.parseOrExit(args)) {
+    return *exit;
   }
   if (!cl.get("model")) {
     return cl.fail(invalidArgument("--model DIR is required"));

@@ -8,12 +8,22 @@
 namespace glm::tools {
 
 int runSynth(const std::vector<std::string> &args) {
-  CommandLine cl("synth");
-  cl.option("preset").option("layers").option("seed").option("output").option("experts");
-  cl.option("bits").option("dense").positional(0, 0);
-  Status status = cl.parse(args);
+  CommandLine cl("glmc synth", "--preset tiny|glm53-flash -o DIR [options]",
+                 "Writes a random-weight checkpoint in the Hub layout.");
+  cl.option("preset", "tiny|glm53-flash", "the config to synthesize")
+      .option("output", "DIR", "the checkpoint directory to write")
+      .option("layers", "N", "trunk layers (default: the preset's)")
+      .option("seed", "S", "the weights' seed")
+      .option("experts", "bf16|exl3", "routed experts in bf16 or as random EXL3 trellises")
+      .option("bits", "K", "the EXL3 experts' bits (default 4; MCG codebook)")
+      .option("dense", "bf16|fp8", "dense linears in bf16 or e4m3 with 128 x 128 block scales")
+      .positional(0, 0);
+  if (std::optional<int> exit = cl.parseOrExit(args)) {
+    return *exit;
+  }
+  Status status;
   glm53::SynthOptions options;
-  if (status.ok() && !cl.get("preset")) {
+  if (!cl.get("preset")) {
     status = invalidArgument("glmc synth: --preset is required (tiny or glm53-flash)");
   }
   if (status.ok() && !cl.get("output")) {

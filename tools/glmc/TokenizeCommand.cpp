@@ -77,10 +77,14 @@ Status decodeLine(const Tokenizer &tokenizer, const std::string &line, std::stri
 } // namespace
 
 int runTokenize(const std::vector<std::string> &args) {
-  CommandLine cl("tokenize");
-  cl.option("model").flag("decode").positional(0, 0);
-  if (!cl.parseOrReport(args)) {
-    return 2;
+  CommandLine cl("glmc tokenize", "--model DIR [--decode]",
+                 "Reads JSON strings, one per line, and writes their token id arrays (--decode: "
+                 "id arrays in, strings\nout).");
+  cl.option("model", "DIR", "the checkpoint whose tokenizer.json to use")
+      .flag("decode", "decode id arrays instead")
+      .positional(0, 0);
+  if (std::optional<int> exit = cl.parseOrExit(args)) {
+    return *exit;
   }
   std::optional<std::string> modelDir = cl.get("model");
   if (!modelDir) {

@@ -14,17 +14,20 @@
 namespace glm::tools {
 
 int runWorker(const std::vector<std::string> &args) {
-  CommandLine cl("worker");
-  cl.option("model")
-      .option("rank")
-      .option("head")
-      .option("wait")
-      .option("tp-timeout")
-      .option("device");
+  CommandLine cl("glmc worker", "PLAN.glmp --model DIR --rank R --head HOST:PORT [options]",
+                 "Tensor-parallel rank R of a --tp N plan: joins `glmc serve --tp-listen` at "
+                 "HOST:PORT (same plan and\ncheckpoint), runs its calls in lockstep and rejoins "
+                 "when dropped.");
+  cl.option("model", "DIR", "the checkpoint the plan was compiled from")
+      .option("rank", "R", "this process's rank, 1 to N-1")
+      .option("head", "HOST:PORT", "rank 0's --tp-listen address")
+      .option("wait", "SECONDS", "exit when rank 0 cannot be reached for this long (default 300)")
+      .option("tp-timeout", "S", "as serve's")
+      .option("device", "N", "the CUDA device of a GPU plan (default 0)");
   cl.positional(1, 1);
   addAblateOptions(cl);
-  if (!cl.parseOrReport(args)) {
-    return 2;
+  if (std::optional<int> exit = cl.parseOrExit(args)) {
+    return *exit;
   }
   if (!cl.get("model") || !cl.get("rank") || !cl.get("head")) {
     return cl.fail(invalidArgument("--model DIR, --rank R and --head HOST:PORT are required"));

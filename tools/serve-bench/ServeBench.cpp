@@ -310,19 +310,25 @@ int fail(const std::string &message) {
 } // namespace
 
 int main(int argc, char **argv) {
-  glm::tools::CommandLine cl("serve-bench");
-  cl.option("host").option("port").option("model").option("api-key").option("prompt");
-  cl.option("output-tokens").option("requests").option("concurrency").option("json");
-  cl.option("input-words").option("range-ratio").option("seed").option("temperature");
-  if (glm::Status s = cl.parse(std::vector<std::string>(argv + 1, argv + argc)); !s.ok()) {
-    // The parser's message already names the command.
-    std::fprintf(stderr, "%s\n", s.message().c_str());
-    return fail("usage: glmc-serve-bench --model NAME [--host H] [--port 8888] [--api-key K]\n"
-                "         [--prompt TEXT | --input-words N] [--output-tokens 128]\n"
-                "         [--range-ratio R (0..1)] [--seed S] [--temperature T (0..2, default 0)]\n"
-                "         [--concurrency 1,8]"
-                "\n"
-                "         [--requests N (default 4 x concurrency)] [--json OUT]");
+  glm::tools::CommandLine cl("glmc-serve-bench", "--model NAME [options]",
+                             "Streams chat completions to a running server at each concurrency "
+                             "level and reports vLLM's\nserving metrics.");
+  cl.option("model", "NAME", "the served model name")
+      .option("host", "H", "the server's address (default 127.0.0.1)")
+      .option("port", "P", "the server's port (default 8888)")
+      .option("api-key", "K", "the server's --api-key")
+      .option("prompt", "TEXT", "the prompt every request sends")
+      .option("input-words", "N", "random prompts of N words instead")
+      .option("range-ratio", "R",
+              "lengths drawn from [(1-R) x, (1+R) x], R in 0..1 (vLLM's random)")
+      .option("output-tokens", "N", "tokens each request generates (default 128)")
+      .option("seed", "S", "the random prompts' seed")
+      .option("temperature", "T", "sampling temperature, 0..2 (default 0)")
+      .option("concurrency", "C,...", "concurrency levels (default 1,8)")
+      .option("requests", "N", "requests per level (default 4 x concurrency)")
+      .option("json", "OUT", "also write the results as JSON");
+  if (std::optional<int> exit = cl.parseOrExit(std::vector<std::string>(argv + 1, argv + argc))) {
+    return *exit;
   }
   Options o;
   if (!cl.get("model")) {
