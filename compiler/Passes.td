@@ -145,8 +145,10 @@ def PlanSelectKernelsPass : Pass<"plan-select-kernels", "mlir::ModuleOp"> {
     operand, result, weight, state or the workspace) by name and offset. The
     distinct instances form the module's plan.kernel table; the workspace arena
     is sized for the step that needs the most scratch. A step whose op or shape
-    has no CUDA kernel yet gets `no_kernel` with the reason (and a warning). The
-    CPU target is left alone. Runs after plan-assign-arenas (arguments hold
+    has no CUDA kernel yet gets `no_kernel` with the reason (and a warning). On
+    every target, each step is first checked against its op's contract (the
+    adapters' check, kernels/common/OpContract.h); the CPU target gets nothing
+    else. Runs after plan-assign-arenas (arguments hold
     page sizes and offsets).
   }];
 }

@@ -14,6 +14,10 @@ namespace glm::kernels {
 
 struct OpAdapters {
   std::string_view mnemonic; // the glm op's: "rms_norm"
+  /// Whether the step holds what the adapters below read: counts, element types, shapes,
+  /// parameters (kernels/common/OpContract.h). Every plan is checked with it before it runs, so
+  /// the adapters may rely on it.
+  Status (*check)(const OpStep &step);
   /// The step's GPU launches (kernel instances, grids, arguments) and workspace; Unimplemented
   /// when this op or this shape has no CUDA kernel yet.
   Expected<GpuStep> (*gpu)(const OpStep &step);

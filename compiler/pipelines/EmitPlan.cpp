@@ -5,6 +5,7 @@
 #include "compiler/target/IrOpStep.h"
 #include "ir/plan/PlanOps.h"
 #include "kernels/common/GpuLaunch.h"
+#include "runtime/schema/PlanHash.h"
 #include "runtime/schema/PlanVersion.h"
 #include "runtime/schema/plan_generated.h"
 
@@ -256,9 +257,14 @@ public:
         b_, plan::kPlanFormatVersion, "glmc", summary.c_str(), hash.c_str(), targetDesc,
         static_cast<uint32_t>(target.getTp()),
         target.getPrecision() == "f32" ? plan::Precision::F32 : plan::Precision::BF16, &arenas,
-        &weights, &states, pool, &kernels, &programs);
+        &weights, &states, pool, &kernels, &programs, /*content_hash=*/~uint64_t{0});
     plan::FinishPlanBuffer(b_, root);
-    return std::vector<uint8_t>(b_.GetBufferPointer(), b_.GetBufferPointer() + b_.GetSize());
+    std::vector<uint8_t> bytes(b_.GetBufferPointer(), b_.GetBufferPointer() + b_.GetSize());
+    // The placeholder above keeps the field in the buffer; sealing overwrites it.
+    if (!plan::sealPlanBuffer(bytes)) {
+      return internalError("the plan buffer lost its content_hash field");
+    }
+    return bytes;
   }
 
 private:

@@ -12,7 +12,10 @@
 // 3. The workspace arena is sized for the step that needs the most (steps run one after another
 //    on one stream and share it).
 //
-// The CPU target gets none of this: the CPU engine runs each op's reference by its mnemonic.
+// Before any of this, on every target, each step must hold its op's contract (the adapters'
+// check, kernels/common/OpContract.h): the rule the runtime's validator applies to plan files,
+// so a plan this compiler writes never meets a refusal there. The CPU target gets nothing else:
+// the CPU engine runs each op's reference by its mnemonic.
 //
 //===----------------------------------------------------------------------===//
 
@@ -45,10 +48,32 @@ struct SelectKernelsPass : glm::compiler::impl::PlanSelectKernelsPassBase<Select
       module.emitError() << "plan-select-kernels: expected one plan.target (run glm-to-plan)";
       return signalPassFailure();
     }
+    const glm::compiler::PlanFacts facts(module);
+    WalkResult checked = module.walk([&](planir::StepOp step) {
+      if (step.isCollective()) {
+        return WalkResult::advance();
+      }
+      const glm::compiler::IrOpStep view(step, facts);
+      if (failed(view.verifySymbols())) {
+        return WalkResult::interrupt();
+      }
+      const glm::kernels::OpAdapters *adapters = glm::kernels::findOp(step.getOp().str());
+      if (adapters == nullptr) {
+        step.emitOpError() << "is op '" << step.getOp() << "', which kernels/OpTable.cpp lacks";
+        return WalkResult::interrupt();
+      }
+      if (glm::Status contract = adapters->check(view); !contract.ok()) {
+        step.emitOpError() << contract.message();
+        return WalkResult::interrupt();
+      }
+      return WalkResult::advance();
+    });
+    if (checked.wasInterrupted()) {
+      return signalPassFailure();
+    }
     if (targets.front().getName() == "cpu") {
       return;
     }
-    const glm::compiler::PlanFacts facts(module);
     OpBuilder b(module.getContext());
     llvm::StringMap<FlatSymbolRefAttr> kernels; // symbol -> its reference (a table already there
                                                 // is kept, so the pass can run again)
@@ -71,14 +96,7 @@ struct SelectKernelsPass : glm::compiler::impl::PlanSelectKernelsPassBase<Select
         return WalkResult::advance();
       }
       const glm::compiler::IrOpStep view(step, facts);
-      if (failed(view.verifySymbols())) {
-        return WalkResult::interrupt();
-      }
       const glm::kernels::OpAdapters *adapters = glm::kernels::findOp(step.getOp().str());
-      if (adapters == nullptr) {
-        step.emitOpError() << "is op '" << step.getOp() << "', which kernels/OpTable.cpp lacks";
-        return WalkResult::interrupt();
-      }
       const glm::Status formats = glm::kernels::checkWeightFormats(*adapters, view, /*gpu=*/true);
       glm::Expected<glm::kernels::GpuStep> gpu =
           formats.ok() ? adapters->gpu(view) : glm::Expected<glm::kernels::GpuStep>(formats);

@@ -3,6 +3,7 @@
 
 #include "kernels/add/add.h"
 #include "kernels/add/add_gpu.h"
+#include "kernels/common/OpContract.h"
 #include "kernels/common/StepArgs.h"
 
 namespace glm::kernels {
@@ -30,6 +31,15 @@ Status addCpu(const OpStep &step, const HostStep &host) {
                  .b = host.f32In(1),
                  .out = host.f32Out(0),
                  .count = host.rows() * widthOf(step)});
+}
+
+Status addCheck(const OpStep &step) {
+  Contract c(step);
+  c.counts(2, 1, 0, 0, 0);
+  const Shape a = c.operand(0, c.activation(), c.ok() ? step.operand(0).shape.rank : 0);
+  c.operandAs(1, c.activation(), a);
+  c.resultAs(0, c.activation(), a);
+  return c.status();
 }
 
 } // namespace glm::kernels

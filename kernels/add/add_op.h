@@ -12,4 +12,7 @@ Expected<GpuStep> addGpu(const OpStep &step);
 /// Runs a add step with the CPU reference.
 Status addCpu(const OpStep &step, const HostStep &host);
 
+/// Checks a add step against the contract above (kernels/common/OpContract.h).
+Status addCheck(const OpStep &step);
+
 } // namespace glm::kernels

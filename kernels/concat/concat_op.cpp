@@ -1,6 +1,7 @@
 // concat's plan adapter: operands [rows, width_i] joined along dimension 1 into result 0.
 #include "kernels/concat/concat_op.h"
 
+#include "kernels/common/OpContract.h"
 #include "kernels/common/StepArgs.h"
 #include "kernels/concat/concat.h"
 #include "kernels/concat/concat_gpu.h"
@@ -41,6 +42,20 @@ Status concatCpu(const OpStep &step, const HostStep &host) {
   }
   return concatRef(
       {.inputs = inputs, .widths = widths, .out = host.f32Out(0), .rows = host.rows()});
+}
+
+Status concatCheck(const OpStep &step) {
+  Contract c(step);
+  c.check(step.operandCount() >= 1, "joins no operands");
+  c.counts(step.operandCount(), 1, 0, 0, 0);
+  int64_t width = 0;
+  for (size_t i = 0; c.ok() && i < step.operandCount(); ++i) {
+    const Shape x = c.operand(i, c.activation(), 2);
+    c.check(x[0] == step.rows(), "operand ", i, " has ", x[0], " rows, the step ", step.rows());
+    width += x[1];
+  }
+  c.resultIs(0, c.activation(), {step.rows(), width});
+  return c.status();
 }
 
 } // namespace glm::kernels

@@ -12,4 +12,7 @@ Expected<GpuStep> concatGpu(const OpStep &step);
 /// Runs a concat step with the CPU reference.
 Status concatCpu(const OpStep &step, const HostStep &host);
 
+/// Checks a concat step against the contract above (kernels/common/OpContract.h).
+Status concatCheck(const OpStep &step);
+
 } // namespace glm::kernels

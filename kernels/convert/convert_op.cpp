@@ -2,6 +2,7 @@
 // bf16 plan returns).
 #include "kernels/convert/convert_op.h"
 
+#include "kernels/common/OpContract.h"
 #include "kernels/common/StepArgs.h"
 #include "kernels/convert/convert.h"
 #include "kernels/convert/convert_gpu.h"
@@ -28,6 +29,14 @@ Status convertCpu(const OpStep &step, const HostStep &host) {
   std::memcpy(host.f32Out(0), host.f32In(0),
               static_cast<size_t>(host.rows() * step.operandDim(0, 1)) * sizeof(float));
   return Status::success();
+}
+
+Status convertCheck(const OpStep &step) {
+  Contract c(step);
+  c.counts(1, 1, 0, 0, 0);
+  const Shape x = c.operand(0, c.activation(), 2);
+  c.resultIs(0, DType::F32, {x[0], x[1]});
+  return c.status();
 }
 
 } // namespace glm::kernels

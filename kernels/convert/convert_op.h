@@ -12,4 +12,7 @@ Expected<GpuStep> convertGpu(const OpStep &step);
 /// Runs a convert step with the CPU reference.
 Status convertCpu(const OpStep &step, const HostStep &host);
 
+/// Checks a convert step against the contract above (kernels/common/OpContract.h).
+Status convertCheck(const OpStep &step);
+
 } // namespace glm::kernels

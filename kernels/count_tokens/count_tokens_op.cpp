@@ -3,6 +3,7 @@
 // sequence; no result.
 #include "kernels/count_tokens/count_tokens_op.h"
 
+#include "kernels/common/OpContract.h"
 #include "kernels/common/StepArgs.h"
 #include "kernels/count_tokens/count_tokens.h"
 #include "kernels/count_tokens/count_tokens_gpu.h"
@@ -44,6 +45,17 @@ Status countTokensCpu(const OpStep &step, const HostStep &host) {
                                         .vocab = vocabOf(step)}));
   }
   return Status::success();
+}
+
+Status countTokensCheck(const OpStep &step) {
+  Contract c(step);
+  c.counts(4, 0, 0, 0, 1);
+  c.operandIs(0, DType::I32, {step.rows()});
+  c.stepContext(1, /*paged=*/false);
+  c.operandIs(3, DType::I32, {step.batch(), kSampleParamWords});
+  c.check(c.ok() && step.state(0).unitBytes > 0, "state 0 holds no token counts");
+  c.stateHolds(0, DType::I32, vocabOf(step));
+  return c.status();
 }
 
 } // namespace glm::kernels

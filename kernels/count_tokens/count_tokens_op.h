@@ -13,4 +13,7 @@ Expected<GpuStep> countTokensGpu(const OpStep &step);
 /// Runs a count_tokens step with the CPU reference.
 Status countTokensCpu(const OpStep &step, const HostStep &host);
 
+/// Checks a count_tokens step against the contract above (kernels/common/OpContract.h).
+Status countTokensCheck(const OpStep &step);
+
 } // namespace glm::kernels

@@ -5,6 +5,7 @@
 // result 0 the selected positions i32 [rows, width]; parameters num_heads, head_dim, kpool, topk.
 #include "kernels/dsa_indexer/dsa_indexer_op.h"
 
+#include "kernels/common/OpContract.h"
 #include "kernels/common/StepArgs.h"
 #include "kernels/dsa_indexer/dsa_indexer.h"
 #include "kernels/dsa_indexer/dsa_indexer_gpu.h"
@@ -136,6 +137,33 @@ Status dsaIndexerCpu(const OpStep &step, const HostStep &host) {
     }
   }
   return Status::success();
+}
+
+Status dsaIndexerCheck(const OpStep &step) {
+  Contract c(step);
+  c.counts(7, 1, 1, 1, 2);
+  const int64_t heads = c.intParam("num_heads", 0, 1, 1 << 16);
+  const int64_t dim = c.intParam("head_dim", 0, 1, 1 << 16);
+  const int64_t kpool = c.intParam("kpool", 1, 1, 1 << 10);
+  const int64_t topk = c.intParam("topk", 0, 1, 1 << 24);
+  const int64_t rows = step.rows();
+  c.check(!c.ok() || topk % kpool == 0, "topk ", topk, " is not a multiple of kpool ", kpool);
+  c.operandIs(0, c.activation(), {rows, heads * dim});
+  c.operandIs(1, c.activation(), {rows, dim});
+  c.operandIs(2, c.activation(), {rows, dim});
+  c.operandIs(3, c.activation(), {rows, heads});
+  c.stepContext(4, /*paged=*/true);
+  const Shape selected = c.result(0, DType::I32, 2);
+  c.check(selected[0] == rows && (selected[1] == topk || selected[1] == topk + kpool - 1),
+          "result 0 is ", Contract::shapeText(selected), ", its op selects [", rows, ", ", topk,
+          "] or [", rows, ", ", topk + kpool - 1, "]");
+  c.weightDense(0);
+  c.weightHolds(0, kpool * dim);
+  c.check(!c.ok() || step.pageTokens() % kpool == 0, "pages of ", step.pageTokens(),
+          " tokens do not hold whole pools of ", kpool);
+  c.pagedStateHolds(0, DType::F32, dim, step.pageTokens() / kpool);
+  c.stateHolds(1, DType::F32, (kpool - 1) * 2 * dim);
+  return c.status();
 }
 
 } // namespace glm::kernels

@@ -12,4 +12,7 @@ Expected<GpuStep> dsaIndexerGpu(const OpStep &step);
 /// Runs a dsa_indexer step with the CPU reference.
 Status dsaIndexerCpu(const OpStep &step, const HostStep &host);
 
+/// Checks a dsa_indexer step against the contract above (kernels/common/OpContract.h).
+Status dsaIndexerCheck(const OpStep &step);
+
 } // namespace glm::kernels

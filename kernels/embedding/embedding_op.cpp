@@ -2,6 +2,7 @@
 // result 0 [rows, hidden].
 #include "kernels/embedding/embedding_op.h"
 
+#include "kernels/common/OpContract.h"
 #include "kernels/common/StepArgs.h"
 #include "kernels/embedding/embedding.h"
 #include "kernels/embedding/embedding_gpu.h"
@@ -31,6 +32,16 @@ Status embeddingCpu(const OpStep &step, const HostStep &host) {
                        .out = host.f32Out(0),
                        .tokens = host.rows(),
                        .copies = 1});
+}
+
+Status embeddingCheck(const OpStep &step) {
+  Contract c(step);
+  c.counts(1, 1, 1, 1, 0);
+  c.operandIs(0, DType::I32, {step.rows()});
+  c.weightDense(0);
+  const Shape table = c.weight(0, 2);
+  c.resultIs(0, c.activation(), {step.rows(), table[1]});
+  return c.status();
 }
 
 } // namespace glm::kernels

@@ -12,4 +12,7 @@ Expected<GpuStep> embeddingGpu(const OpStep &step);
 /// Runs a embedding step with the CPU reference.
 Status embeddingCpu(const OpStep &step, const HostStep &host);
 
+/// Checks a embedding step against the contract above (kernels/common/OpContract.h).
+Status embeddingCheck(const OpStep &step);
+
 } // namespace glm::kernels

@@ -12,4 +12,7 @@ Expected<GpuStep> expandStreamsGpu(const OpStep &step);
 /// Runs a expand_streams step with the CPU reference.
 Status expandStreamsCpu(const OpStep &step, const HostStep &host);
 
+/// Checks a expand_streams step against the contract above (kernels/common/OpContract.h).
+Status expandStreamsCheck(const OpStep &step);
+
 } // namespace glm::kernels

@@ -2,6 +2,7 @@
 // (default the whole row) with weight 0, into result 0; parameter eps.
 #include "kernels/gated_rms_norm/gated_rms_norm_op.h"
 
+#include "kernels/common/OpContract.h"
 #include "kernels/common/StepArgs.h"
 #include "kernels/gated_rms_norm/gated_rms_norm.h"
 #include "kernels/gated_rms_norm/gated_rms_norm_gpu.h"
@@ -38,6 +39,20 @@ Status gatedNormCpu(const OpStep &step, const HostStep &host) {
                           .rows = host.rows() * s.groupsPerRow,
                           .dim = s.group,
                           .eps = s.eps});
+}
+
+Status gatedNormCheck(const OpStep &step) {
+  Contract c(step);
+  c.counts(2, 1, 0, 1, 0);
+  const Shape x = c.operand(0, c.activation(), 2);
+  c.operandAs(1, c.activation(), x);
+  c.resultAs(0, c.activation(), x);
+  const int64_t group = c.intParam("group", x[1], 1, x[1]);
+  c.check(c.ok() && x[1] % group == 0, "group ", group, " does not divide rows of ", x[1]);
+  c.weightDense(0);
+  c.weightHolds(0, group);
+  c.floatParam("eps", 1e-5, 0, 1);
+  return c.status();
 }
 
 } // namespace glm::kernels

@@ -12,4 +12,7 @@ Expected<GpuStep> gatedNormGpu(const OpStep &step);
 /// Runs a gated_rms_norm step with the CPU reference.
 Status gatedNormCpu(const OpStep &step, const HostStep &host);
 
+/// Checks a gated_rms_norm step against the contract above (kernels/common/OpContract.h).
+Status gatedNormCheck(const OpStep &step);
+
 } // namespace glm::kernels

@@ -3,6 +3,7 @@
 // sequence's recurrent state, result 0; parameters num_heads, head_dim, lower_bound.
 #include "kernels/kda/kda_op.h"
 
+#include "kernels/common/OpContract.h"
 #include "kernels/common/StepArgs.h"
 #include "kernels/kda/kda.h"
 #include "kernels/kda/kda_gpu.h"
@@ -77,6 +78,27 @@ Status kdaCpu(const OpStep &step, const HostStep &host) {
                 .l2Eps = kL2Eps}));
   }
   return Status::success();
+}
+
+Status kdaCheck(const OpStep &step) {
+  Contract c(step);
+  c.counts(7, 1, 2, 2, 1);
+  const int64_t heads = c.intParam("num_heads", 0, 1, 1 << 16);
+  const int64_t dim = c.intParam("head_dim", 0, 1, 1 << 16);
+  const int64_t rows = step.rows(), width = heads * dim;
+  for (size_t i = 0; i < 4; ++i) {
+    c.operandIs(i, c.activation(), {rows, width});
+  }
+  c.operandIs(4, c.activation(), {rows, heads});
+  c.stepContext(5, /*paged=*/false);
+  c.resultIs(0, c.activation(), {rows, width});
+  c.weightDense(0);
+  c.weightDense(1);
+  c.weightHolds(0, heads);
+  c.weightHolds(1, width);
+  c.stateHolds(0, DType::F32, heads * dim * dim);
+  c.floatParam("lower_bound", -5.0, -1e30, 0);
+  return c.status();
 }
 
 } // namespace glm::kernels

@@ -12,4 +12,7 @@ Expected<GpuStep> kdaGpu(const OpStep &step);
 /// Runs a kda step with the CPU reference.
 Status kdaCpu(const OpStep &step, const HostStep &host);
 
+/// Checks a kda step against the contract above (kernels/common/OpContract.h).
+Status kdaCheck(const OpStep &step);
+
 } // namespace glm::kernels

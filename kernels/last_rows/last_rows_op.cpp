@@ -2,6 +2,7 @@
 // result 0 [batch, width], result 1 the picked rows' positions i32 [batch] (the head's).
 #include "kernels/last_rows/last_rows_op.h"
 
+#include "kernels/common/OpContract.h"
 #include "kernels/common/StepArgs.h"
 #include "kernels/last_rows/last_rows.h"
 #include "kernels/last_rows/last_rows_gpu.h"
@@ -38,6 +39,16 @@ Status lastRowsCpu(const OpStep &step, const HostStep &host) {
                       .width = step.operandDim(0, 1),
                       .positions = host.i32In(1),
                       .picked = host.i32Out(1)});
+}
+
+Status lastRowsCheck(const OpStep &step) {
+  Contract c(step);
+  c.counts(2, 2, 0, 0, 0);
+  const Shape x = c.operand(0, c.activation(), 2);
+  c.operandIs(1, DType::I32, {x[0]});
+  c.resultIs(0, c.activation(), {step.batch(), x[1]});
+  c.resultIs(1, DType::I32, {step.batch()});
+  return c.status();
 }
 
 } // namespace glm::kernels

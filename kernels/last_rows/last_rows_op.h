@@ -12,4 +12,7 @@ Expected<GpuStep> lastRowsGpu(const OpStep &step);
 /// Runs a last_rows step with the CPU reference.
 Status lastRowsCpu(const OpStep &step, const HostStep &host);
 
+/// Checks a last_rows step against the contract above (kernels/common/OpContract.h).
+Status lastRowsCheck(const OpStep &step);
+
 } // namespace glm::kernels

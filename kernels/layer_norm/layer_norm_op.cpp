@@ -2,6 +2,7 @@
 // result 0; parameter eps.
 #include "kernels/layer_norm/layer_norm_op.h"
 
+#include "kernels/common/OpContract.h"
 #include "kernels/common/StepArgs.h"
 #include "kernels/layer_norm/layer_norm.h"
 #include "kernels/layer_norm/layer_norm_gpu.h"
@@ -36,6 +37,19 @@ Status layerNormCpu(const OpStep &step, const HostStep &host) {
                        .rows = host.rows(),
                        .dim = step.operandDim(0, 1),
                        .eps = step.floatParam("eps", 1e-5f)});
+}
+
+Status layerNormCheck(const OpStep &step) {
+  Contract c(step);
+  c.counts(1, 1, 0, 2, 0);
+  const Shape x = c.operand(0, c.activation(), 2);
+  c.resultAs(0, c.activation(), x);
+  for (size_t i = 0; i < 2; ++i) {
+    c.weightDense(i);
+    c.weightHolds(i, x[1]);
+  }
+  c.floatParam("eps", 1e-5, 0, 1);
+  return c.status();
 }
 
 } // namespace glm::kernels

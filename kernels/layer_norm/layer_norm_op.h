@@ -12,4 +12,7 @@ Expected<GpuStep> layerNormGpu(const OpStep &step);
 /// Runs a layer_norm step with the CPU reference.
 Status layerNormCpu(const OpStep &step, const HostStep &host);
 
+/// Checks a layer_norm step against the contract above (kernels/common/OpContract.h).
+Status layerNormCheck(const OpStep &step);
+
 } // namespace glm::kernels

@@ -2,6 +2,7 @@
 // its bf16 reconstruction), optional weight 1 the bias [out], result 0 y [rows, out].
 #include "kernels/linear/linear_op.h"
 
+#include "kernels/common/OpContract.h"
 #include "kernels/common/StepArgs.h"
 #include "kernels/exl3/exl3.h"
 #include "kernels/exl3/exl3_staging.h"
@@ -81,6 +82,24 @@ Status linearCpu(const OpStep &step, const HostStep &host) {
                     .rows = host.rows(),
                     .inFeatures = in,
                     .outFeatures = out});
+}
+
+Status linearCheck(const OpStep &step) {
+  Contract c(step);
+  c.counts(1, 1, 1, 2, 0);
+  const Shape x = c.operand(0, c.activation(), 2);
+  const Shape w = c.weight(0, 2);
+  c.check(w[1] == x[1], "weight 0 (", c.ok() ? step.weight(0).name : "", ") takes ", w[1],
+          " features, the input has ", x[1]);
+  c.resultIs(0, c.activation(), {x[0], w[0]});
+  if (c.ok() && step.weight(0).exl3) {
+    const Exl3Geometry &g = step.weight(0).exl3Geometry;
+    c.check(g.matrices == 1 && g.in == x[1] && g.out == w[0], "EXL3 weight 0 is ", g.matrices,
+            " matrices of [", g.out, ", ", g.in, "], its op reads one [", w[0], ", ", x[1], "]");
+  }
+  c.weightDense(1);
+  c.weightHolds(1, w[0]);
+  return c.status();
 }
 
 } // namespace glm::kernels

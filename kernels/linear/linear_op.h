@@ -12,4 +12,7 @@ Expected<GpuStep> linearGpu(const OpStep &step);
 /// Runs a linear step with the CPU reference.
 Status linearCpu(const OpStep &step, const HostStep &host);
 
+/// Checks a linear step against the contract above (kernels/common/OpContract.h).
+Status linearCheck(const OpStep &step);
+
 } // namespace glm::kernels

@@ -3,6 +3,7 @@
 // streams.
 #include "kernels/mhc_post/mhc_post_op.h"
 
+#include "kernels/common/OpContract.h"
 #include "kernels/common/StepArgs.h"
 #include "kernels/mhc_post/mhc_post.h"
 #include "kernels/mhc_post/mhc_post_gpu.h"
@@ -34,6 +35,18 @@ Status mhcPostCpu(const OpStep &step, const HostStep &host) {
                      .tokens = host.rows(),
                      .hcMult = step.operandDim(3, 1),
                      .hidden = step.operandDim(3, 2)});
+}
+
+Status mhcPostCheck(const OpStep &step) {
+  Contract c(step);
+  c.counts(4, 1, 0, 0, 0);
+  const Shape streams = c.operand(3, c.activation(), 3);
+  const int64_t rows = streams[0], s = streams[1], hidden = streams[2];
+  c.operandIs(0, c.activation(), {rows, hidden});
+  c.operandIs(1, DType::F32, {rows, s});
+  c.operandIs(2, DType::F32, {rows, s, s});
+  c.resultAs(0, c.activation(), streams);
+  return c.status();
 }
 
 } // namespace glm::kernels

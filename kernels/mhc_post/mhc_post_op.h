@@ -12,4 +12,7 @@ Expected<GpuStep> mhcPostGpu(const OpStep &step);
 /// Runs a mhc_post step with the CPU reference.
 Status mhcPostCpu(const OpStep &step, const HostStep &host);
 
+/// Checks a mhc_post step against the contract above (kernels/common/OpContract.h).
+Status mhcPostCheck(const OpStep &step);
+
 } // namespace glm::kernels

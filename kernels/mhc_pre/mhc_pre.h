@@ -31,6 +31,10 @@
 
 namespace glm::kernels {
 
+/// The most Sinkhorn iterations a step may ask for: far above any checkpoint (GLM-5.3 uses 20),
+/// low enough that a hostile plan cannot stall a token for minutes.
+inline constexpr int64_t kMhcMaxSinkhornIters = 10000;
+
 struct MhcPreArgs {
   const float *streams = nullptr;
   WeightView fn;
@@ -43,7 +47,7 @@ struct MhcPreArgs {
   int64_t tokens = 0;
   int64_t hcMult = 0;
   int64_t hidden = 0;
-  int64_t sinkhornIters = 20; // hc_sinkhorn_iters
+  int64_t sinkhornIters = 20; // hc_sinkhorn_iters, at most kMhcMaxSinkhornIters
   float normEps = 1e-5f;      // rms_norm_eps
   float hcEps = 1e-6f;        // hc_eps
 };

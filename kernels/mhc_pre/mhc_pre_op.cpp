@@ -3,6 +3,7 @@
 // streams] (both f32); parameters sinkhorn_iters, norm_eps, hc_eps.
 #include "kernels/mhc_pre/mhc_pre_op.h"
 
+#include "kernels/common/OpContract.h"
 #include "kernels/common/StepArgs.h"
 #include "kernels/mhc_pre/mhc_pre.h"
 #include "kernels/mhc_pre/mhc_pre_gpu.h"
@@ -68,6 +69,26 @@ Status mhcPreCpu(const OpStep &step, const HostStep &host) {
                     .sinkhornIters = params.sinkhornIters,
                     .normEps = params.normEps,
                     .hcEps = params.hcEps});
+}
+
+Status mhcPreCheck(const OpStep &step) {
+  Contract c(step);
+  c.counts(1, 3, 3, 3, 0);
+  const Shape streams = c.operand(0, c.activation(), 3);
+  const int64_t rows = streams[0], s = streams[1], hidden = streams[2];
+  for (size_t i = 0; i < 3; ++i) {
+    c.weightDense(i);
+  }
+  c.weightIs(0, {(2 + s) * s, s * hidden});
+  c.weightHolds(1, (2 + s) * s);
+  c.weightHolds(2, 3);
+  c.resultIs(0, c.activation(), {rows, hidden});
+  c.resultIs(1, DType::F32, {rows, s});
+  c.resultIs(2, DType::F32, {rows, s, s});
+  c.intParam("sinkhorn_iters", 20, 1, kMhcMaxSinkhornIters);
+  c.floatParam("norm_eps", 1e-5, 0, 1);
+  c.floatParam("hc_eps", 1e-6, 0, 1);
+  return c.status();
 }
 
 } // namespace glm::kernels

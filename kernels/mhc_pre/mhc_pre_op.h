@@ -12,4 +12,7 @@ Expected<GpuStep> mhcPreGpu(const OpStep &step);
 /// Runs a mhc_pre step with the CPU reference.
 Status mhcPreCpu(const OpStep &step, const HostStep &host);
 
+/// Checks a mhc_pre step against the contract above (kernels/common/OpContract.h).
+Status mhcPreCheck(const OpStep &step);
+
 } // namespace glm::kernels

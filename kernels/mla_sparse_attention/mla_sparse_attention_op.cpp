@@ -5,6 +5,7 @@
 // [rows, heads · v_head_dim]; parameters num_heads, qk_head_dim, v_head_dim, scale.
 #include "kernels/mla_sparse_attention/mla_sparse_attention_op.h"
 
+#include "kernels/common/OpContract.h"
 #include "kernels/common/StepArgs.h"
 #include "kernels/mla_sparse_attention/mla_sparse_attention.h"
 #include "kernels/mla_sparse_attention/mla_sparse_attention_gpu.h"
@@ -138,6 +139,27 @@ Status mlaSparseAttentionCpu(const OpStep &step, const HostStep &host) {
     }
   }
   return Status::success();
+}
+
+Status mlaSparseAttentionCheck(const OpStep &step) {
+  Contract c(step);
+  c.counts(6, 1, 1, 1, 1);
+  const int64_t heads = c.intParam("num_heads", 0, 1, 1 << 16);
+  const int64_t qk = c.intParam("qk_head_dim", 0, 1, 1 << 16);
+  const int64_t v = c.intParam("v_head_dim", 0, 1, 1 << 16);
+  c.floatParam("scale", 0, 0, 1e30);
+  const int64_t rows = step.rows();
+  c.operandIs(0, c.activation(), {rows, heads * qk});
+  const Shape latent = c.operand(1, c.activation(), 2);
+  c.check(latent[0] == rows, "operand 1 has ", latent[0], " rows, the step ", rows);
+  const Shape selected = c.operand(2, DType::I32, 2);
+  c.check(selected[0] == rows, "operand 2 has ", selected[0], " rows, the step ", rows);
+  c.stepContext(3, /*paged=*/true);
+  c.weightDense(0);
+  c.weightIs(0, {heads * (qk + v), latent[1]});
+  c.pagedStateHolds(0, DType::F32, latent[1], step.pageTokens());
+  c.resultIs(0, c.activation(), {rows, heads * v});
+  return c.status();
 }
 
 } // namespace glm::kernels

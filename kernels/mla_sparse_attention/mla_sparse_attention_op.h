@@ -13,4 +13,7 @@ Expected<GpuStep> mlaSparseAttentionGpu(const OpStep &step);
 /// Runs a mla_sparse_attention step with the CPU reference.
 Status mlaSparseAttentionCpu(const OpStep &step, const HostStep &host);
 
+/// Checks a mla_sparse_attention step against the contract above (kernels/common/OpContract.h).
+Status mlaSparseAttentionCheck(const OpStep &step);
+
 } // namespace glm::kernels

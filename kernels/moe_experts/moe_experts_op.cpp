@@ -10,6 +10,7 @@
 // Anything else runs kernels/moe_experts' dense kernels, on staged bf16 copies of EXL3 experts.
 #include "kernels/moe_experts/moe_experts_op.h"
 
+#include "kernels/common/OpContract.h"
 #include "kernels/common/StepArgs.h"
 #include "kernels/exl3/exl3.h"
 #include "kernels/exl3/exl3_format.h"
@@ -266,6 +267,33 @@ Status moeExpertsCpu(const OpStep &step, const HostStep &host) {
                             .exl3Gate = first(quantized[0]),
                             .exl3Up = first(quantized[1]),
                             .exl3Down = first(quantized[2])});
+}
+
+Status moeExpertsCheck(const OpStep &step) {
+  Contract c(step);
+  c.counts(3, 1, 3, 3, 0);
+  const Shape x = c.operand(0, c.activation(), 2);
+  const Shape ids = c.operand(1, DType::I32, 2);
+  c.check(ids[0] == x[0], "operand 1 has ", ids[0], " rows, the input ", x[0]);
+  c.operandIs(2, c.activation(), {x[0], ids[1]});
+  c.resultAs(0, c.activation(), x);
+  const Shape gate = c.weight(0, 3);
+  const int64_t experts = gate[0], inter = gate[1];
+  c.check(gate[2] == x[1], "weight 0 takes ", gate[2], " features, the input has ", x[1]);
+  c.weightIs(1, {experts, inter, x[1]});
+  c.weightIs(2, {experts, x[1], inter});
+  for (size_t i = 0; c.ok() && i < 3; ++i) {
+    const WeightInfo w = step.weight(i);
+    if (w.exl3) {
+      const Exl3Geometry &g = w.exl3Geometry;
+      c.check(g.matrices == experts && g.out == w.shape[1] && g.in == w.shape[2], "EXL3 weight ", i,
+              " (", w.name, ") is ", g.matrices, " matrices of [", g.out, ", ", g.in,
+              "], its op reads ", experts, " of [", w.shape[1], ", ", w.shape[2], "]");
+    }
+  }
+  c.intParam("expert_shards", 1, 1, 1 << 16);
+  c.floatParam("limit", INFINITY, 0, INFINITY);
+  return c.status();
 }
 
 } // namespace glm::kernels

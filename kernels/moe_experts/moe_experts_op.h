@@ -13,4 +13,7 @@ Expected<GpuStep> moeExpertsGpu(const OpStep &step);
 /// Runs a moe_experts step with the CPU reference.
 Status moeExpertsCpu(const OpStep &step, const HostStep &host);
 
+/// Checks a moe_experts step against the contract above (kernels/common/OpContract.h).
+Status moeExpertsCheck(const OpStep &step);
+
 } // namespace glm::kernels

@@ -3,6 +3,7 @@
 // their weights [rows, top_k]; parameters top_k, n_group, topk_group, norm_topk_prob, scaling.
 #include "kernels/moe_router/moe_router_op.h"
 
+#include "kernels/common/OpContract.h"
 #include "kernels/common/StepArgs.h"
 #include "kernels/moe_router/moe_router.h"
 #include "kernels/moe_router/moe_router_gpu.h"
@@ -86,6 +87,27 @@ Status moeRouterCpu(const OpStep &step, const HostStep &host) {
                        .normTopkProb = r.normTopkProb,
                        .routedScalingFactor = r.scaling,
                        .tieRule = host.tieRule()});
+}
+
+Status moeRouterCheck(const OpStep &step) {
+  Contract c(step);
+  c.counts(1, 2, 1, 2, 0);
+  const Shape x = c.operand(0, c.activation(), 2);
+  c.weightDense(0);
+  c.weightIs(0, {c.ok() ? step.weight(0).shape[0] : 0, x[1]});
+  const int64_t experts = c.ok() ? step.weight(0).shape[0] : 0;
+  c.check(!c.ok() || experts > 0, "routes to no experts");
+  c.weightDense(1);
+  c.weightHolds(1, experts);
+  const int64_t topK = c.intParam("top_k", 0, 1, std::max<int64_t>(experts, 1));
+  c.resultIs(0, DType::I32, {x[0], topK});
+  c.resultIs(1, c.activation(), {x[0], topK});
+  const int64_t groups = c.intParam("n_group", 1, 1, std::max<int64_t>(experts, 1));
+  c.check(!c.ok() || experts % groups == 0, "n_group ", groups, " does not divide ", experts,
+          " experts");
+  c.intParam("topk_group", 1, 1, groups);
+  c.floatParam("scaling", 1.0, -1e30, 1e30);
+  return c.status();
 }
 
 } // namespace glm::kernels

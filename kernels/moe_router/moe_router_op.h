@@ -12,4 +12,7 @@ Expected<GpuStep> moeRouterGpu(const OpStep &step);
 /// Runs a moe_router step with the CPU reference.
 Status moeRouterCpu(const OpStep &step, const HostStep &host);
 
+/// Checks a moe_router step against the contract above (kernels/common/OpContract.h).
+Status moeRouterCheck(const OpStep &step);
+
 } // namespace glm::kernels

@@ -2,6 +2,7 @@
 // whole row) with optional weight 0, into result 0; parameter eps.
 #include "kernels/rms_norm/rms_norm_op.h"
 
+#include "kernels/common/OpContract.h"
 #include "kernels/common/StepArgs.h"
 #include "kernels/rms_norm/rms_norm.h"
 #include "kernels/rms_norm/rms_norm_gpu.h"
@@ -41,6 +42,19 @@ Status rmsNormCpu(const OpStep &step, const HostStep &host) {
                      .rows = host.rows() * s.groupsPerRow,
                      .dim = s.group,
                      .eps = s.eps});
+}
+
+Status rmsNormCheck(const OpStep &step) {
+  Contract c(step);
+  c.counts(1, 1, 0, 1, 0);
+  const Shape x = c.operand(0, c.activation(), 2);
+  c.resultAs(0, c.activation(), x);
+  const int64_t group = c.intParam("group", x[1], 1, x[1]);
+  c.check(c.ok() && x[1] % group == 0, "group ", group, " does not divide rows of ", x[1]);
+  c.weightDense(0);
+  c.weightHolds(0, group);
+  c.floatParam("eps", 1e-5, 0, 1);
+  return c.status();
 }
 
 } // namespace glm::kernels

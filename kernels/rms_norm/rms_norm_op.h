@@ -21,4 +21,7 @@ Expected<GpuStep> rmsNormGpu(const OpStep &step);
 /// Runs a rms_norm step with the CPU reference.
 Status rmsNormCpu(const OpStep &step, const HostStep &host);
 
+/// Checks a rms_norm step against the contract above (kernels/common/OpContract.h).
+Status rmsNormCheck(const OpStep &step);
+
 } // namespace glm::kernels

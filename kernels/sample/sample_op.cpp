@@ -4,6 +4,7 @@
 // (sample.h); unit parameter greedy (argmax for every row).
 #include "kernels/sample/sample_op.h"
 
+#include "kernels/common/OpContract.h"
 #include "kernels/common/StepArgs.h"
 #include "kernels/sample/sample.h"
 #include "kernels/sample/sample_gpu.h"
@@ -58,6 +59,21 @@ Status sampleCpu(const OpStep &step, const HostStep &host) {
                                    .greedy = step.intParam("greedy").has_value()}));
   }
   return Status::success();
+}
+
+Status sampleCheck(const OpStep &step) {
+  Contract c(step);
+  c.counts(6, 2, 0, 0, 1);
+  const Shape logits = c.operand(0, DType::F32, 2);
+  const int64_t rows = logits[0], vocab = logits[1];
+  c.stepContext(1, /*paged=*/false);
+  c.operandIs(3, DType::I32, {step.batch(), kSampleParamWords});
+  c.operandIs(4, DType::I32, {step.batch(), 2 * kSampleBiasEntries});
+  c.operandIs(5, DType::I32, {step.batch(), maskWords(vocab)});
+  c.stateHolds(0, DType::I32, vocab);
+  c.resultIs(0, DType::I32, {rows, 1 + kSampleTopLogprobs});
+  c.resultIs(1, DType::F32, {rows, 1 + kSampleTopLogprobs});
+  return c.status();
 }
 
 } // namespace glm::kernels

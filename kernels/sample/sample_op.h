@@ -12,4 +12,7 @@ Expected<GpuStep> sampleGpu(const OpStep &step);
 /// Runs a sample step with the CPU reference.
 Status sampleCpu(const OpStep &step, const HostStep &host);
 
+/// Checks a sample step against the contract above (kernels/common/OpContract.h).
+Status sampleCheck(const OpStep &step);
+
 } // namespace glm::kernels

@@ -3,6 +3,7 @@
 // of the last K - 1 inputs, result 0; SiLU after the conv (KDA's q/k/v convolutions).
 #include "kernels/short_conv/short_conv_op.h"
 
+#include "kernels/common/OpContract.h"
 #include "kernels/common/StepArgs.h"
 #include "kernels/short_conv/short_conv.h"
 #include "kernels/short_conv/short_conv_gpu.h"
@@ -49,6 +50,21 @@ Status shortConvCpu(const OpStep &step, const HostStep &host) {
                       .kernelSize = kernelSizeOf(step)}));
   }
   return Status::success();
+}
+
+Status shortConvCheck(const OpStep &step) {
+  Contract c(step);
+  c.counts(3, 1, 1, 1, 1);
+  const Shape x = c.operand(0, c.activation(), 2);
+  c.stepContext(1, /*paged=*/false);
+  c.resultAs(0, c.activation(), x);
+  c.weightDense(0);
+  const Shape w = c.ok() ? step.weight(0).shape : Shape{};
+  c.check(w.rank >= 2 && w.rank <= 3 && w[0] == x[1] && w.numel() == x[1] * w[w.rank - 1] &&
+              w[w.rank - 1] >= 1,
+          "weight 0 is ", Contract::shapeText(w), ", its op reads [", x[1], ", 1, kernel]");
+  c.stateHolds(0, DType::F32, x[1] * (c.ok() ? kernelSizeOf(step) - 1 : 0));
+  return c.status();
 }
 
 } // namespace glm::kernels

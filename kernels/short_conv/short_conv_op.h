@@ -13,4 +13,7 @@ Expected<GpuStep> shortConvGpu(const OpStep &step);
 /// Runs a short_conv step with the CPU reference.
 Status shortConvCpu(const OpStep &step, const HostStep &host);
 
+/// Checks a short_conv step against the contract above (kernels/common/OpContract.h).
+Status shortConvCheck(const OpStep &step);
+
 } // namespace glm::kernels

@@ -2,6 +2,7 @@
 // [rows, hidden].
 #include "kernels/stream_mean/stream_mean_op.h"
 
+#include "kernels/common/OpContract.h"
 #include "kernels/common/StepArgs.h"
 #include "kernels/stream_mean/stream_mean.h"
 #include "kernels/stream_mean/stream_mean_gpu.h"
@@ -27,6 +28,14 @@ Status streamMeanCpu(const OpStep &step, const HostStep &host) {
                         .tokens = host.rows(),
                         .hcMult = step.operandDim(0, 1),
                         .hidden = step.operandDim(0, 2)});
+}
+
+Status streamMeanCheck(const OpStep &step) {
+  Contract c(step);
+  c.counts(1, 1, 0, 0, 0);
+  const Shape x = c.operand(0, c.activation(), 3);
+  c.resultIs(0, c.activation(), {x[0], x[2]});
+  return c.status();
 }
 
 } // namespace glm::kernels

@@ -12,4 +12,7 @@ Expected<GpuStep> streamMeanGpu(const OpStep &step);
 /// Runs a stream_mean step with the CPU reference.
 Status streamMeanCpu(const OpStep &step, const HostStep &host);
 
+/// Checks a stream_mean step against the contract above (kernels/common/OpContract.h).
+Status streamMeanCheck(const OpStep &step);
+
 } // namespace glm::kernels

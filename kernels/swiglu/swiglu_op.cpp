@@ -2,6 +2,7 @@
 // clamp, +inf for none).
 #include "kernels/swiglu/swiglu_op.h"
 
+#include "kernels/common/OpContract.h"
 #include "kernels/common/StepArgs.h"
 #include "kernels/swiglu/swiglu.h"
 #include "kernels/swiglu/swiglu_gpu.h"
@@ -31,6 +32,16 @@ Status swigluCpu(const OpStep &step, const HostStep &host) {
                               .out = host.f32Out(0),
                               .count = host.rows() * step.operandDim(0, 1),
                               .limit = step.floatParam("limit", INFINITY)});
+}
+
+Status swigluCheck(const OpStep &step) {
+  Contract c(step);
+  c.counts(2, 1, 0, 0, 0);
+  const Shape gate = c.operand(0, c.activation(), 2);
+  c.operandAs(1, c.activation(), gate);
+  c.resultAs(0, c.activation(), gate);
+  c.floatParam("limit", INFINITY, 0, INFINITY);
+  return c.status();
 }
 
 } // namespace glm::kernels

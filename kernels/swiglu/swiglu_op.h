@@ -12,4 +12,7 @@ Expected<GpuStep> swigluGpu(const OpStep &step);
 /// Runs a swiglu step with the CPU reference.
 Status swigluCpu(const OpStep &step, const HostStep &host);
 
+/// Checks a swiglu step against the contract above (kernels/common/OpContract.h).
+Status swigluCheck(const OpStep &step);
+
 } // namespace glm::kernels

@@ -2,6 +2,7 @@
 #include "runtime/engine/CpuEngine.h"
 
 #include "kernels/OpTable.h"
+#include "runtime/engine/PlanContracts.h"
 #include "runtime/engine/PlanStep.h"
 #include "runtime/plan/Collectives.h"
 #include "runtime/weights/PlanWeights.h"
@@ -34,6 +35,8 @@ Expected<std::unique_ptr<CpuEngine>> CpuEngine::create(std::unique_ptr<PlanFile>
     return invalidArgument(planFile->source(), ": a TP ", p.tp(),
                            " plan needs a communicator of that many ranks (given ", world, ")");
   }
+  // Every step against its op's contract, before any weight is read.
+  GLM_RETURN_IF_ERROR(validatePlanSteps(*planFile));
   std::unique_ptr<CpuEngine> engine(new CpuEngine());
   engine->options_ = options;
   engine->rank_ = options.comm != nullptr ? options.comm->rank() : 0;
@@ -61,15 +64,6 @@ Expected<std::unique_ptr<CpuEngine>> CpuEngine::create(std::unique_ptr<PlanFile>
     for (const plan::WeightBinding *w : *p.weights()) {
       if (w->format() == plan::WeightFormat::EXL3) {
         GLM_RETURN_IF_ERROR(exl3BindingLayout(*w).status().withContext(planFile->source()));
-      }
-    }
-  }
-  // Every step's op must have a CPU reference: refused here by name, not in the middle of a run.
-  for (const plan::Program *program : *p.programs()) {
-    for (const plan::Step *step : *program->steps()) {
-      if (step->collective() == nullptr && kernels::findOp(step->op()->string_view()) == nullptr) {
-        return unimplemented(planFile->source(), ": step ", step->name()->str(), " is op ",
-                             step->op()->str(), ", which this build has no CPU reference for");
       }
     }
   }
@@ -180,6 +174,10 @@ Expected<CpuEngine::RunOutput> CpuEngine::run(const plan::Program &program,
       std::fill(words, words + groups.size() * perSequence, -1);
       for (size_t b = 0; b < groups.size(); ++b) {
         const std::vector<int32_t> &pages = sequences_.pages(groups[b].slot);
+        if (static_cast<int64_t>(pages.size()) > perSequence) {
+          return invalidArgument("sequence ", groups[b].slot, " holds ", pages.size(),
+                                 " pages; the page table has ", perSequence);
+        }
         std::copy(pages.begin(), pages.end(), words + b * perSequence);
       }
     }

@@ -1,6 +1,8 @@
 // Plan execution on one GPU: arenas, weights, kernels, one CUDA graph per segment of a program.
 #include "runtime/engine/CudaEngine.h"
 
+#include "runtime/engine/PlanContracts.h"
+
 #include "runtime/cuda/Ceilings.h"
 #include "runtime/engine/CudaQuantizer.h"
 #include "runtime/weights/PlanWeights.h"
@@ -98,6 +100,7 @@ Expected<std::unique_ptr<CudaEngine>> CudaEngine::create(std::unique_ptr<runtime
                            " (compile the plan with --target ", ctx.info().arch, ")");
   }
   GLM_RETURN_IF_ERROR(planFile.checkRunnableOn(arch));
+  GLM_RETURN_IF_ERROR(validatePlanSteps(planFile));
   GLM_RETURN_IF_ERROR(engine->initCommon(p, planFile.source()));
 
   // One allocation per arena (the kernels' workspace among them), zeroed; the weights come in a

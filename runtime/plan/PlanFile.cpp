@@ -2,11 +2,15 @@
 #include "runtime/plan/PlanFile.h"
 
 #include "kernels/common/DenseFormats.h"
+#include "kernels/sample/sample_params.h"
+#include "runtime/schema/PlanHash.h"
 
 #include <flatbuffers/flatbuffers.h>
 
+#include <algorithm>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <set>
 
 namespace glm::runtime {
@@ -34,6 +38,50 @@ namespace {
 /// Largest plan accepted: far above any real plan (cubins for every kernel are a few MB), small
 /// enough that a lying file cannot make us allocate without bound.
 constexpr uint64_t kMaxPlanBytes = 4ull << 30;
+/// Dimensions of a tensor, weight or state unit at most: what kernels' shapes hold
+/// (kernels/common/OpStep.h).
+constexpr size_t kMaxRank = 4;
+/// The least arena alignment: the widest load a kernel makes.
+constexpr uint32_t kMinAlignment = 16;
+
+/// The bytes of each arena a program has written so far, as merged [begin, end) ranges: a step
+/// may read only what an io slot the host fills or an earlier step wrote (else it reads whatever
+/// another program left there, or nothing ever written).
+class WrittenBytes {
+public:
+  void add(const plan::Slice &s, uint64_t bytes) {
+    auto &ranges = arenas_[s.arena()];
+    uint64_t begin = s.offset(), end = s.offset() + bytes;
+    // Merge with every range it touches, then keep the list sorted.
+    std::vector<std::pair<uint64_t, uint64_t>> kept;
+    for (const auto &[b, e] : ranges) {
+      if (e < begin || b > end) {
+        kept.push_back({b, e});
+      } else {
+        begin = std::min(begin, b);
+        end = std::max(end, e);
+      }
+    }
+    kept.push_back({begin, end});
+    std::sort(kept.begin(), kept.end());
+    ranges = std::move(kept);
+  }
+  bool covers(const plan::Slice &s, uint64_t bytes) const {
+    auto it = arenas_.find(s.arena());
+    if (it == arenas_.end()) {
+      return bytes == 0;
+    }
+    for (const auto &[b, e] : it->second) {
+      if (b <= s.offset() && s.offset() + bytes <= e) {
+        return true;
+      }
+    }
+    return bytes == 0;
+  }
+
+private:
+  std::map<uint32_t, std::vector<std::pair<uint64_t, uint64_t>>> arenas_;
+};
 
 /// Validates one plan, remembering where it is for messages ("program decode_b1_r1, step 12
 /// (blk.3.attn.q_proj)").
@@ -75,8 +123,10 @@ private:
     for (uint32_t i = 0; i < plan_.arenas()->size(); ++i) {
       const plan::Arena *arena = plan_.arenas()->Get(i);
       const uint32_t a = arena->alignment();
-      if (a == 0 || (a & (a - 1)) != 0) {
-        return fail("arena " + name(arena->name()), "alignment ", a, " is not a power of two");
+      // Kernels load 16 bytes at a time, and every slice starts at its arena's alignment.
+      if (a < kMinAlignment || (a & (a - 1)) != 0) {
+        return fail("arena " + name(arena->name()), "alignment ", a,
+                    " is not a power of two of at least ", kMinAlignment);
       }
       if (arena->kind() == plan::ArenaKind::Workspace) {
         if (workspaceArena_ >= 0) {
@@ -102,6 +152,12 @@ private:
       return fail(where, "slice [", slice->offset(), ", +", slice->size(), ") overruns arena ",
                   name(arenas->Get(slice->arena())->name()), " of ", size, " bytes");
     }
+    const uint32_t alignment = arenas->Get(slice->arena())->alignment();
+    if (slice->offset() % alignment != 0) {
+      return fail(where, "slice at byte ", slice->offset(), " of arena ",
+                  name(arenas->Get(slice->arena())->name()), " is not aligned to its ", alignment,
+                  " bytes");
+    }
     return Status::success();
   }
 
@@ -114,6 +170,9 @@ private:
     const size_t width = elementSize(element);
     if (width == 0) {
       return fail(where, "has unknown element type ", static_cast<int>(element));
+    }
+    if (shape->size() > kMaxRank) {
+      return fail(where, "has ", shape->size(), " dimensions (at most ", kMaxRank, ")");
     }
     uint64_t bytes = width;
     for (int64_t d : *shape) {
@@ -223,6 +282,18 @@ private:
   }
 
   Status checkStates() {
+    if (const plan::StatePool *pool = plan_.state_pool()) {
+      if (pool->max_sequences() < 1 || pool->page_tokens() < 1 ||
+          pool->page_tokens() > pool->max_context() ||
+          (pool->page_bytes() > 0 && pool->page_count() < 1)) {
+        return fail("state pool", "of ", pool->max_sequences(), " sequences, ", pool->page_count(),
+                    " pages of ", pool->page_tokens(), " tokens and ", pool->page_bytes(),
+                    " bytes, ", pool->max_context(), " tokens of context");
+      }
+      if (pool->page_bytes() > 0) {
+        GLM_RETURN_IF_ERROR(checkSlice("state pool", pool->slice()));
+      }
+    }
     if (plan_.states() == nullptr) {
       return Status::success();
     }
@@ -233,15 +304,26 @@ private:
       if (bytes != s->unit_bytes()) {
         return fail(where, "unit of ", bytes, " bytes recorded as ", s->unit_bytes());
       }
+      const plan::StatePool *pool = plan_.state_pool();
+      // The engines address slot `slot < max_sequences` of a per-sequence state, and page
+      // `page < page_count` of a paged one.
+      const uint64_t sequences = pool != nullptr ? pool->max_sequences() : 1;
       if (s->paged()) {
-        const plan::StatePool *pool = plan_.state_pool();
-        if (pool == nullptr) {
+        if (pool == nullptr || pool->page_bytes() == 0) {
           return fail(where, "is paged but the plan has no page pool");
         }
-        if (s->offset_in_page() > pool->page_bytes()) {
-          return fail(where, "starts at ", s->offset_in_page(), " in a page of ",
-                      pool->page_bytes(), " bytes");
+        if (s->offset_in_page() > pool->page_bytes() ||
+            s->unit_bytes() > pool->page_bytes() - s->offset_in_page()) {
+          return fail(where, "rows of ", s->unit_bytes(), " bytes at ", s->offset_in_page(),
+                      " overrun a page of ", pool->page_bytes(), " bytes");
         }
+        if (s->slice()->size() / pool->page_bytes() < pool->page_count()) {
+          return fail(where, "slice of ", s->slice()->size(), " bytes holds fewer than the pool's ",
+                      pool->page_count(), " pages");
+        }
+      } else if (s->unit_bytes() != 0 && s->slice()->size() / s->unit_bytes() < sequences) {
+        return fail(where, "slice of ", s->slice()->size(), " bytes holds fewer than ", sequences,
+                    " slots of ", s->unit_bytes());
       }
     }
     return Status::success();
@@ -288,18 +370,11 @@ private:
       if (program->batch() < 1 || program->rows() < 1) {
         return fail(pname, "has batch ", program->batch(), " and rows ", program->rows());
       }
-      if (program->io() != nullptr) {
-        for (const plan::IoSlot *io : *program->io()) {
-          GLM_RETURN_IF_ERROR(checkTensor(pname + " io", io->tensor()));
-          // The engines read the logits rows the program says it computes.
-          const uint64_t logitsRows = program->last_row_logits()
-                                          ? program->batch()
-                                          : uint64_t{program->batch()} * program->rows();
-          if (io->kind() == plan::IoKind::Logits &&
-              (io->tensor()->shape()->size() != 2 ||
-               static_cast<uint64_t>(io->tensor()->shape()->Get(0)) != logitsRows)) {
-            return fail(pname, "logits io slot is not [", logitsRows, ", vocab]");
-          }
+      GLM_RETURN_IF_ERROR(checkIo(pname, *program));
+      WrittenBytes written;
+      for (const plan::IoSlot *io : *program->io()) {
+        if (isInput(io->kind())) {
+          written.add(*io->tensor()->slice(), tensorBytes(*io->tensor()));
         }
       }
       const size_t stepCount = program->steps() ? program->steps()->size() : 0;
@@ -314,6 +389,7 @@ private:
             }
           }
         }
+        GLM_RETURN_IF_ERROR(checkStepRows(where, *program, *step));
         GLM_RETURN_IF_ERROR(checkIndices(where, step->weights(), weightCount, "weight"));
         GLM_RETURN_IF_ERROR(checkIndices(where, step->states(), stateCount, "state"));
         if (step->op() == nullptr || step->op()->size() == 0) {
@@ -327,6 +403,19 @@ private:
           if (c->world() != plan_.tp()) {
             return fail(where, "collective over ", c->world(), " ranks in a TP ", plan_.tp(),
                         " plan");
+          }
+        }
+        if (step->operands() != nullptr) {
+          for (const plan::TensorRef *t : *step->operands()) {
+            if (!written.covers(*t->slice(), tensorBytes(*t))) {
+              return fail(where, "reads ", name(t->name()),
+                          " before any io slot or earlier step writes it");
+            }
+          }
+        }
+        if (step->results() != nullptr) {
+          for (const plan::TensorRef *t : *step->results()) {
+            written.add(*t->slice(), tensorBytes(*t));
           }
         }
       }
@@ -364,6 +453,141 @@ private:
       }
     }
     return Status::success();
+  }
+
+  /// The io slots the engines write before a run and read after it: one of each kind at most,
+  /// each of the shape and element type its kind has (plan.fbs), one vocabulary in all programs.
+  Status checkIo(const std::string &pname, const plan::Program &program) {
+    if (program.io() == nullptr) {
+      return fail(pname, "has no io slots");
+    }
+    const int64_t batch = program.batch(), rows = int64_t{program.batch()} * program.rows();
+    // The engines read the logits rows the program says it computes.
+    const int64_t logitsRows = program.last_row_logits() ? batch : rows;
+    std::set<plan::IoKind> seen;
+    bool logits = false;
+    for (const plan::IoSlot *io : *program.io()) {
+      GLM_RETURN_IF_ERROR(checkTensor(pname + " io", io->tensor()));
+      const plan::TensorRef &t = *io->tensor();
+      const std::string what = strCat(pname, " io slot ", plan::EnumNameIoKind(io->kind()));
+      if (!seen.insert(io->kind()).second) {
+        return fail(what, "appears twice");
+      }
+      const auto &shape = *t.shape();
+      auto is = [&](plan::ElementType element, std::initializer_list<int64_t> dims) {
+        bool same = t.element() == element && shape.size() == dims.size();
+        uint32_t d = 0;
+        for (int64_t want : dims) {
+          same = same && shape.Get(d++) == want;
+        }
+        return same ? Status::success()
+                    : fail(what, "is ", plan::EnumNameElementType(t.element()), " of ",
+                           shape.size(), " dimensions, not ", plan::EnumNameElementType(element),
+                           " ", shapeText(dims));
+      };
+      switch (io->kind()) {
+      case plan::IoKind::TokenIds:
+      case plan::IoKind::Positions:
+        GLM_RETURN_IF_ERROR(is(plan::ElementType::I32, {rows}));
+        break;
+      case plan::IoKind::SequenceSlots:
+        GLM_RETURN_IF_ERROR(is(plan::ElementType::I32, {batch}));
+        break;
+      case plan::IoKind::PageTable:
+        GLM_RETURN_IF_ERROR(
+            is(plan::ElementType::I32, {batch, shape.size() == 2 ? shape.Get(1) : 0}));
+        if (shape.Get(1) < 1) {
+          return fail(what, "has no pages a sequence");
+        }
+        break;
+      case plan::IoKind::SamplingParams:
+        GLM_RETURN_IF_ERROR(is(plan::ElementType::I32, {batch, kernels::kSampleParamWords}));
+        break;
+      case plan::IoKind::LogitBias:
+        GLM_RETURN_IF_ERROR(is(plan::ElementType::I32, {batch, 2 * kernels::kSampleBiasEntries}));
+        break;
+      case plan::IoKind::Logits: {
+        const int64_t vocab = shape.size() == 2 ? shape.Get(1) : 0;
+        GLM_RETURN_IF_ERROR(is(plan::ElementType::F32, {logitsRows, vocab}));
+        if (vocab_ != 0 && vocab != vocab_) {
+          return fail(what, "has ", vocab, " logits a row, another program ", vocab_);
+        }
+        vocab_ = vocab;
+        logits = true;
+        break;
+      }
+      case plan::IoKind::TokenMask:
+      case plan::IoKind::SampledIds:
+      case plan::IoKind::SampledLogprobs:
+        break; // after the logits slot, which gives the vocabulary and rows they follow
+      default:
+        return fail(what, "is of an unknown kind");
+      }
+    }
+    if (!logits) {
+      return fail(pname, "has no logits io slot");
+    }
+    for (const plan::IoSlot *io : *program.io()) {
+      const plan::TensorRef &t = *io->tensor();
+      const std::string what = strCat(pname, " io slot ", plan::EnumNameIoKind(io->kind()));
+      const bool ids = io->kind() == plan::IoKind::SampledIds;
+      if (ids || io->kind() == plan::IoKind::SampledLogprobs) {
+        const plan::ElementType element = ids ? plan::ElementType::I32 : plan::ElementType::F32;
+        if (t.element() != element || t.shape()->size() != 2 || t.shape()->Get(0) != logitsRows ||
+            t.shape()->Get(1) != 1 + kernels::kSampleTopLogprobs) {
+          return fail(what, "is not ", plan::EnumNameElementType(element), " [", logitsRows, ", ",
+                      1 + kernels::kSampleTopLogprobs, "]");
+        }
+      } else if (io->kind() == plan::IoKind::TokenMask &&
+                 (t.element() != plan::ElementType::I32 || t.shape()->size() != 2 ||
+                  t.shape()->Get(0) != batch || t.shape()->Get(1) != kernels::maskWords(vocab_))) {
+        return fail(what, "is not I32 [", batch, ", ", kernels::maskWords(vocab_), "]");
+      }
+    }
+    return Status::success();
+  }
+
+  /// A step's rows are the program's (batch x rows), or one per sequence after a last_rows
+  /// step: the engines run a step on as many rows as its first tensor says it has, so that
+  /// tensor must be one of those two sizes.
+  Status checkStepRows(const std::string &where, const plan::Program &program,
+                       const plan::Step &step) {
+    const auto *tensors =
+        step.operands() && step.operands()->size() > 0 ? step.operands() : step.results();
+    if (tensors == nullptr || tensors->size() == 0) {
+      return fail(where, "has neither operands nor results");
+    }
+    const auto *shape = tensors->Get(0)->shape();
+    const int64_t rows = shape != nullptr && shape->size() > 0 ? shape->Get(0) : -1;
+    const int64_t all = int64_t{program.batch()} * program.rows();
+    if (rows != all && rows != program.batch()) {
+      return fail(where, "runs on ", rows, " rows; its program has ", all, " (or ", program.batch(),
+                  " after last_rows)");
+    }
+    return Status::success();
+  }
+
+  /// The io kinds the host writes before a run.
+  static bool isInput(plan::IoKind kind) {
+    return kind != plan::IoKind::Logits && kind != plan::IoKind::SampledIds &&
+           kind != plan::IoKind::SampledLogprobs;
+  }
+
+  /// A checked tensor's bytes (checkTensor has bounded them by its slice).
+  static uint64_t tensorBytes(const plan::TensorRef &t) {
+    uint64_t bytes = elementSize(t.element());
+    for (int64_t d : *t.shape()) {
+      bytes *= static_cast<uint64_t>(d);
+    }
+    return bytes;
+  }
+
+  static std::string shapeText(std::initializer_list<int64_t> dims) {
+    std::string text = "[";
+    for (int64_t d : dims) {
+      text += strCat(text.size() > 1 ? ", " : "", d);
+    }
+    return text + "]";
   }
 
   /// A launch's kernel, geometry, argument struct and bindings: the engine writes 8-byte
@@ -436,6 +660,7 @@ private:
   const plan::Plan &plan_;
   const std::string &source_;
   int64_t workspaceArena_ = -1;
+  int64_t vocab_ = 0;
 };
 
 } // namespace
@@ -462,7 +687,15 @@ Expected<std::unique_ptr<PlanFile>> PlanFile::fromBytes(std::span<const uint8_t>
   if (!plan::VerifyPlanBuffer(verifier)) {
     return formatError(file->source_, ": corrupt plan (flatbuffers verification failed)");
   }
-  file->root_ = plan::GetPlan(file->data());
+  // Damage first: a file that is not the bytes glmc wrote is refused as such before any field
+  // is believed (format version 6 on; older plans are refused by version below).
+  const plan::Plan *root = plan::GetPlan(file->data());
+  if (root->format_version() == kPlanFormatVersion &&
+      root->content_hash() != plan::planContentHash({file->data(), file->size_})) {
+    return formatError(file->source_, ": damaged plan (its content hash does not match; copy or "
+                                      "recompile it)");
+  }
+  file->root_ = root;
   GLM_RETURN_IF_ERROR(validatePlan(*file->root_, file->source_));
   return file;
 }

@@ -1,9 +1,12 @@
 // Tests of plan loading: a valid plan round-trips; corrupt and hostile plans are refused clearly.
 #include "runtime/plan/PlanFile.h"
+#include "runtime/schema/PlanHash.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <functional>
+#include <optional>
 
 namespace glm::runtime {
 namespace {
@@ -17,6 +20,7 @@ struct PlanEdits {
   uint64_t activationArenaSize = 4096;
   uint32_t alignment = 256;
   uint64_t tensorOffset = 0;
+  std::optional<uint64_t> linearInputOffset; // where the linear reads its input (tensorOffset)
   std::vector<int64_t> tensorShape = {4, 8};
   uint32_t weightIndex = 0;
   uint32_t kernelIndex = 0;
@@ -29,13 +33,18 @@ struct PlanEdits {
     uint32_t first, count;
     plan::SegmentEnd end;
   };
-  std::vector<Segment> segments = {{0, 2, plan::SegmentEnd::Collective}};
+  std::vector<Segment> segments = {{0, 3, plan::SegmentEnd::Collective}};
   uint32_t collectiveWorld = 1;
   bool duplicateProgram = false;
+  std::vector<int64_t> logitsShape = {4, 8};
+  bool withLogits = true;
+  bool seal = true;
 };
 
-/// A two-step decode program: a linear op with a kernel launch, then an all-reduce that ends the
-/// program's one segment.
+/// A three-step decode program of 4 sequences: an embedding of the token ids, a linear op with a
+/// kernel launch, then an all-reduce that ends the program's one segment; its io slots the token
+/// ids and the logits. Sealed with its
+/// content hash unless told otherwise, so that each edit is a consistent (hostile) plan.
 std::vector<uint8_t> buildPlan(const PlanEdits &e = {}) {
   fb::FlatBufferBuilder b;
   auto target = plan::CreateTargetDescDirect(b, "sm_90a", plan::Arch::Sm90a, 132, 232448,
@@ -62,7 +71,8 @@ std::vector<uint8_t> buildPlan(const PlanEdits &e = {}) {
     const plan::Slice slice(1, offset, 4 * 8 * 4);
     return plan::CreateTensorRefDirect(b, name, plan::ElementType::F32, &e.tensorShape, &slice);
   };
-  std::vector<fb::Offset<plan::TensorRef>> in = {tensor("blk.0.attn_norm", e.tensorOffset)};
+  std::vector<fb::Offset<plan::TensorRef>> in = {
+      tensor("blk.0.attn_norm", e.linearInputOffset.value_or(e.tensorOffset))};
   std::vector<fb::Offset<plan::TensorRef>> out = {tensor("blk.0.attn.q_proj", 512)};
   std::vector<uint32_t> weightIdx = {e.weightIndex};
   std::vector<uint32_t> grid = {1, 1, 1}, block = {128, 1, 1};
@@ -73,7 +83,15 @@ std::vector<uint8_t> buildPlan(const PlanEdits &e = {}) {
     launches.push_back(
         plan::CreateKernelLaunchDirect(b, e.kernelIndex, &grid, &block, 0, &args, &bindings));
   }
+  const plan::Slice idsSlice(1, 1024, 16), logitsSlice(1, 2048, 128);
+  const std::vector<int64_t> idsShape = {4};
+  auto ids = [&] {
+    return plan::CreateTensorRefDirect(b, "tokens", plan::ElementType::I32, &idsShape, &idsSlice);
+  };
+  std::vector<fb::Offset<plan::TensorRef>> embedIn = {ids()};
+  std::vector<fb::Offset<plan::TensorRef>> embedOut = {tensor("blk.0.attn_norm", e.tensorOffset)};
   std::vector<fb::Offset<plan::Step>> steps = {
+      plan::CreateStepDirect(b, "embedding", "embed", &embedIn, &embedOut),
       plan::CreateStepDirect(b, "linear", "blk.0.attn.q_proj", &in, &out, &weightIdx, nullptr,
                              nullptr, &launches, nullptr, 0, 512, 128, 512),
       plan::CreateStepDirect(
@@ -85,17 +103,28 @@ std::vector<uint8_t> buildPlan(const PlanEdits &e = {}) {
   for (const PlanEdits::Segment &s : e.segments) {
     segments.push_back(plan::CreateSegmentDirect(b, s.first, s.count, s.end, "test"));
   }
+  std::vector<fb::Offset<plan::IoSlot>> io;
+  io.push_back(plan::CreateIoSlot(b, plan::IoKind::TokenIds, ids()));
+  if (e.withLogits) {
+    io.push_back(plan::CreateIoSlot(b, plan::IoKind::Logits,
+                                    plan::CreateTensorRefDirect(b, "logits", plan::ElementType::F32,
+                                                                &e.logitsShape, &logitsSlice)));
+  }
   std::vector<fb::Offset<plan::Program>> programs = {plan::CreateProgramDirect(
-      b, "decode_b1_r1", plan::ProgramKind::Decode, 1, 1, false, nullptr, &steps, &segments)};
+      b, "decode_b4_r1", plan::ProgramKind::Decode, 4, 1, false, &io, &steps, &segments)};
   if (e.duplicateProgram) {
-    programs.push_back(plan::CreateProgramDirect(b, "decode_b1_r1", plan::ProgramKind::Decode, 1, 1,
-                                                 false, nullptr, &steps, &segments));
+    programs.push_back(plan::CreateProgramDirect(b, "decode_b4_r1", plan::ProgramKind::Decode, 4, 1,
+                                                 false, &io, &steps, &segments));
   }
   auto root = plan::CreatePlanDirect(b, e.version, "glmc test", "tiny", "0", target, e.tp,
                                      plan::Precision::BF16, &arenas, &weights, nullptr, 0, &kernels,
-                                     &programs);
+                                     &programs, /*content_hash=*/1);
   plan::FinishPlanBuffer(b, root);
-  return {b.GetBufferPointer(), b.GetBufferPointer() + b.GetSize()};
+  std::vector<uint8_t> bytes(b.GetBufferPointer(), b.GetBufferPointer() + b.GetSize());
+  if (e.seal) {
+    EXPECT_TRUE(plan::sealPlanBuffer(bytes));
+  }
+  return bytes;
 }
 
 /// Asserts the plan is refused with a message containing `expected`.
@@ -111,8 +140,8 @@ TEST(PlanFile, LoadsAValidPlan) {
   ASSERT_TRUE(plan.ok()) << plan.status().toString();
   const plan::Plan &root = (*plan)->root();
   EXPECT_EQ(root.format_version(), kPlanFormatVersion);
-  EXPECT_EQ(root.programs()->Get(0)->steps()->size(), 2u);
-  EXPECT_EQ(root.programs()->Get(0)->steps()->Get(0)->name()->str(), "blk.0.attn.q_proj");
+  EXPECT_EQ(root.programs()->Get(0)->steps()->size(), 3u);
+  EXPECT_EQ(root.programs()->Get(0)->steps()->Get(1)->name()->str(), "blk.0.attn.q_proj");
   EXPECT_TRUE((*plan)->checkRunnableOn(plan::Arch::Sm90a).ok());
   EXPECT_TRUE((*plan)->checkRunnableOn(plan::Arch::Cpu).ok());
   Status s = (*plan)->checkRunnableOn(plan::Arch::Sm121a);
@@ -137,9 +166,11 @@ TEST(PlanFile, RefusesOtherVersions) {
 }
 
 TEST(PlanFile, RefusesSlicesOutsideArenas) {
+  expectRefused(buildPlan({.tensorOffset = 4096 - 64}),
+                "step 0 (embed) tensor blk.0.attn_norm: slice [4032, +128) overruns "
+                "arena activations of 4096 bytes");
   expectRefused(buildPlan({.activationArenaSize = 600}),
-                "step 0 (blk.0.attn.q_proj) tensor blk.0.attn.q_proj: slice [512, +128) overruns "
-                "arena activations of 600 bytes");
+                "io tensor tokens: slice [1024, +16) overruns arena activations of 600 bytes");
   expectRefused(buildPlan({.tensorOffset = UINT64_MAX - 8}), "overruns arena activations");
 }
 
@@ -174,20 +205,54 @@ TEST(PlanFile, RefusesLaunchArgumentsThatOverrunOrNameNothing) {
 TEST(PlanFile, RefusesBadSegmentsAndPrograms) {
   constexpr plan::SegmentEnd kEnd = plan::SegmentEnd::ProgramEnd,
                              kCollective = plan::SegmentEnd::Collective;
-  expectRefused(buildPlan({.segments = {{0, 1, kEnd}}}), "segments cover 1 of 2 steps");
+  expectRefused(buildPlan({.segments = {{0, 1, kEnd}}}), "segments cover 1 of 3 steps");
   expectRefused(buildPlan({.segments = {{1, 1, kCollective}, {0, 1, kEnd}}}),
                 "segments do not cover the steps");
   expectRefused(buildPlan({.segments = {{0, 1, kEnd}, {1, 0, kEnd}, {1, 1, kCollective}}}),
                 "segments do not cover");
-  expectRefused(buildPlan({.segments = {{0, 3, kCollective}}}), "segments do not cover");
+  expectRefused(buildPlan({.segments = {{0, 4, kCollective}}}), "segments do not cover");
   // The host runs a collective between graphs: one must end its segment, and only one may.
-  expectRefused(buildPlan({.segments = {{0, 2, kEnd}}}),
+  expectRefused(buildPlan({.segments = {{0, 3, kEnd}}}),
                 "holds collective blk.0.attn.o_proj.reduce but does not end at it");
-  expectRefused(buildPlan({.segments = {{0, 1, kCollective}, {1, 1, kCollective}}}),
+  expectRefused(buildPlan({.segments = {{0, 2, kCollective}, {2, 1, kCollective}}}),
                 "ends at blk.0.attn.q_proj, which is not a collective");
-  expectRefused(buildPlan({.duplicateProgram = true}), "program decode_b1_r1: appears twice");
+  expectRefused(buildPlan({.duplicateProgram = true}), "program decode_b4_r1: appears twice");
   expectRefused(buildPlan({.alignment = 96}), "alignment 96 is not a power of two");
   expectRefused(buildPlan({.tp = 2}), "collective over 1 ranks in a TP 2 plan");
+}
+
+TEST(PlanFile, RefusesADamagedPlanAsDamaged) {
+  // One byte of the model summary changed, or the hash never written: the content hash tells.
+  std::vector<uint8_t> bytes = buildPlan();
+  const std::string_view summary = "tiny";
+  auto at = std::search(bytes.begin(), bytes.end(), summary.begin(), summary.end());
+  ASSERT_NE(at, bytes.end());
+  *at = 'T';
+  expectRefused(bytes, "damaged plan (its content hash does not match");
+  expectRefused(buildPlan({.seal = false}), "damaged plan");
+}
+
+TEST(PlanFile, RefusesIoSlotsTheEnginesCannotUse) {
+  expectRefused(buildPlan({.withLogits = false}), "program decode_b4_r1: has no logits io slot");
+  expectRefused(buildPlan({.logitsShape = {1, 8}}),
+                "program decode_b4_r1 io slot Logits: is F32 of 2 dimensions, not F32 [4, 8]");
+  expectRefused(buildPlan({.logitsShape = {4, 8, 1}}), "io slot Logits");
+}
+
+TEST(PlanFile, RefusesStepsOfOtherRowsMisalignedSlicesAndDeepShapes) {
+  // The engines run a step on its program's rows (or one a sequence): 3 of 4 would overrun.
+  expectRefused(buildPlan({.tensorShape = {3, 8}}),
+                "step 1 (blk.0.attn.q_proj): runs on 3 rows; its program has 4");
+  expectRefused(buildPlan({.tensorOffset = 4}),
+                "slice at byte 4 of arena activations is not aligned to its 256 bytes");
+  expectRefused(buildPlan({.tensorShape = {4, 1, 1, 1, 8}}), "has 5 dimensions (at most 4)");
+}
+
+TEST(PlanFile, RefusesAStepThatReadsWhatNothingWrote) {
+  // The linear reads its input from where the embedding did not write it.
+  expectRefused(buildPlan({.linearInputOffset = 256}),
+                "step 1 (blk.0.attn.q_proj): reads blk.0.attn_norm before any io slot or earlier "
+                "step writes it");
 }
 
 TEST(PlanFile, SurvivesEveryByteCorrupted) {
@@ -202,7 +267,8 @@ TEST(PlanFile, SurvivesEveryByteCorrupted) {
       refused += !plan.ok();
     }
   }
-  EXPECT_GT(refused, good.size()) << "most corruptions must be caught";
+  // The content hash covers every byte: each flip is refused.
+  EXPECT_EQ(refused, good.size() * 3);
 }
 
 TEST(PlanFile, OpenNamesAMissingFile) {

@@ -2,6 +2,7 @@
 // why each ends where it does, bytes per step.
 #include "base/Progress.h"
 #include "kernels/common/Launch.h"
+#include "runtime/engine/PlanContracts.h"
 #include "runtime/plan/PlanFile.h"
 #include "tools/glmc/CommandLine.h"
 #include "tools/glmc/Commands.h"
@@ -309,8 +310,15 @@ int runInspect(const std::vector<std::string> &args) {
   if (!plan.ok()) {
     return cl.fail(plan.status());
   }
+  // What the engines check before they run it: a plan inspect describes is one they accept.
+  if (Status steps = runtime::validatePlanSteps(**plan); !steps.ok()) {
+    return cl.fail(steps);
+  }
   if (cl.has("json")) {
-    std::printf("%s\n", toJson((*plan)->root()).dump(2).c_str());
+    // Names are the file's bytes: any that are not UTF-8 print with replacement characters.
+    std::printf("%s\n", toJson((*plan)->root())
+                            .dump(2, ' ', false, nlohmann::json::error_handler_t::replace)
+                            .c_str());
   } else {
     printText((*plan)->root(), cl.has("steps"));
   }

@@ -3,6 +3,7 @@
 
 #include <cstdio>
 #include <cstring>
+#include <exception>
 #include <string>
 #include <vector>
 
@@ -70,7 +71,16 @@ int main(int argc, char **argv) {
   std::vector<std::string> args(argv + 2, argv + argc);
   for (const Subcommand &c : kSubcommands) {
     if (command == c.name) {
-      return c.run(args);
+      // Errors travel as Status; an exception here is a bug (a library's, or glmc's), reported as
+      // one instead of an abort.
+      try {
+        return c.run(args);
+      } catch (const std::exception &e) {
+        std::fprintf(stderr, "glmc %s: internal error: %s\n", c.name, e.what());
+      } catch (...) {
+        std::fprintf(stderr, "glmc %s: internal error: an unknown exception\n", c.name);
+      }
+      return 1;
     }
   }
   std::fprintf(stderr, "glmc: unknown command '%s'\n\n", command.c_str());

@@ -1,0 +1,162 @@
+// Tests of the step half of plan validation (runtime/engine/PlanContracts.h): plans glmc compiled
+// from the tiny fixture, each changed in one field as a hostile file would be and sealed again
+// (a consistent file, not a damaged one), are refused by program, step and the broken rule.
+#include "runtime/engine/PlanContracts.h"
+#include "runtime/schema/PlanHash.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <unistd.h>
+
+namespace glm::runtime {
+namespace {
+
+const std::filesystem::path kTiny = std::filesystem::path(GLM_FIXTURES_DIR) / "glm53-tiny";
+
+/// The bytes of a tiny plan compiled for `target`, once per target for the whole suite.
+const std::vector<uint8_t> &compiledPlan(const std::string &target) {
+  static std::map<std::string, std::vector<uint8_t>> plans;
+  auto it = plans.find(target);
+  if (it != plans.end()) {
+    return it->second;
+  }
+  const auto path = std::filesystem::temp_directory_path() /
+                    ("plan_contracts_" + target + "_" + std::to_string(::getpid()) + ".glmp");
+  const std::string command = std::string(GLM_GLMC_PATH) + " compile " + kTiny.string() + " -o " +
+                              path.string() + " --target " + target + " 2>/dev/null";
+  EXPECT_EQ(std::system(command.c_str()), 0) << command;
+  std::ifstream in(path, std::ios::binary);
+  std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)), {});
+  std::filesystem::remove(path);
+  return plans[target] = std::move(bytes);
+}
+
+/// The first step named `name` of the plan's first program, to be changed in place.
+plan::Step *findStep(std::vector<uint8_t> &bytes, std::string_view name) {
+  plan::Program *program =
+      plan::GetMutablePlan(bytes.data())->mutable_programs()->GetMutableObject(0);
+  for (uint32_t i = 0; i < program->steps()->size(); ++i) {
+    plan::Step *step = program->mutable_steps()->GetMutableObject(i);
+    if (step->name()->string_view() == name) {
+      return step;
+    }
+  }
+  ADD_FAILURE() << "no step " << name;
+  return nullptr;
+}
+
+plan::Attribute *findAttribute(plan::Step *step, std::string_view key) {
+  for (uint32_t i = 0; step != nullptr && i < step->attributes()->size(); ++i) {
+    plan::Attribute *a = step->mutable_attributes()->GetMutableObject(i);
+    if (a->key()->string_view() == key) {
+      return a;
+    }
+  }
+  ADD_FAILURE() << "no attribute " << key;
+  return nullptr;
+}
+
+/// The status of validating the `target` plan after `edit`, the plan sealed again.
+Status validateEdited(const std::string &target,
+                      const std::function<void(std::vector<uint8_t> &)> &edit) {
+  std::vector<uint8_t> bytes = compiledPlan(target);
+  edit(bytes);
+  EXPECT_TRUE(plan::sealPlanBuffer(bytes));
+  Expected<std::unique_ptr<PlanFile>> file = PlanFile::fromBytes(bytes, "edited.glmp");
+  if (!file.ok()) {
+    return file.status();
+  }
+  return validatePlanSteps(**file);
+}
+
+void expectRefused(const Status &status, const std::string &expected) {
+  ASSERT_FALSE(status.ok()) << "expected: " << expected;
+  EXPECT_NE(status.message().find(expected), std::string::npos) << status.message();
+  EXPECT_EQ(status.message().rfind("edited.glmp: program decode_b1_r1, step ", 0), 0u)
+      << status.message();
+}
+
+TEST(PlanContracts, CompiledPlansHoldTheirContracts) {
+  for (const char *target : {"cpu", "sm_90a", "sm_121a"}) {
+    EXPECT_TRUE(validateEdited(target, [](std::vector<uint8_t> &) {}).ok()) << target;
+  }
+}
+
+TEST(PlanContracts, RefusesAStepWhoseOpWasChanged) {
+  // linear and swiglu have names of one length: the step's bytes become a swiglu's.
+  expectRefused(validateEdited("cpu",
+                               [](std::vector<uint8_t> &bytes) {
+                                 plan::Step *step = findStep(bytes, "blk.0.attn.q_proj");
+                                 std::memcpy(step->mutable_op()->data(), "swiglu", 6);
+                               }),
+                "(blk.0.attn.q_proj): has 1 operands, its op reads 2");
+}
+
+TEST(PlanContracts, RefusesParametersOutOfRange) {
+  expectRefused(validateEdited("cpu",
+                               [](std::vector<uint8_t> &bytes) {
+                                 findAttribute(findStep(bytes, "blk.0.attn_hc"), "sinkhorn_iters")
+                                     ->mutate_int_value(1000000000);
+                               }),
+                "parameter sinkhorn_iters is 1000000000, outside [1, 10000]");
+  expectRefused(
+      validateEdited(
+          "cpu",
+          [](std::vector<uint8_t> &bytes) {
+            findAttribute(findStep(bytes, "blk.0.attn.o_norm"), "group")->mutate_int_value(0);
+          }),
+      "parameter group is 0, outside [1, 128]");
+}
+
+TEST(PlanContracts, RefusesShapesTheKernelsWouldOverrun) {
+  // The norm's weight said to be half as wide: its slice still holds the bytes the shape
+  // claims, so only the op's contract sees that the kernel reads twice as many.
+  expectRefused(validateEdited("cpu",
+                               [](std::vector<uint8_t> &bytes) {
+                                 plan::Plan *p = plan::GetMutablePlan(bytes.data());
+                                 const plan::Step *step = findStep(bytes, "blk.0.attn_norm");
+                                 plan::WeightBinding *w = p->mutable_weights()->GetMutableObject(
+                                     step->weights()->Get(0));
+                                 w->mutable_rank_shape()->Mutate(0, 64);
+                               }),
+                "weight 0 (blk.0.attn_norm) is [64], its op reads 128 values");
+  // A result's rows cut short.
+  expectRefused(
+      validateEdited("cpu",
+                     [](std::vector<uint8_t> &bytes) {
+                       plan::Step *step = findStep(bytes, "blk.0.attn.q_proj");
+                       step->mutable_results()->GetMutableObject(0)->mutable_shape()->Mutate(1, 32);
+                     }),
+      "result 0 is [1, 32], its op reads [1, ");
+}
+
+TEST(PlanContracts, RefusesGpuLaunchesOtherThanTheAdaptersGive) {
+  expectRefused(
+      validateEdited(
+          "sm_90a",
+          [](std::vector<uint8_t> &bytes) {
+            plan::KernelLaunch *l =
+                findStep(bytes, "blk.0.attn_norm")->mutable_launches()->GetMutableObject(0);
+            l->mutable_grid()->Mutate(0, l->grid()->Get(0) * 2);
+          }),
+      "launch 0 (glm::kernels::rmsNormKernel");
+  expectRefused(
+      validateEdited(
+          "sm_90a",
+          [](std::vector<uint8_t> &bytes) {
+            plan::KernelLaunch *l =
+                findStep(bytes, "blk.0.attn_norm")->mutable_launches()->GetMutableObject(0);
+            // The struct's last byte: a constant, never an address.
+            const uint32_t last = l->args()->size() - 1;
+            l->mutable_args()->Mutate(last, l->args()->Get(last) ^ 0x40);
+          }),
+      "has other argument bytes than its op gives");
+}
+
+} // namespace
+} // namespace glm::runtime
