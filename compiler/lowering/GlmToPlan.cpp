@@ -29,6 +29,10 @@
 #include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringSet.h"
 #include "llvm/ADT/TypeSwitch.h"
+#include "llvm/Support/CheckedArithmetic.h"
+
+#include <limits>
+#include <optional>
 
 namespace glm::compiler {
 #define GEN_PASS_DEF_GLMTOPLANPASS
@@ -41,13 +45,48 @@ namespace planir = glm::planir;
 
 namespace {
 
-uint64_t numel(ArrayRef<int64_t> shape) {
-  uint64_t n = 1;
+/// Sizes, bytes and FLOPs as the plan stores them (i64): a product or sum, or nullopt when it
+/// leaves int64. A module's shapes are not to be trusted (glm-opt reads any file, and a dynamic
+/// dimension is negative), and a count that wraps would size an arena wrongly.
+constexpr uint64_t kMaxCount = std::numeric_limits<int64_t>::max();
+std::optional<uint64_t> mul(std::optional<uint64_t> a, std::optional<uint64_t> b) {
+  if (!a || !b) {
+    return std::nullopt;
+  }
+  std::optional<uint64_t> r = llvm::checkedMulUnsigned(*a, *b);
+  return r && *r <= kMaxCount ? r : std::nullopt;
+}
+std::optional<uint64_t> add(std::optional<uint64_t> a, std::optional<uint64_t> b) {
+  if (!a || !b) {
+    return std::nullopt;
+  }
+  std::optional<uint64_t> r = llvm::checkedAddUnsigned(*a, *b);
+  return r && *r <= kMaxCount ? r : std::nullopt;
+}
+
+/// A shape's element count; nullopt for a negative (dynamic) dimension or past int64.
+std::optional<uint64_t> numel(ArrayRef<int64_t> shape) {
+  std::optional<uint64_t> n = 1;
   for (int64_t d : shape) {
-    n *= static_cast<uint64_t>(d);
+    if (d < 0) {
+      return std::nullopt;
+    }
+    n = mul(n, static_cast<uint64_t>(d));
   }
   return n;
 }
+
+/// A buffer's bytes, as planir::BufferType::getByteSize() computes them, but checked.
+std::optional<uint64_t> bufferBytes(Value v) {
+  auto type = cast<planir::BufferType>(v.getType());
+  const unsigned bits = type.getElementType().getIntOrFloatBitWidth();
+  return mul(numel(type.getShape()), (bits + 7) / 8);
+}
+
+/// The largest weight the layouts below size: far beyond any model (2^48 elements, 562 TB of
+/// bf16), and small enough that every padded layout of it (q4, fp8, EXL3) fits in int64.
+constexpr uint64_t kMaxWeightElements = uint64_t(1) << 48;
+constexpr int64_t kMaxWeightDim = int64_t(1) << 31;
 
 /// The weights and states an op names, in the order its kernel contract takes them (the op's
 /// SymbolContract, declared with it in GlmOps.td; an absent optional one is skipped).
@@ -117,9 +156,17 @@ private:
   // Declarations
   //===--------------------------------------------------------------------===//
 
-  /// Bytes of one rank's slice in its storage format.
-  uint64_t storedBytes(WeightOp w, ArrayRef<int64_t> shape) {
-    const uint64_t n = numel(shape);
+  /// Bytes of one rank's slice in its storage format; nullopt for a shape too large to lay out.
+  std::optional<uint64_t> storedBytes(WeightOp w, ArrayRef<int64_t> shape) {
+    const std::optional<uint64_t> count = numel(shape);
+    if (!count || *count > kMaxWeightElements ||
+        llvm::any_of(shape, [](int64_t d) { return d > kMaxWeightDim; })) {
+      return std::nullopt;
+    }
+    const uint64_t n = *count;
+    if (n == 0) {
+      return 0;
+    }
     if (w.arenaEncoding() != DenseEncoding::Plain) {
       // kernels/common/DenseFormats.h: M matrices [R, C], the experts (if stacked) first.
       const int64_t rows = shape[shape.size() - 2], cols = shape.back();
@@ -194,6 +241,15 @@ private:
     }
     OpBuilder::InsertionGuard guard(b_);
     b_.setInsertionPoint(w);
+    const std::optional<uint64_t> bytes = storedBytes(w, local.getShape());
+    if (!bytes) {
+      std::string dims;
+      llvm::raw_string_ostream os(dims);
+      llvm::interleaveComma(local.getShape(), os);
+      return w.emitError() << "weight " << w.getSymName() << ": a rank's slice of shape [" << dims
+                           << "] is too large to lay out (at most 2^48 elements and 2^31 per "
+                              "dimension)";
+    }
     planir::WeightOp::create(
         b_, w.getLoc(), w.getSymNameAttr(), w.getCheckpointAttr(),
         b_.getI64IntegerAttr(w.isPerExpert() ? global[0] : 0),
@@ -201,8 +257,7 @@ private:
         b_.getStringAttr(stringifyDenseEncoding(encoding)), b_.getDenseI64ArrayAttr(global),
         b_.getStringAttr(stringifyShardKind(w.getShard().getKind())),
         b_.getI64IntegerAttr(w.getShard().getDim()), b_.getDenseI64ArrayAttr(local.getShape()),
-        TypeAttr::get(element),
-        b_.getI64IntegerAttr(static_cast<int64_t>(storedBytes(w, local.getShape()))), nullptr);
+        TypeAttr::get(element), b_.getI64IntegerAttr(static_cast<int64_t>(*bytes)), nullptr);
     return success();
   }
 
@@ -469,40 +524,51 @@ private:
         params.push_back(attr);
       }
     }
-    uint64_t read = 0, written = 0;
+    std::optional<uint64_t> read = 0, written = 0;
     for (Value v : inputs) {
-      read += cast<planir::BufferType>(v.getType()).getByteSize();
+      read = add(read, bufferBytes(v));
     }
     for (Value v : results) {
-      written += cast<planir::BufferType>(v.getType()).getByteSize();
+      written = add(written, bufferBytes(v));
     }
     const auto [weightRead, flops] = cost(op, weightBytes);
-    read += weightRead;
+    read = add(read, weightRead);
+    if (!read || !written || !flops) {
+      return op->emitOpError() << "step " << name
+                               << ": its bytes or FLOPs overflow int64 (a shape is out of range)";
+    }
     const std::string kind = op->getName().stripDialect().str();
     planir::StepOp::create(
         b_, op->getLoc(), b_.getStringAttr(kind), b_.getStringAttr(name), inputs, results,
         b_.getArrayAttr(weights), b_.getArrayAttr(states), b_.getDictionaryAttr(params),
-        b_.getI64IntegerAttr(static_cast<int64_t>(read)),
-        b_.getI64IntegerAttr(static_cast<int64_t>(written)),
-        b_.getI64IntegerAttr(static_cast<int64_t>(flops)), nullptr, nullptr, nullptr);
+        b_.getI64IntegerAttr(static_cast<int64_t>(*read)),
+        b_.getI64IntegerAttr(static_cast<int64_t>(*written)),
+        b_.getI64IntegerAttr(static_cast<int64_t>(*flops)), nullptr, nullptr, nullptr);
     return success();
   }
 
   /// Weight bytes a step reads and the FLOPs it does: whole weights for dense ops, one row per
   /// token for the embedding, the selected experts' share for the MoE.
-  std::pair<uint64_t, uint64_t> cost(Operation *op, uint64_t weightBytes) {
+  /// Either is nullopt when it overflows int64.
+  using Cost = std::pair<std::optional<uint64_t>, std::optional<uint64_t>>;
+  Cost cost(Operation *op, uint64_t weightBytes) {
     auto shape = [](Value v) { return cast<RankedTensorType>(v.getType()).getShape(); };
-    return llvm::TypeSwitch<Operation *, std::pair<uint64_t, uint64_t>>(op)
+    auto dim = [](int64_t d) -> std::optional<uint64_t> {
+      return d < 0 ? std::nullopt : std::optional<uint64_t>(static_cast<uint64_t>(d));
+    };
+    const std::optional<uint64_t> none = 0;
+    return llvm::TypeSwitch<Operation *, Cost>(op)
         .Case<EmbeddingOp>([&](EmbeddingOp e) {
           // One row of the table per token.
           auto table =
               SymbolTable::lookupNearestSymbolFrom<planir::WeightOp>(module_, e.getWeightAttr());
-          const uint64_t vocab = table ? static_cast<uint64_t>(table.getRankShape()[0]) : 1;
-          return std::pair{weightBytes / vocab * numel(shape(e.getIds())), uint64_t(0)};
+          const uint64_t vocab =
+              table ? std::max<int64_t>(table.getRankShape()[0], 1) : uint64_t(1);
+          return Cost{mul(weightBytes / vocab, numel(shape(e.getIds()))), none};
         })
         .Case<LinearOp>([&](LinearOp l) {
           const auto in = shape(l.getInput()), out = shape(l.getResult());
-          return std::pair{weightBytes, 2 * numel(in) * static_cast<uint64_t>(out[1])};
+          return Cost{weightBytes, mul(mul(2, numel(in)), dim(out[1]))};
         })
         .Case<MoeExpertsOp>([&](MoeExpertsOp m) {
           // Each token reads top_k experts (at most all of them, once each, for a batch); with
@@ -512,14 +578,17 @@ private:
           const uint64_t experts = gate ? static_cast<uint64_t>(gate.getRankShape()[0]) : 1;
           const auto sel = shape(m.getExperts());
           const uint64_t shards = static_cast<uint64_t>(m.getExpertShards());
-          const uint64_t touched = std::min<uint64_t>(experts, (numel(sel) + shards - 1) / shards);
+          const std::optional<uint64_t> selections = numel(sel);
+          if (!selections) {
+            return Cost{std::nullopt, std::nullopt};
+          }
+          const uint64_t touched = std::min<uint64_t>(experts, (*selections + shards - 1) / shards);
           const auto in = shape(m.getInput());
           const uint64_t perExpert = weightBytes / std::max<uint64_t>(experts, 1);
-          const uint64_t inter = gate ? static_cast<uint64_t>(gate.getRankShape()[1]) : 0;
-          return std::pair{perExpert * touched,
-                           numel(sel) * 6 * inter * static_cast<uint64_t>(in[1])};
+          const std::optional<uint64_t> inter = gate ? dim(gate.getRankShape()[1]) : 0;
+          return Cost{mul(perExpert, touched), mul(mul(mul(selections, 6), inter), dim(in[1]))};
         })
-        .Default([&](Operation *) { return std::pair{weightBytes, uint64_t(0)}; });
+        .Default([&](Operation *) { return Cost{weightBytes, none}; });
   }
 
   ModuleOp module_;

@@ -2,13 +2,19 @@
 #include "compiler/pipelines/CompilePipeline.h"
 
 #include "base/Hash.h"
+#include "base/Progress.h"
 #include "compiler/Passes.h"
 #include "compiler/pipelines/EmitPlan.h"
+#include "ir/plan/PlanOps.h"
+#include "models/glm53/Budget.h"
 
 #include "mlir/IR/Diagnostics.h"
+#include "mlir/Pass/PassInstrumentation.h"
 
 #include <algorithm>
 #include <cstdio>
+#include <memory>
+#include <unistd.h>
 
 namespace glm::compiler {
 
@@ -91,16 +97,75 @@ void buildCompilePipeline(mlir::OpPassManager &pm, const CompileOptions &options
   pm.addPass(createPlanVerifyPass());
 }
 
+namespace {
+
+/// Whether a compile of this model shows its stages when not told: above 1 GiB of weights at the
+/// release's dtypes, the threshold at which weight loading shows its bar.
+bool showsProgress(const glm53::Glm53Config &config) {
+  const std::vector<glm53::WeightInfo> table = glm53::glm53Weights(config);
+  Expected<glm53::ParameterCounts> params = glm53::countParameters(config, table);
+  return !params.ok() || params->total > (int64_t(1) << 29);
+}
+
+/// One stage of a compile on stderr, or nothing when progress is off.
+std::unique_ptr<ProgressReporter> stage(bool on, std::string label, uint64_t total) {
+  if (!on) {
+    return nullptr;
+  }
+  ProgressReporter::Options o;
+  o.label = "glmc compile: " + std::move(label);
+  o.total = total;
+  return std::make_unique<ProgressReporter>(std::move(o));
+}
+
+/// Advances a stage by one for every pass of the top-level pipeline.
+class PassProgress : public mlir::PassInstrumentation {
+public:
+  PassProgress(ProgressReporter &progress, mlir::Operation *top) : progress_(progress), top_(top) {}
+  void runAfterPass(mlir::Pass *, mlir::Operation *op) override { advance(op); }
+  void runAfterPassFailed(mlir::Pass *, mlir::Operation *op) override { advance(op); }
+
+private:
+  void advance(mlir::Operation *op) {
+    if (op == top_) {
+      progress_.advance(1);
+    }
+  }
+  ProgressReporter &progress_;
+  mlir::Operation *top_;
+};
+
+} // namespace
+
 Expected<std::vector<uint8_t>> compileGlm53Plan(mlir::MLIRContext &context,
                                                 const glm53::Glm53Config &config,
                                                 const glm53::WeightFormatFn &formats,
                                                 const CompileOptions &options) {
+  const bool progress = options.progress.value_or(showsProgress(config));
+  std::unique_ptr<ProgressReporter> building = stage(
+      progress,
+      strCat("model IR (", config.numHiddenLayers + config.numNextnPredictLayers, " layers)"), 1);
   GLM_ASSIGN_OR_RETURN(mlir::OwningOpRef<mlir::ModuleOp> module,
                        glm53::buildGlm53Module(context, config, planPrograms(options), formats));
+  if (building) {
+    building->advance(1);
+    building->finish();
+  }
   mlir::PassManager pm(&context);
   buildCompilePipeline(pm, options);
+  std::unique_ptr<ProgressReporter> passes =
+      stage(progress, strCat(pm.size(), " passes"), pm.size());
+  // A bar moves pass by pass; plain lines (stderr not a terminal) only say when all are done.
+  const bool terminal = isatty(STDERR_FILENO) != 0;
+  if (passes && terminal) {
+    pm.addInstrumentation(std::make_unique<PassProgress>(*passes, module->getOperation()));
+  }
   if (mlir::failed(pm.run(*module))) {
     return invalidArgument("compilation failed (the diagnostics above say where)");
+  }
+  if (passes) {
+    passes->advance(terminal ? 0 : pm.size());
+    passes->finish();
   }
   // A plan remembers what it was compiled from, so serving it with another checkpoint is refused.
   const std::string summary = strCat(
@@ -111,12 +176,37 @@ Expected<std::vector<uint8_t>> compileGlm53Plan(mlir::MLIRContext &context,
       config.indexHeadDim, " topk ", config.indexTopk, "/", config.indexKpool);
   const std::string hash = Fnv1a64().add(summary).hex();
   // GPU plans: the kernel table's cubins, then the file, written once from the IR.
+  uint64_t kernels = 0;
+  for (planir::KernelOp k : module->getOps<planir::KernelOp>()) {
+    kernels += k.getCubin() ? 0 : 1;
+  }
+  std::unique_ptr<ProgressReporter> compiling;
+  if (progress && kernels > 0) {
+    // The pass compiles them all at once (in parallel, or from the kernel cache), so the stage is
+    // drawn as it starts, naming the count, and completes when the pass does.
+    ProgressReporter::Options o;
+    o.label = strCat("glmc compile: ", kernels, " kernels (NVRTC)");
+    o.total = kernels;
+    o.redrawInterval = o.lineInterval = std::chrono::milliseconds(0);
+    compiling = std::make_unique<ProgressReporter>(std::move(o));
+    compiling->advance(0);
+  }
   mlir::PassManager compile(&context);
   compile.addPass(createPlanCompileKernelsPass());
   if (mlir::failed(compile.run(*module))) {
     return invalidArgument("compiling the plan's kernels failed (the diagnostics above say why)");
   }
-  return emitPlan(*module, summary, hash);
+  if (compiling) {
+    compiling->advance(kernels);
+    compiling->finish();
+  }
+  std::unique_ptr<ProgressReporter> emitting = stage(progress, "plan file", 1);
+  Expected<std::vector<uint8_t>> plan = emitPlan(*module, summary, hash);
+  if (emitting && plan.ok()) {
+    emitting->advance(1);
+    emitting->finish();
+  }
+  return plan;
 }
 
 } // namespace glm::compiler

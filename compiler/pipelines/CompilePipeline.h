@@ -9,6 +9,7 @@
 #include "mlir/Pass/PassManager.h"
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -30,6 +31,11 @@ struct CompileOptions {
   /// false gives every row's logits (--prefill-logits all: --dump-logits, the golden tests).
   bool prefillLastRowLogits = true;
   std::vector<glm53::ProgramShape> programs;
+  /// Stage progress on stderr (base/Progress.h: a bar on a terminal, lines otherwise): building
+  /// the IR, the passes, compiling the kernels (with their count) and emitting the file. Unset,
+  /// it is on for models of more than 1 GiB of weights, as weight loading shows its bar: only
+  /// they compile long enough to need it (a full-size cold compile spends ~30 s in NVRTC).
+  std::optional<bool> progress;
 };
 
 /// Parses --prefill-logits: "last" (the default) or "all".

@@ -11,6 +11,9 @@
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/OpImplementation.h"
+#include "llvm/Support/CheckedArithmetic.h"
+
+#include <optional>
 
 using namespace mlir;
 using namespace glm::ir;
@@ -31,6 +34,16 @@ std::string shapeText(ArrayRef<int64_t> shape) {
     s += (i ? ", " : "") + std::to_string(shape[i]);
   }
   return s + "]";
+}
+
+/// The product (or sum) of shape dimensions and attributes a verifier compares against, or nullopt
+/// when it leaves int64: a hand-written or damaged module may carry any shape (a dynamic
+/// dimension is INT64_MIN) and attribute, and must be refused, not overflowed.
+std::optional<int64_t> mul(int64_t a, int64_t b) { return llvm::checkedMul(a, b); }
+std::optional<int64_t> add(int64_t a, int64_t b) { return llvm::checkedAdd(a, b); }
+
+LogicalResult overflows(Operation *op, StringRef what) {
+  return op->emitOpError() << what << " overflows int64 (a shape or attribute is out of range)";
 }
 
 /// Looks up the glm.weight `ref` names and checks its shape.
@@ -192,9 +205,15 @@ LogicalResult MhcPreOp::verify() {
 
 LogicalResult MhcPreOp::verifySymbolUses(SymbolTableCollection &symbols) {
   ArrayRef<int64_t> x = shapeOf(getStreams());
-  const int64_t s = x[1], h = x[2], mix = (2 + s) * s;
-  if (failed(checkWeight(*this, symbols, getFnAttr(), "fn", {mix, s * h})) ||
-      failed(checkWeight(*this, symbols, getBaseAttr(), "base", {mix}))) {
+  const int64_t s = x[1], h = x[2];
+  const std::optional<int64_t> streams = add(2, s);
+  const std::optional<int64_t> mix = streams ? mul(*streams, s) : std::nullopt;
+  const std::optional<int64_t> width = mul(s, h);
+  if (!mix || !width) {
+    return overflows(*this, "the mixer shape [(2 + S) S, S H]");
+  }
+  if (failed(checkWeight(*this, symbols, getFnAttr(), "fn", {*mix, *width})) ||
+      failed(checkWeight(*this, symbols, getBaseAttr(), "base", {*mix}))) {
     return failure();
   }
   return checkWeight(*this, symbols, getScaleAttr(), "scale", {3});
@@ -229,7 +248,11 @@ LogicalResult ShortConvOp::verifySymbolUses(SymbolTableCollection &symbols) {
   if (failed(checkState(*this, symbols, getStateAttr(), StateKind::ConvWindow, &state))) {
     return failure();
   }
-  const std::vector<int64_t> window = {kernel - 1, channels};
+  const std::optional<int64_t> past = add(kernel, -1);
+  if (!past) {
+    return overflows(*this, "the window length K - 1");
+  }
+  const std::vector<int64_t> window = {*past, channels};
   if (state.getType().getShape() != ArrayRef<int64_t>(window)) {
     return emitOpError() << "state " << getStateAttr() << " must hold the last K-1 inputs, "
                          << shapeText(window);
@@ -239,10 +262,14 @@ LogicalResult ShortConvOp::verifySymbolUses(SymbolTableCollection &symbols) {
 
 LogicalResult KdaOp::verify() {
   const int64_t n = shapeOf(getQ())[0];
-  const int64_t heads = getNumHeads(), width = getNumHeads() * getHeadDim();
+  const int64_t heads = getNumHeads();
+  const std::optional<int64_t> width = mul(getNumHeads(), getHeadDim());
+  if (!width) {
+    return overflows(*this, "num_heads x head_dim");
+  }
   for (auto [value, role] : {std::pair{getQ(), "q"}, std::pair{getK(), "k"}, std::pair{getV(), "v"},
                              std::pair{getF(), "f"}, std::pair{getResult(), "result"}}) {
-    if (failed(checkShape(*this, value, role, {n, width}))) {
+    if (failed(checkShape(*this, value, role, {n, *width}))) {
       return failure();
     }
   }
@@ -254,8 +281,12 @@ LogicalResult KdaOp::verify() {
 
 LogicalResult KdaOp::verifySymbolUses(SymbolTableCollection &symbols) {
   const int64_t heads = getNumHeads(), d = getHeadDim();
+  const std::optional<int64_t> width = mul(heads, d);
+  if (!width) {
+    return overflows(*this, "num_heads x head_dim");
+  }
   if (failed(checkWeight(*this, symbols, getALogAttr(), "a_log", {heads})) ||
-      failed(checkWeight(*this, symbols, getDtBiasAttr(), "dt_bias", {heads * d}))) {
+      failed(checkWeight(*this, symbols, getDtBiasAttr(), "dt_bias", {*width}))) {
     return failure();
   }
   StateOp state;
@@ -289,13 +320,18 @@ LogicalResult DsaIndexerOp::verify() {
   if (kpool < 1 || topk % kpool != 0) {
     return emitOpError() << "topk " << getTopk() << " must be a multiple of kpool " << getKpool();
   }
-  if (failed(checkShape(*this, getQueries(), "queries", {n, heads * d})) ||
+  const std::optional<int64_t> width = mul(heads, d);
+  const std::optional<int64_t> pools = add(topk, kpool - 1);
+  if (!width || !pools) {
+    return overflows(*this, "num_heads x head_dim or topk + kpool - 1");
+  }
+  if (failed(checkShape(*this, getQueries(), "queries", {n, *width})) ||
       failed(checkShape(*this, getKeys(), "keys", {n, d})) ||
       failed(checkShape(*this, getGates(), "gates", {n, d})) ||
       failed(checkShape(*this, getHeadWeights(), "head weights", {n, heads}))) {
     return failure();
   }
-  return checkShape(*this, getResult(), "result", {n, topk + kpool - 1});
+  return checkShape(*this, getResult(), "result", {n, *pools});
 }
 
 LogicalResult DsaIndexerOp::verifySymbolUses(SymbolTableCollection &symbols) {
@@ -309,8 +345,12 @@ LogicalResult DsaIndexerOp::verifySymbolUses(SymbolTableCollection &symbols) {
 LogicalResult MlaSparseAttentionOp::verify() {
   const int64_t n = shapeOf(getQueries())[0], heads = getNumHeads();
   const int64_t qk = getQkHeadDim(), v = getVHeadDim();
-  if (failed(checkShape(*this, getQueries(), "queries", {n, heads * qk})) ||
-      failed(checkShape(*this, getResult(), "result", {n, heads * v}))) {
+  const std::optional<int64_t> queries = mul(heads, qk), values = mul(heads, v);
+  if (!queries || !values) {
+    return overflows(*this, "num_heads x head width");
+  }
+  if (failed(checkShape(*this, getQueries(), "queries", {n, *queries})) ||
+      failed(checkShape(*this, getResult(), "result", {n, *values}))) {
     return failure();
   }
   if (shapeOf(getLatent())[0] != n || shapeOf(getSelection())[0] != n) {
@@ -322,7 +362,12 @@ LogicalResult MlaSparseAttentionOp::verify() {
 LogicalResult MlaSparseAttentionOp::verifySymbolUses(SymbolTableCollection &symbols) {
   const int64_t rank = shapeOf(getLatent())[1];
   const int64_t heads = getNumHeads(), qk = getQkHeadDim(), v = getVHeadDim();
-  if (failed(checkWeight(*this, symbols, getKvBAttr(), "kv_b", {heads * (qk + v), rank}))) {
+  const std::optional<int64_t> perHead = add(qk, v);
+  const std::optional<int64_t> rows = perHead ? mul(heads, *perHead) : std::nullopt;
+  if (!rows) {
+    return overflows(*this, "num_heads x (qk_head_dim + v_head_dim)");
+  }
+  if (failed(checkWeight(*this, symbols, getKvBAttr(), "kv_b", {*rows, rank}))) {
     return failure();
   }
   return checkState(*this, symbols, getStateAttr(), StateKind::MlaLatent);
@@ -399,7 +444,11 @@ LogicalResult ConcatOp::verify() {
     if (shapeOf(v)[0] != n) {
       return emitOpError() << "inputs must all have " << n << " rows";
     }
-    width += shapeOf(v)[1];
+    const std::optional<int64_t> sum = add(width, shapeOf(v)[1]);
+    if (!sum) {
+      return overflows(*this, "the summed input width");
+    }
+    width = *sum;
   }
   return checkShape(*this, getResult(), "result", {n, width});
 }
@@ -411,8 +460,11 @@ LogicalResult AllGatherOp::verify() {
     return emitOpError() << "axis " << axis << " is outside the operand's rank";
   }
   for (int64_t d = 0; d < static_cast<int64_t>(in.size()); ++d) {
-    const int64_t expected = d == axis ? in[d] * getWorld() : in[d];
-    if (out[d] != expected) {
+    const std::optional<int64_t> expected = d == axis ? mul(in[d], getWorld()) : in[d];
+    if (!expected) {
+      return overflows(*this, "the gathered dimension");
+    }
+    if (out[d] != *expected) {
       return emitOpError() << "gathers " << shapeText(in) << " from " << getWorld()
                            << " ranks along " << axis << " into " << shapeText(out);
     }

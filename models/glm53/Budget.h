@@ -22,7 +22,10 @@ struct ParameterCounts {
   std::map<Component, int64_t> trunkByComponent;
 };
 
-ParameterCounts countParameters(const Glm53Config &config, const std::vector<WeightInfo> &table);
+/// Every count here is exact or an error: a parsed config's ranges (Config.h) keep them far inside
+/// 64 bits, so the errors are for configs built past those ranges by hand.
+Expected<ParameterCounts> countParameters(const Glm53Config &config,
+                                          const std::vector<WeightInfo> &table);
 
 /// Weight bytes one decode step at batch 1 reads: every non-routed trunk weight except the
 /// embedding table, one embedding row, and num_experts_per_tok routed experts per MoE layer.
@@ -35,8 +38,9 @@ struct DecodeWeightBytes {
 
 /// `storedBytes`, when given, holds each table tensor's bytes as stored (CheckpointCheck);
 /// otherwise every tensor counts at its release dtype.
-DecodeWeightBytes decodeWeightBytes(const Glm53Config &config, const std::vector<WeightInfo> &table,
-                                    const std::vector<uint64_t> *storedBytes);
+Expected<DecodeWeightBytes> decodeWeightBytes(const Glm53Config &config,
+                                              const std::vector<WeightInfo> &table,
+                                              const std::vector<uint64_t> *storedBytes);
 
 /// Decode state, minimal exact layout (reference/glm53_arch.md §3).
 struct StateBytes {
@@ -56,6 +60,6 @@ struct StateBytes {
   }
 };
 
-StateBytes stateBytes(const Glm53Config &config);
+Expected<StateBytes> stateBytes(const Glm53Config &config);
 
 } // namespace glm::glm53

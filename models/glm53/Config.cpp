@@ -1,11 +1,14 @@
 // Parsing and validation of GLM-5.3 config.json, following transformers' Glm5NextConfig.
 #include "models/glm53/Config.h"
 
+#include "base/InputFile.h"
+#include "runtime/weights/SafeTensors.h"
+
 #include <nlohmann/json.hpp>
 
-#include <fstream>
+#include <algorithm>
+#include <iterator>
 #include <set>
-#include <sstream>
 
 namespace glm::glm53 {
 
@@ -209,6 +212,180 @@ std::optional<IndexerKind> parseIndexerKind(const std::string &s) {
   return std::nullopt;
 }
 
+/// One ranged integer field of config.json and where it lands: a Glm53Config member, a
+/// Glm53VisionConfig member, or neither (a field read only to derive others).
+struct RangedField {
+  ConfigFieldRange range;
+  int64_t Glm53Config::*text = nullptr;
+  int64_t Glm53VisionConfig::*vision = nullptr;
+  /// The linear_attn_config key that overrides the flat field, if any (named in errors when the
+  /// value came from there).
+  const char *nested = nullptr;
+};
+
+/// Every integer field glmc reads, with its range: the one place the ceilings live. Each is
+/// several times (mostly 4-16x) the released GLM-5.3-Flash's value, the last column, so any
+/// checkpoint of this architecture fits, while a hostile one is refused before a loop, an
+/// allocation or a product uses the value. The products of all ceilings together stay far
+/// inside int64 (the static_asserts below), so no shape, parameter count or byte budget derived
+/// from a parsed config can overflow.
+constexpr RangedField kRangedFields[] = {
+    // Trunk. 256 layers is 5.7x the release; each layer's tensors are listed and built one by
+    // one, so this also bounds the table and the IR.
+    {{"vocab_size", 1, 1 << 20, 154880}, &Glm53Config::vocabSize},
+    {{"hidden_size", 1, 32768, 4096}, &Glm53Config::hiddenSize},
+    {{"num_hidden_layers", 1, 256, 45}, &Glm53Config::numHiddenLayers},
+    {{"intermediate_size", 1, 131072, 12288}, &Glm53Config::intermediateSize},
+    {{"max_position_embeddings", 1, 1 << 24, 1048576}, &Glm53Config::maxPositionEmbeddings},
+    // MLA.
+    {{"num_attention_heads", 1, 512, 64}, &Glm53Config::numAttentionHeads},
+    {{"num_key_value_heads", 1, 512, 64}, &Glm53Config::numKeyValueHeads},
+    {{"q_lora_rank", 1, 16384, 1536}, &Glm53Config::qLoraRank},
+    {{"kv_lora_rank", 1, 8192, 512}, &Glm53Config::kvLoraRank},
+    {{"qk_nope_head_dim", 1, 2048, 256}, &Glm53Config::qkNopeHeadDim},
+    {{"qk_rope_head_dim", 0, 2048, 0}, &Glm53Config::qkRopeHeadDim},
+    {{"v_head_dim", 1, 2048, 256}, &Glm53Config::vHeadDim},
+    // Lightning indexer; index_topk_freq and index_skip_topk_offset only derive indexer_types.
+    {{"index_n_heads", 1, 512, 32}, &Glm53Config::indexNHeads},
+    {{"index_head_dim", 1, 2048, 128}, &Glm53Config::indexHeadDim},
+    {{"index_topk", 1, 65536, 2048}, &Glm53Config::indexTopk},
+    {{"index_kpool", 1, 256, 4}, &Glm53Config::indexKpool},
+    {{"index_topk_freq", 1, 256, 1}},
+    {{"index_skip_topk_offset", -256, 256, 2}},
+    // MoE: experts and their routing groups. 2048 experts is 7x the release.
+    {{"moe_intermediate_size", 1, 32768, 2048}, &Glm53Config::moeIntermediateSize},
+    {{"n_routed_experts", 1, 2048, 288}, &Glm53Config::nRoutedExperts},
+    {{"num_experts_per_tok", 1, 256, 8}, &Glm53Config::numExpertsPerTok},
+    {{"n_shared_experts", 1, 16, 1}, &Glm53Config::nSharedExperts},
+    {{"n_group", 1, 2048, 1}, &Glm53Config::nGroup},
+    {{"topk_group", 1, 2048, 1}, &Glm53Config::topkGroup},
+    // mHC: streams, and the Sinkhorn iterations every layer runs per token (each one a pass over
+    // an hc_mult x hc_mult matrix; 50x the release, so a step stays bounded in time).
+    {{"hc_mult", 1, 32, 4}, &Glm53Config::hcMult},
+    {{"hc_sinkhorn_iters", 1, 1000, 20}, &Glm53Config::hcSinkhornIters},
+    // KDA: the recurrent state is heads x dim x dim floats per layer and sequence.
+    {{"linear_num_heads", 1, 512, 64}, &Glm53Config::linearNumHeads, nullptr, "num_heads"},
+    {{"linear_head_dim", 1, 1024, 128}, &Glm53Config::linearHeadDim, nullptr, "head_dim"},
+    {{"linear_conv_kernel_dim", 1, 64, 4},
+     &Glm53Config::linearConvKernelDim,
+     nullptr,
+     "short_conv_kernel_size"},
+    // The vision tower.
+    {{"vision_config.depth", 1, 256, 24}, nullptr, &Glm53VisionConfig::depth},
+    {{"vision_config.hidden_size", 1, 16384, 1024}, nullptr, &Glm53VisionConfig::hiddenSize},
+    {{"vision_config.num_heads", 1, 256, 16}, nullptr, &Glm53VisionConfig::numHeads},
+    {{"vision_config.intermediate_size", 1, 65536, 4096},
+     nullptr,
+     &Glm53VisionConfig::intermediateSize},
+    {{"vision_config.out_hidden_size", 1, 65536, 4096}, nullptr, &Glm53VisionConfig::outHiddenSize},
+    {{"vision_config.projection_intermediate_size", 1, 131072, 10240},
+     nullptr,
+     &Glm53VisionConfig::projectionIntermediateSize},
+    {{"vision_config.in_channels", 1, 16, 3}, nullptr, &Glm53VisionConfig::inChannels},
+    {{"vision_config.image_size", 1, 16384, 336}, nullptr, &Glm53VisionConfig::imageSize},
+    {{"vision_config.patch_size", 1, 1024, 14}, nullptr, &Glm53VisionConfig::patchSize},
+    {{"vision_config.temporal_patch_size", 1, 16, 2},
+     nullptr,
+     &Glm53VisionConfig::temporalPatchSize},
+    {{"vision_config.spatial_merge_size", 1, 16, 2}, nullptr, &Glm53VisionConfig::spatialMergeSize},
+};
+
+constexpr int64_t ceilingOf(std::string_view field) {
+  for (const RangedField &f : kRangedFields) {
+    if (f.range.field == field) {
+      return f.range.max;
+    }
+  }
+  throw "no such ranged field"; // a compile error where evaluated at compile time
+}
+
+// The largest quantities a config at every ceiling at once can give, each well below 2^63 (and an
+// overflow inside a static_assert is itself a compile error). Raising a ceiling means checking
+// these still hold.
+constexpr int64_t kMaxLayersWithMtp = ceilingOf("num_hidden_layers") + 1;
+constexpr int64_t kMaxHidden = ceilingOf("hidden_size");
+// Routed experts dominate the parameter count: every layer an MoE of the most, widest experts,
+// plus the shared experts, the dense MLP width and the attention's largest projections.
+constexpr int64_t kMaxParameters =
+    kMaxLayersWithMtp *
+        (3 * kMaxHidden * ceilingOf("moe_intermediate_size") *
+             (ceilingOf("n_routed_experts") + ceilingOf("n_shared_experts")) +
+         3 * kMaxHidden * ceilingOf("intermediate_size") +
+         ceilingOf("num_attention_heads") *
+             (ceilingOf("qk_nope_head_dim") + ceilingOf("qk_rope_head_dim") +
+              ceilingOf("v_head_dim")) *
+             (ceilingOf("q_lora_rank") + ceilingOf("kv_lora_rank") + kMaxHidden) +
+         (2 + ceilingOf("hc_mult")) * ceilingOf("hc_mult") * ceilingOf("hc_mult") * kMaxHidden * 2 +
+         8 * ceilingOf("linear_num_heads") * ceilingOf("linear_head_dim") * kMaxHidden) +
+    2 * ceilingOf("vocab_size") * kMaxHidden;
+static_assert(kMaxParameters < (int64_t(1) << 54), "a model at the ceilings has too many "
+                                                   "parameters to count in bytes (x8) safely");
+// The largest single tensor (the vision patch embedding, a 5-D kernel).
+static_assert(ceilingOf("vision_config.hidden_size") * ceilingOf("vision_config.in_channels") *
+                      ceilingOf("vision_config.temporal_patch_size") *
+                      ceilingOf("vision_config.patch_size") *
+                      ceilingOf("vision_config.patch_size") <
+                  (int64_t(1) << 48),
+              "the vision patch embedding at the ceilings is too large");
+// Decode state of one sequence at the longest context: KDA's fp32 states, MLA latent rows and
+// pooled index keys.
+static_assert(kMaxLayersWithMtp * (ceilingOf("linear_num_heads") * ceilingOf("linear_head_dim") *
+                                       ceilingOf("linear_head_dim") * 4 +
+                                   (ceilingOf("kv_lora_rank") + ceilingOf("index_head_dim")) * 2 *
+                                       ceilingOf("max_position_embeddings")) <
+                  (int64_t(1) << 56),
+              "a sequence's state at the ceilings is too large");
+
+/// Checks `value` of the ranged field `field` (a key of kRangedFields) read at `key` of `reader`.
+void checkRange(FieldReader &reader, std::string_view field, std::string_view key, int64_t value) {
+  for (const RangedField &f : kRangedFields) {
+    if (f.range.field != field) {
+      continue;
+    }
+    const ConfigFieldRange &r = f.range;
+    if (value < r.min) {
+      reader.fail(key, r.min == 1 ? strCat("must be positive, got ", value)
+                       : r.min == 0
+                           ? strCat("must not be negative, got ", value)
+                           : strCat("(", value, ") is below ", r.min, ", the least glmc reads"));
+    } else if (value > r.max) {
+      reader.fail(key, strCat("(", value, ") exceeds ", r.max,
+                              ", the most glmc reads (GLM-5.3-Flash has ", r.release, ")"));
+    }
+    return;
+  }
+}
+
+/// Checks every text field of kRangedFields, as read into `c`, before anything derives from them.
+void checkTextRanges(FieldReader &text, const Glm53Config &c, std::string_view source,
+                     Status &status) {
+  const Json *lac = text.raw("linear_attn_config");
+  for (const RangedField &f : kRangedFields) {
+    if (f.text == nullptr) {
+      continue;
+    }
+    if (f.nested != nullptr && lac != nullptr && lac->is_object() && lac->contains(f.nested)) {
+      FieldReader nested(*lac, text.path("linear_attn_config."), source, status);
+      checkRange(nested, f.range.field, f.nested, c.*f.text);
+    } else {
+      checkRange(text, f.range.field, f.range.field, c.*f.text);
+    }
+    if (text.failed()) {
+      return;
+    }
+  }
+}
+
+/// Checks every vision_config field of kRangedFields, as read into `v`.
+void checkVisionRanges(FieldReader &vision, const Glm53VisionConfig &v) {
+  constexpr std::string_view kPrefix = "vision_config.";
+  for (const RangedField &f : kRangedFields) {
+    if (f.vision != nullptr) {
+      checkRange(vision, f.range.field, f.range.field.substr(kPrefix.size()), v.*f.vision);
+    }
+  }
+}
+
 /// `linear_attn_config` (the Kimi-style nested form): its values override the flat linear_* fields,
 /// as in transformers; its layer lists, when given, must agree with layer_types.
 void readLinearAttnConfig(FieldReader &text, Glm53Config &c, std::vector<int64_t> &kdaLayers,
@@ -292,7 +469,11 @@ void deriveIndexerTypes(Glm53Config &c, FieldReader &text) {
   int64_t offset = 2;
   text.integer("index_topk_freq", freq, false);
   text.integer("index_skip_topk_offset", offset, false);
-  freq = std::max<int64_t>(freq, 1);
+  checkRange(text, "index_topk_freq", "index_topk_freq", freq);
+  checkRange(text, "index_skip_topk_offset", "index_skip_topk_offset", offset);
+  if (text.failed()) {
+    return;
+  }
   for (int64_t i = 0; i < n; ++i) {
     c.indexerTypes.push_back(
         std::max<int64_t>(i - offset + 1, 0) % freq == 0 ? IndexerKind::Full : IndexerKind::Shared);
@@ -314,11 +495,35 @@ void readQuantizationConfig(FieldReader &t, std::string_view source, Glm53Config
   FieldReader qr(*q, t.path("quantization_config."), source, status);
   std::string method;
   qr.string("quant_method", method);
-  if (method.empty()) {
+  if (method.empty() && status.ok()) {
+    qr.fail("quant_method", "is missing; glmc reads exl3 and fp8 checkpoints");
+  }
+  if (!status.ok()) {
+    return;
+  }
+  if (std::find(std::begin(kKnownQuantMethods), std::end(kKnownQuantMethods), method) ==
+      std::end(kKnownQuantMethods)) {
+    // A checkpoint quantized some other way (gptq, awq, bitsandbytes...) would be read as if its
+    // packed integers were weights.
+    qr.fail("quant_method", strCat("is '", method,
+                                   "', which glmc does not read; it reads exl3 (exllamav3) and "
+                                   "fp8 (e4m3, 128 x 128 block scales) checkpoints"));
     return;
   }
   c.quantMethod = method;
-  if (method != "exl3") {
+  if (method == "fp8") {
+    // DeepSeek's and GLM's fp8 releases: e4m3 values, one inverse scale per 128 x 128 block
+    // (kFp8BlockSize); another format or block size would be read wrongly.
+    std::string fmt = "e4m3";
+    qr.string("fmt", fmt);
+    if (status.ok() && fmt != "e4m3") {
+      qr.fail("fmt", strCat("is '", fmt, "'; glmc reads fp8 as e4m3"));
+    }
+    if (const Json *block = qr.raw("weight_block_size");
+        block != nullptr && status.ok() && *block != Json::array({128, 128})) {
+      qr.fail("weight_block_size",
+              strCat("is ", block->dump(), "; glmc reads fp8 scales of 128 x 128 blocks"));
+    }
     return;
   }
   // reference/exl3_format.md §1.2.
@@ -455,6 +660,12 @@ void readTextConfig(const Json &object, const std::string &prefix, std::string_v
   }
 
   readQuantizationConfig(t, source, c, status);
+  if (t.failed()) {
+    return;
+  }
+  // Every dimension within its range before the schedules loop over the layers and anything
+  // multiplies.
+  checkTextRanges(t, c, source, status);
 
   // Per-layer schedules: given lists win; absent ones are derived as transformers does.
   t.stringList("layer_types", c.layerTypes, parseAttentionKind);
@@ -507,47 +718,17 @@ void readVisionConfig(const Json &object, std::string_view source, Glm53VisionCo
   r.number("rms_norm_eps", v.rmsNormEps);
   r.number("swiglu_limit", v.swigluLimit);
   r.string("hidden_act", v.hiddenAct);
+  if (!r.failed()) {
+    checkVisionRanges(r, v);
+  }
 }
 
 Status validate(const Glm53Config &c, const std::string &p, std::string_view source) {
   auto bad = [&](std::string_view field, auto &&...what) {
     return invalidArgument(source, ": field '", p, field, "' ", what...);
   };
-  struct Positive {
-    const char *name;
-    int64_t value;
-  };
-  for (const Positive &f : {
-           Positive{"vocab_size", c.vocabSize},
-           Positive{"hidden_size", c.hiddenSize},
-           Positive{"num_hidden_layers", c.numHiddenLayers},
-           Positive{"intermediate_size", c.intermediateSize},
-           Positive{"moe_intermediate_size", c.moeIntermediateSize},
-           Positive{"num_attention_heads", c.numAttentionHeads},
-           Positive{"q_lora_rank", c.qLoraRank},
-           Positive{"kv_lora_rank", c.kvLoraRank},
-           Positive{"qk_nope_head_dim", c.qkNopeHeadDim},
-           Positive{"v_head_dim", c.vHeadDim},
-           Positive{"index_n_heads", c.indexNHeads},
-           Positive{"index_head_dim", c.indexHeadDim},
-           Positive{"index_topk", c.indexTopk},
-           Positive{"index_kpool", c.indexKpool},
-           Positive{"n_routed_experts", c.nRoutedExperts},
-           Positive{"num_experts_per_tok", c.numExpertsPerTok},
-           Positive{"n_shared_experts", c.nSharedExperts},
-           Positive{"n_group", c.nGroup},
-           Positive{"topk_group", c.topkGroup},
-           Positive{"hc_mult", c.hcMult},
-           Positive{"hc_sinkhorn_iters", c.hcSinkhornIters},
-           Positive{"linear_num_heads", c.linearNumHeads},
-           Positive{"linear_head_dim", c.linearHeadDim},
-           Positive{"linear_conv_kernel_dim", c.linearConvKernelDim},
-           Positive{"max_position_embeddings", c.maxPositionEmbeddings},
-       }) {
-    if (f.value <= 0) {
-      return bad(f.name, "must be positive, got ", f.value);
-    }
-  }
+  // Every integer field was range-checked as it was read (kRangedFields); what remains are the
+  // relations between fields.
   if (c.numKeyValueHeads != c.numAttentionHeads) {
     return bad("num_key_value_heads", "(", c.numKeyValueHeads, ") must equal num_attention_heads (",
                c.numAttentionHeads, "): MLA has no GQA");
@@ -638,23 +819,6 @@ Status validate(const Glm53Config &c, const std::string &p, std::string_view sou
   }
   if (c.vision) {
     const Glm53VisionConfig &v = *c.vision;
-    for (const Positive &f : {
-             Positive{"depth", v.depth},
-             Positive{"hidden_size", v.hiddenSize},
-             Positive{"num_heads", v.numHeads},
-             Positive{"intermediate_size", v.intermediateSize},
-             Positive{"out_hidden_size", v.outHiddenSize},
-             Positive{"projection_intermediate_size", v.projectionIntermediateSize},
-             Positive{"in_channels", v.inChannels},
-             Positive{"patch_size", v.patchSize},
-             Positive{"temporal_patch_size", v.temporalPatchSize},
-             Positive{"spatial_merge_size", v.spatialMergeSize},
-         }) {
-      if (f.value <= 0) {
-        return invalidArgument(source, ": field 'vision_config.", f.name,
-                               "' must be positive, got ", f.value);
-      }
-    }
     if (v.hiddenSize % v.numHeads != 0) {
       return invalidArgument(source, ": field 'vision_config.hidden_size' (", v.hiddenSize,
                              ") must be divisible by vision_config.num_heads (", v.numHeads, ")");
@@ -665,11 +829,19 @@ Status validate(const Glm53Config &c, const std::string &p, std::string_view sou
 
 } // namespace
 
+std::span<const ConfigFieldRange> configFieldRanges() {
+  static const std::vector<ConfigFieldRange> ranges = [] {
+    std::vector<ConfigFieldRange> out;
+    for (const RangedField &f : kRangedFields) {
+      out.push_back(f.range);
+    }
+    return out;
+  }();
+  return ranges;
+}
+
 Expected<Glm53Config> parseGlm53Config(std::string_view text, std::string_view source) {
-  Json root = Json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (root.is_discarded()) {
-    return invalidArgument(source, ": not valid JSON");
-  }
+  GLM_ASSIGN_OR_RETURN(Json root, parseUntrustedJson<Json>(text, source, kMaxConfigJsonDepth));
   if (!root.is_object()) {
     return invalidArgument(source, ": expected a JSON object at the top level");
   }
@@ -745,16 +917,14 @@ Expected<Glm53Config> loadGlm53Config(const std::filesystem::path &modelDirOrFil
       (!std::filesystem::exists(path, ec) && path.extension() != ".json")) {
     path /= "config.json";
   }
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    return notFound(path.string(), ": cannot open (a checkpoint directory holds config.json)");
+  Expected<std::string> text = readConfigJson(path);
+  if (!text.ok()) {
+    if (text.status().code() == StatusCode::NotFound) {
+      return notFound(path.string(), ": cannot open (a checkpoint directory holds config.json)");
+    }
+    return text.status();
   }
-  std::ostringstream buffer;
-  buffer << in.rdbuf();
-  if (in.bad()) {
-    return ioError(path.string(), ": read failed");
-  }
-  return parseGlm53Config(buffer.str(), path.string());
+  return parseGlm53Config(*text, path.string());
 }
 
 } // namespace glm::glm53

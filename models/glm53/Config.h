@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -136,7 +137,7 @@ struct Glm53Config {
   int64_t videoStartTokenId = 154832;
   int64_t videoEndTokenId = 154833;
 
-  // `quantization_config.quant_method` if the checkpoint declares one ("fp8", "exl3", ...).
+  // `quantization_config.quant_method` if the checkpoint declares one: one of kKnownQuantMethods.
   std::optional<std::string> quantMethod;
   // The rest of an EXL3 checkpoint's quantization_config (reference/exl3_format.md §1.2),
   // checked for type and range; informational, since K and the codebook are read per tensor.
@@ -152,7 +153,8 @@ struct Glm53Config {
   // The vision tower; absent for a bare glm5_next_text config.
   std::optional<Glm53VisionConfig> vision;
 
-  // Derived quantities.
+  // Derived quantities. A parsed config's fields lie within configFieldRanges(), so none of these
+  // products comes near int64's range (Config.cpp proves it at compile time).
   int64_t qkHeadDim() const { return qkNopeHeadDim + qkRopeHeadDim; }
   int64_t kdaProjDim() const { return linearNumHeads * linearHeadDim; }
   int64_t sharedExpertIntermediateSize() const { return moeIntermediateSize * nSharedExperts; }
@@ -163,11 +165,35 @@ struct Glm53Config {
   bool hasMtp() const { return numNextnPredictLayers > 0; }
 };
 
+/// The values glmc reads of one integer field of config.json. Every dimension, count and
+/// iteration count has one, checked as the field is read, before any arithmetic uses it: a
+/// hostile config of 10^9 layers or a 2^62 hidden size is refused by name, not allocated,
+/// multiplied or looped over. Each ceiling is several times the released GLM-5.3-Flash's value
+/// and low enough that every shape, parameter count, byte budget and FLOP count derived from the
+/// fields together stays far inside int64. The table, and why each ceiling sits where it does,
+/// is in Config.cpp.
+struct ConfigFieldRange {
+  std::string_view field; // the JSON key in text_config, or "vision_config.<key>"
+  int64_t min;
+  int64_t max;
+  int64_t release; // GLM-5.3-Flash's value (fixtures/glm53-flash/config.json), for scale
+};
+std::span<const ConfigFieldRange> configFieldRanges();
+
+/// The quantization_config.quant_method values glmc reads: "exl3" (exllamav3 trellis layers)
+/// and "fp8" (e4m3 linears with 128 x 128 block scales, as DeepSeek and GLM release them).
+inline constexpr std::string_view kKnownQuantMethods[] = {"exl3", "fp8"};
+
 /// Parses and validates config.json text. `source` names the file in error messages. Errors name
 /// the offending field by its JSON path, e.g. "text_config.index_topk".
 Expected<Glm53Config> parseGlm53Config(std::string_view json, std::string_view source);
 
-/// Reads MODEL_DIR/config.json (or the file itself when given a file).
+/// config.json nests four levels (text_config.linear_attn_config.kda_layers); JSON deeper than
+/// this is refused before a DOM is built.
+inline constexpr size_t kMaxConfigJsonDepth = 32;
+
+/// Reads MODEL_DIR/config.json (or the file itself when given a file): a regular file of at
+/// most kMaxConfigJsonBytes (runtime/weights/SafeTensors.h), parsed depth-limited.
 Expected<Glm53Config> loadGlm53Config(const std::filesystem::path &modelDirOrFile);
 
 } // namespace glm::glm53

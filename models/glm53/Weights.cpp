@@ -4,6 +4,7 @@
 #include "runtime/weights/Exl3Tensors.h"
 #include "runtime/weights/SafeTensors.h"
 
+#include <limits>
 #include <map>
 #include <set>
 
@@ -44,9 +45,13 @@ std::string_view componentName(Component component) {
 }
 
 int64_t WeightInfo::numel() const {
+  // A parsed config's ranges keep every table shape far inside int64 (Config.cpp); a product
+  // past it saturates instead of wrapping, and Budget's checked counts report it.
   int64_t n = 1;
   for (int64_t d : shape) {
-    n *= d;
+    if (__builtin_mul_overflow(n, d, &n)) {
+      return std::numeric_limits<int64_t>::max();
+    }
   }
   return n;
 }
@@ -395,6 +400,29 @@ CheckpointCheck checkCheckpoint(const std::vector<WeightInfo> &table,
     }
   }
   return check;
+}
+
+Status checkpointMismatch(const CheckpointCheck &check, const std::filesystem::path &modelDir) {
+  if (check.ok()) {
+    return Status::success();
+  }
+  constexpr size_t kShown = 5;
+  std::string listed;
+  size_t shown = 0;
+  for (const std::vector<std::string> *list : {&check.errors, &check.unexpected}) {
+    for (const std::string &problem : *list) {
+      if (shown++ < kShown) {
+        listed += strCat("\n  ", list == &check.unexpected ? "unexpected tensor " : "", problem);
+      }
+    }
+  }
+  if (shown > kShown) {
+    listed += strCat("\n  ... and ", shown - kShown, " more");
+  }
+  return invalidArgument(modelDir.string(), ": the checkpoint does not match its config (",
+                         check.errors.size(), " error(s), ", check.unexpected.size(),
+                         " unexpected tensor(s); glmc info ", modelDir.string(),
+                         " lists them all):", listed);
 }
 
 Status checkQuantization(const Glm53Config &config, const std::vector<WeightInfo> &table,

@@ -5,6 +5,7 @@
 #include "models/glm53/Config.h"
 
 #include <cstdint>
+#include <filesystem>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -54,6 +55,7 @@ struct WeightInfo {
   int64_t expert = -1;
   bool isMtp = false;
 
+  /// The element count; INT64_MAX if it does not fit (never for a parsed config's table).
   int64_t numel() const;
 };
 
@@ -84,6 +86,11 @@ struct CheckpointCheck {
 /// A linear weight may be stored as an EXL3 layer instead (`<key>.trellis`, `.suh`, `.svh`, a
 /// codebook marker; reference/exl3_format.md §1.1), whose padded shape must fit the table's.
 CheckpointCheck checkCheckpoint(const std::vector<WeightInfo> &table, const Checkpoint &checkpoint);
+
+/// `check` as the error of a command that needs the whole checkpoint to match its config
+/// (compile, quantize, dequantize): success when it does, else the counts and the first few
+/// problems, pointing at `glmc info MODEL_DIR` for the full report.
+Status checkpointMismatch(const CheckpointCheck &check, const std::filesystem::path &modelDir);
 
 /// Checks that config.json's quantization_config agrees with the tensors: a checkpoint with EXL3
 /// layers must declare quant_method "exl3", and one that declares it must hold some. A codebook

@@ -169,6 +169,18 @@ Expected<Exl3ArenaLayout> Exl3ArenaLayout::fromSlice(int64_t matrices, int64_t o
   if (matrices < 1 || out < 1 || in < 1) {
     return invalidArgument("an EXL3 slice needs positive matrices and features");
   }
+  // The shapes come from a plan file, so are untrusted: bytes() must not wrap. 2^28 features and
+  // 2^58 padded weights in all are far beyond any model.
+  constexpr int64_t kMaxFeatures = int64_t(1) << 28;
+  uint64_t weights = 0;
+  if (out > kMaxFeatures || in > kMaxFeatures ||
+      __builtin_mul_overflow(static_cast<uint64_t>(exl3Padded(in)) *
+                                 static_cast<uint64_t>(exl3Padded(out)),
+                             static_cast<uint64_t>(matrices), &weights) ||
+      weights > (uint64_t(1) << 58)) {
+    return invalidArgument("an EXL3 slice of ", matrices, " [", out, ", ", in,
+                           "] matrices is too large to lay out");
+  }
   for (int bits = kExl3MinBits; bits <= kExl3MaxBits; ++bits) {
     if (bytesFor(matrices, out, in, bits) == sliceBytes) {
       return Exl3ArenaLayout{matrices, in, out, exl3Padded(in), exl3Padded(out), bits};

@@ -1,6 +1,7 @@
 // Maps safetensors files and checkpoint directories, validating every header field before use.
 #include "runtime/weights/SafeTensors.h"
 
+#include "base/InputFile.h"
 #include "base/JsonChecker.h"
 
 #include <nlohmann/json.hpp>
@@ -9,7 +10,6 @@
 #include <cerrno>
 #include <cstring>
 #include <fcntl.h>
-#include <fstream>
 #include <limits>
 #include <set>
 #include <sys/mman.h>
@@ -32,6 +32,8 @@ constexpr uint64_t kHeaderLengthBytes = 8;
 constexpr uint64_t kMaxHeaderBytes = 100ull * 1024 * 1024;
 // The index is a name -> file map; the same reasoning bounds how much of it we read.
 constexpr uint64_t kMaxIndexBytes = 100ull * 1024 * 1024;
+// The header's own padding (the reference writer pads with spaces to an 8-byte boundary).
+constexpr char kHeaderPadding = ' ';
 
 constexpr const char *kSingleFileName = "model.safetensors";
 constexpr const char *kIndexFileName = "model.safetensors.index.json";
@@ -276,27 +278,13 @@ Expected<ParsedEntry> parseEntry(const std::string &where, const std::string &na
   return parsed;
 }
 
-/// Reads a small text file whole, refusing files over `maxBytes`.
-Expected<std::string> readSmallFile(const fs::path &path, uint64_t maxBytes) {
-  std::error_code ec;
-  uint64_t size = fs::file_size(path, ec);
-  if (ec) {
-    return ioError(path.string(), ": ", ec.message());
-  }
-  if (size > maxBytes) {
-    return formatError(path.string(), ": file is ", size, " bytes, more than the ", maxBytes,
-                       "-byte limit for this kind of file");
-  }
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    return ioError(path.string(), ": cannot open: ", errnoText(errno));
-  }
-  std::string text(static_cast<size_t>(size), '\0');
-  in.read(text.data(), static_cast<std::streamsize>(size));
-  if (static_cast<uint64_t>(in.gcount()) != size) {
-    return ioError(path.string(), ": short read (", in.gcount(), " of ", size, " bytes)");
-  }
-  return text;
+/// What a path that is not a regular file is, for messages.
+const char *fileKind(mode_t mode) {
+  return S_ISDIR(mode)                    ? "a directory"
+         : S_ISFIFO(mode)                 ? "a FIFO"
+         : S_ISCHR(mode) || S_ISBLK(mode) ? "a device"
+         : S_ISSOCK(mode)                 ? "a socket"
+                                          : "not a regular file";
 }
 
 /// A shard name from an index must stay inside the checkpoint directory.
@@ -350,7 +338,22 @@ Expected<std::unique_ptr<SafeTensorsFile>> SafeTensorsFile::open(const fs::path 
   std::unique_ptr<SafeTensorsFile> file(new SafeTensorsFile());
   file->path_ = path;
 
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // stat() before open(): opening a FIFO for reading blocks until a writer comes, and a device
+  // never ends. O_NONBLOCK keeps a FIFO swapped in between the two from blocking the open, and
+  // fstat() then refuses it.
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) {
+    int err = errno;
+    if (err == ENOENT || err == ENOTDIR) {
+      return notFound(pathText, ": no such file");
+    }
+    return ioError(pathText, ": cannot stat: ", errnoText(err));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    return invalidArgument(pathText, ": safetensors file is not a regular file (",
+                           fileKind(st.st_mode), ")");
+  }
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) {
     int err = errno;
     if (err == ENOENT) {
@@ -358,7 +361,6 @@ Expected<std::unique_ptr<SafeTensorsFile>> SafeTensorsFile::open(const fs::path 
     }
     return ioError(pathText, ": cannot open: ", errnoText(err));
   }
-  struct stat st;
   if (::fstat(fd, &st) != 0) {
     int err = errno;
     ::close(fd);
@@ -366,7 +368,8 @@ Expected<std::unique_ptr<SafeTensorsFile>> SafeTensorsFile::open(const fs::path 
   }
   if (!S_ISREG(st.st_mode)) {
     ::close(fd);
-    return ioError(pathText, ": not a regular file");
+    return invalidArgument(pathText, ": safetensors file is not a regular file (",
+                           fileKind(st.st_mode), ")");
   }
   const uint64_t fileSize = static_cast<uint64_t>(st.st_size);
   // mmap of length 0 fails, and a file this short cannot hold the header length anyway.
@@ -407,7 +410,6 @@ Expected<std::unique_ptr<SafeTensorsFile>> SafeTensorsFile::open(const fs::path 
   const uint64_t dataSize = fileSize - dataStart;
   std::string_view headerText(reinterpret_cast<const char *>(base + kHeaderLengthBytes),
                               static_cast<size_t>(headerSize));
-
   ParsedJson parsedHeader = parseJson(headerText);
   const Json &header = parsedHeader.value;
   if (!parsedHeader.error.empty()) {
@@ -418,6 +420,18 @@ Expected<std::unique_ptr<SafeTensorsFile>> SafeTensorsFile::open(const fs::path 
   }
   if (!parsedHeader.duplicateKey.empty()) {
     return formatError(pathText, ": header repeats the key '", parsedHeader.duplicateKey, "'");
+  }
+  // The header is exactly headerSize bytes: one JSON object from its first byte to its last,
+  // padded at the end with spaces only. JSON's own whitespace elsewhere (a leading newline, a
+  // trailing tab) would let a wrong length still parse.
+  if (headerText.front() != '{') {
+    return formatError(pathText, ": header does not begin with '{' (its ", headerSize,
+                       "-byte length may be wrong)");
+  }
+  const size_t lastByte = headerText.find_last_not_of(kHeaderPadding);
+  if (headerText[lastByte] != '}') {
+    return formatError(pathText, ": header does not end with '}' before its space padding (its ",
+                       headerSize, "-byte length may be wrong)");
   }
 
   std::vector<ParsedEntry> entries;
@@ -449,27 +463,39 @@ Expected<std::unique_ptr<SafeTensorsFile>> SafeTensorsFile::open(const fs::path 
     entries.push_back(std::move(entry));
   }
 
-  // Overlap check: in begin order, each non-empty range must start at or after the furthest end
-  // seen so far. Empty ranges hold no bytes, so they cannot alias anything.
+  // Coverage, as the reference implementation checks it: in (begin, end) order, each range
+  // starts where the one before it ends, from 0 to the end of the file. A gap, an overlap or a
+  // trailing byte means the offsets or the header length are wrong (a length one byte short
+  // leaves a byte of padding in the data section and shifts every tensor by it).
   std::vector<const ParsedEntry *> byBegin;
   for (const ParsedEntry &entry : entries) {
-    if (entry.end > entry.begin) {
-      byBegin.push_back(&entry);
-    }
+    byBegin.push_back(&entry);
   }
   std::sort(byBegin.begin(), byBegin.end(), [](const ParsedEntry *a, const ParsedEntry *b) {
     return a->begin != b->begin ? a->begin < b->begin : a->end < b->end;
   });
-  const ParsedEntry *furthest = nullptr;
+  uint64_t covered = 0;
+  const ParsedEntry *previous = nullptr;
   for (const ParsedEntry *entry : byBegin) {
-    if (furthest && entry->begin < furthest->end) {
-      return formatError(pathText, ": tensors '", furthest->name, "' [", furthest->begin, ", ",
-                         furthest->end, ") and '", entry->name, "' [", entry->begin, ", ",
+    if (entry->begin < covered) {
+      return formatError(pathText, ": tensors '", previous->name, "' [", previous->begin, ", ",
+                         previous->end, ") and '", entry->name, "' [", entry->begin, ", ",
                          entry->end, ") overlap");
     }
-    if (!furthest || entry->end > furthest->end) {
-      furthest = entry;
+    if (entry->begin > covered) {
+      return formatError(pathText, ": bytes [", covered, ", ", entry->begin,
+                         ") of the data section belong to no tensor (tensor '", entry->name,
+                         "' begins at ", entry->begin,
+                         "); the data_offsets must cover it without gaps");
     }
+    covered = entry->end;
+    previous = entry;
+  }
+  if (covered != dataSize) {
+    return formatError(pathText, ": the tensors cover ", covered, " of the ", dataSize,
+                       " bytes after the ", headerSize,
+                       "-byte header; the header length or the data_offsets are wrong, or the "
+                       "file has trailing bytes");
   }
 
   file->tensors_.reserve(entries.size());
@@ -485,6 +511,10 @@ Expected<std::unique_ptr<SafeTensorsFile>> SafeTensorsFile::open(const fs::path 
     file->tensors_.push_back(std::move(view));
   }
   return file;
+}
+
+Expected<std::string> readConfigJson(const fs::path &path) {
+  return readInputFile(path, kMaxConfigJsonBytes, path.filename().string());
 }
 
 bool Checkpoint::hasWeights(const fs::path &modelDir) {
@@ -504,7 +534,8 @@ Expected<std::unique_ptr<Checkpoint>> Checkpoint::open(const fs::path &modelDir)
 
   if (fileExists(indexPath)) {
     const std::string indexText = indexPath.string();
-    GLM_ASSIGN_OR_RETURN(std::string text, readSmallFile(indexPath, kMaxIndexBytes));
+    GLM_ASSIGN_OR_RETURN(std::string text,
+                         readInputFile(indexPath, kMaxIndexBytes, "safetensors index"));
     ParsedJson parsedIndex = parseJson(text);
     const Json &index = parsedIndex.value;
     if (!parsedIndex.error.empty()) {

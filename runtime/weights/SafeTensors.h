@@ -29,10 +29,14 @@ struct TensorView {
   std::span<const uint8_t> bytes() const { return {data, static_cast<size_t>(byteSize)}; }
 };
 
-/// A single .safetensors file, mmapped read-only. open() validates the whole header before it
-/// returns: header length within the file, well-formed JSON, known dtypes, non-negative shapes
-/// whose element count times the dtype size equals the byte range, ranges inside the data section
-/// and not overlapping each other. After that, every TensorView is safe to read in full.
+/// A single .safetensors file, mmapped read-only. open() refuses anything but a regular file
+/// before opening it (a FIFO would block), and validates the whole header before it returns, by
+/// the format's rules as its reference implementation checks them: a header length within the
+/// file, a header of exactly that many bytes that is one JSON object (from its first byte, '{',
+/// to its last, padded with spaces only), known dtypes, non-negative shapes whose element count
+/// times the dtype size equals the byte range, and ranges that cover the data section exactly, in
+/// order, with no gap, overlap or trailing byte (so a header length off by one, which shifts
+/// every tensor, is refused). After that, every TensorView is safe to read in full.
 class SafeTensorsFile {
 public:
   static Expected<std::unique_ptr<SafeTensorsFile>> open(const std::filesystem::path &path);
@@ -82,6 +86,14 @@ private:
   std::map<std::string, const TensorView *, std::less<>> byName_;
   std::vector<const TensorView *> sorted_;
 };
+
+/// The most bytes glmc reads of a checkpoint's config.json: the release's is 6 KB, so this is far
+/// beyond any real one, while a huge file (or a link to /dev/zero) is refused by name.
+inline constexpr uint64_t kMaxConfigJsonBytes = 16ull << 20;
+
+/// A checkpoint's config.json (or another JSON beside it) read whole as untrusted input: only a
+/// regular file, of at most kMaxConfigJsonBytes (base/InputFile.h).
+Expected<std::string> readConfigJson(const std::filesystem::path &path);
 
 /// A shape as messages print it: "[2, 3]".
 std::string shapeText(const std::vector<int64_t> &shape);

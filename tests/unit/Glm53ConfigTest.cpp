@@ -1,12 +1,16 @@
 // Tests of config.json parsing: the fixtures, transformers' derivations, and every invalid case.
 #include "models/glm53/Config.h"
+#include "runtime/weights/SafeTensors.h"
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <sstream>
+#include <sys/stat.h>
+#include <unistd.h>
 
 namespace glm::glm53 {
 namespace {
@@ -338,6 +342,163 @@ TEST(Glm53Config, RejectsOtherModelsAndBadJson) {
   EXPECT_NE(c.status().message().find("broken.json"), std::string::npos);
   c = parseGlm53Config("[1, 2]", "array.json");
   ASSERT_FALSE(c.ok());
+}
+
+/// Asserts that parsing fails with a message containing `text`.
+void expectMessage(const Json &j, const std::string &text) {
+  Expected<Glm53Config> c = parse(j);
+  ASSERT_FALSE(c.ok()) << "expected an error containing " << text;
+  EXPECT_NE(c.status().message().find(text), std::string::npos)
+      << "message '" << c.status().message() << "' lacks '" << text << "'";
+}
+
+/// Where a ranged field lives in the flash config: its object and key, and its JSON path.
+struct FieldSlot {
+  Json *object;
+  std::string key;
+  std::string path;
+};
+FieldSlot slotOf(Json &j, std::string_view field) {
+  constexpr std::string_view kVision = "vision_config.";
+  if (field.substr(0, kVision.size()) == kVision) {
+    return {&j["vision_config"], std::string(field.substr(kVision.size())), std::string(field)};
+  }
+  return {&j["text_config"], std::string(field), "text_config." + std::string(field)};
+}
+
+TEST(Glm53Config, EveryRangedFieldIsRefusedPastItsCeilingByName) {
+  ASSERT_FALSE(configFieldRanges().empty());
+  for (const ConfigFieldRange &r : configFieldRanges()) {
+    SCOPED_TRACE(std::string(r.field));
+    Json j = flashConfig();
+    FieldSlot slot = slotOf(j, r.field);
+    // The released value in the table is the release's, where its config states it.
+    if (slot.object->contains(slot.key)) {
+      EXPECT_EQ((*slot.object)[slot.key].get<int64_t>(), r.release);
+    }
+    EXPECT_GT(r.max, r.release);
+    if (slot.key == "index_topk_freq" || slot.key == "index_skip_topk_offset") {
+      slot.object->erase("indexer_types"); // they only derive it
+    }
+    (*slot.object)[slot.key] = r.max + 1;
+    expectMessage(j, strCat("config.json: field '", slot.path, "' (", r.max + 1, ") exceeds ",
+                            r.max, ", the most glmc reads (GLM-5.3-Flash has ", r.release, ")"));
+    (*slot.object)[slot.key] = r.min - 1;
+    expectMessage(j, strCat("field '", slot.path, "' "));
+  }
+}
+
+TEST(Glm53Config, RefusesHostileDimensionsBeforeUsingThem) {
+  // 10^9 layers with derived schedules: refused before a billion schedule entries are built.
+  Json j = flashConfig();
+  for (const char *derived : {"layer_types", "mlp_layer_types", "indexer_types"}) {
+    j["text_config"].erase(derived);
+  }
+  j["text_config"]["num_hidden_layers"] = 1000000000;
+  expectMessage(j, "field 'text_config.num_hidden_layers' (1000000000) exceeds 256, the most "
+                   "glmc reads (GLM-5.3-Flash has 45)");
+  // 2^62: every product with it would overflow.
+  j = flashConfig();
+  j["text_config"]["hidden_size"] = int64_t(1) << 62;
+  expectMessage(j, "field 'text_config.hidden_size' (4611686018427387904) exceeds 32768");
+  j = flashConfig();
+  j["text_config"]["hc_sinkhorn_iters"] = 1000000000;
+  expectMessage(j, "field 'text_config.hc_sinkhorn_iters' (1000000000) exceeds 1000");
+  j = flashConfig();
+  j["text_config"]["n_routed_experts"] = 1000000000;
+  expectMessage(j, "field 'text_config.n_routed_experts' (1000000000) exceeds 2048");
+  // A nested override is named where it was given.
+  j = flashConfig();
+  j["text_config"]["linear_attn_config"] = {{"num_heads", 1 << 20}};
+  expectMessage(j, "field 'text_config.linear_attn_config.num_heads' (1048576) exceeds 512");
+  j = flashConfig();
+  j["vision_config"]["patch_size"] = int64_t(1) << 40;
+  expectMessage(j, "field 'vision_config.patch_size' (1099511627776) exceeds 1024");
+  j = flashConfig();
+  j["text_config"].erase("indexer_types");
+  j["text_config"]["index_skip_topk_offset"] = std::numeric_limits<int64_t>::min();
+  expectMessage(j, "field 'text_config.index_skip_topk_offset' (-9223372036854775808) is below "
+                   "-256");
+}
+
+TEST(Glm53Config, RefusesUnknownQuantMethodsByName) {
+  Json j = flashConfig();
+  j["quantization_config"] = {{"quant_method", "gptq"}, {"bits", 4}};
+  expectMessage(j, "field 'quantization_config.quant_method' is 'gptq', which glmc does not "
+                   "read; it reads exl3 (exllamav3) and fp8");
+  j["quantization_config"] = {{"bits", 4}};
+  expectMessage(j, "field 'quantization_config.quant_method' is missing");
+  // The fp8 releases' own quantization_config is read; another block size is not.
+  j["quantization_config"] = {{"quant_method", "fp8"},
+                              {"fmt", "e4m3"},
+                              {"activation_scheme", "dynamic"},
+                              {"weight_block_size", {128, 128}}};
+  Expected<Glm53Config> c = parse(j);
+  ASSERT_TRUE(c.ok()) << c.status().toString();
+  EXPECT_EQ(c->quantMethod, "fp8");
+  j["quantization_config"]["weight_block_size"] = {64, 64};
+  expectMessage(j, "field 'quantization_config.weight_block_size' is [64,64]; glmc reads fp8 "
+                   "scales of 128 x 128 blocks");
+  j["quantization_config"]["weight_block_size"] = {128, 128};
+  j["quantization_config"]["fmt"] = "e5m2";
+  expectMessage(j, "field 'quantization_config.fmt' is 'e5m2'");
+  for (std::string_view method : kKnownQuantMethods) {
+    EXPECT_TRUE(method == "exl3" || method == "fp8");
+  }
+}
+
+TEST(Glm53Config, RefusesDeepJson) {
+  const std::string deep =
+      "{\"model_type\": " + std::string(100, '[') + std::string(100, ']') + "}";
+  Expected<Glm53Config> c = parseGlm53Config(deep, "deep.json");
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("deep.json: nests deeper than 32 levels"), std::string::npos)
+      << c.status().message();
+}
+
+/// A fresh directory, removed at scope end.
+class TempDir {
+public:
+  TempDir()
+      : path_(std::filesystem::temp_directory_path() /
+              strCat("glm53_config_test_", ::getpid(), "_", counter_++)) {
+    std::filesystem::create_directories(path_);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  const std::filesystem::path &path() const { return path_; }
+
+private:
+  static inline int counter_ = 0;
+  std::filesystem::path path_;
+};
+
+TEST(Glm53Config, ReadsOnlyRegularFilesOfBoundedSize) {
+  TempDir dir;
+  const std::filesystem::path config = dir.path() / "config.json";
+  // A link to /dev/urandom would be read without end; a FIFO would block the open.
+  std::filesystem::create_symlink("/dev/urandom", config);
+  Expected<Glm53Config> c = loadGlm53Config(dir.path());
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("config.json: config.json is not a regular file (a device)"),
+            std::string::npos)
+      << c.status().message();
+  std::filesystem::remove(config);
+  ASSERT_EQ(::mkfifo(config.c_str(), 0600), 0);
+  c = loadGlm53Config(dir.path());
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("is not a regular file (a FIFO)"), std::string::npos)
+      << c.status().message();
+  std::filesystem::remove(config);
+  std::ofstream(config) << std::string(kMaxConfigJsonBytes + 1, ' ');
+  c = loadGlm53Config(dir.path());
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find(strCat("is ", kMaxConfigJsonBytes + 1,
+                                             " bytes, more than the ", kMaxConfigJsonBytes)),
+            std::string::npos)
+      << c.status().message();
 }
 
 TEST(Glm53Config, MissingFileNamesThePath) {

@@ -9,6 +9,7 @@
 
 #include <cstring>
 #include <filesystem>
+#include <limits>
 #include <map>
 
 namespace glm::glm53 {
@@ -48,7 +49,7 @@ TEST(Glm53Weights, ReleaseShapesMatchTheArchitectureReference) {
 
 TEST(Glm53Weights, ReleaseParameterCounts) {
   const Glm53Config c = loadConfig("glm53-flash");
-  const ParameterCounts p = countParameters(c, glm53Weights(c));
+  const ParameterCounts p = countParameters(c, glm53Weights(c)).value();
   EXPECT_EQ(p.trunk, 313'326'811'966);
   EXPECT_EQ(p.trunkRouted, 304'405'807'104);
   EXPECT_EQ(p.mtp, 7'432'592'416);
@@ -61,7 +62,7 @@ TEST(Glm53Weights, ReleaseParameterCounts) {
 TEST(Glm53Weights, ReleaseDecodeBytesAndState) {
   const Glm53Config c = loadConfig("glm53-flash");
   const std::vector<WeightInfo> table = glm53Weights(c);
-  const DecodeWeightBytes b = decodeWeightBytes(c, table, nullptr);
+  const DecodeWeightBytes b = decodeWeightBytes(c, table, nullptr).value();
   // §4: experts at 4 bits 4,227,858,432 B + non-expert bf16 16,573,232,764 B + one embedding row;
   // the fp32 tensors HF keeps (A_log, dt_bias, conv kernels, router bias) add their second half.
   uint64_t fp32Extra = 0;
@@ -72,10 +73,35 @@ TEST(Glm53Weights, ReleaseDecodeBytesAndState) {
   }
   EXPECT_EQ(b.with4BitExperts, 4'227'858'432ull + 16'573'232'764ull + 8'192ull + fp32Extra);
   EXPECT_EQ(b.asStored, 2 * 4'227'858'432ull * 2 + 16'573'232'764ull + 8'192ull + fp32Extra);
-  const StateBytes s = stateBytes(c);
+  const StateBytes s = stateBytes(c).value();
   EXPECT_EQ(s.kdaPerSequence, 147'619'840u);
   EXPECT_EQ(s.dsaPerToken, 11'968u);
   EXPECT_EQ(s.mtpPerToken, 1'088u);
+}
+
+TEST(Glm53Weights, BudgetsPastTheConfigRangesAreErrorsNotOverflow) {
+  // Built by hand past Config.cpp's ranges, which a parsed config cannot be: every count is
+  // checked, so the answer is an error naming the quantity, not a wrapped number.
+  Glm53Config c = loadConfig("glm53-tiny");
+  c.hiddenSize = int64_t(1) << 40;
+  c.moeIntermediateSize = int64_t(1) << 30;
+  const std::vector<WeightInfo> table = glm53Weights(c);
+  Expected<ParameterCounts> p = countParameters(c, table);
+  ASSERT_FALSE(p.ok());
+  EXPECT_NE(p.status().message().find("of this config (hidden 1099511627776, 8 layers, 16 "
+                                      "experts) overflows 64 bits"),
+            std::string::npos)
+      << p.status().message();
+  EXPECT_FALSE(decodeWeightBytes(c, table, nullptr).ok());
+  c = loadConfig("glm53-tiny");
+  c.linearHeadDim = int64_t(1) << 40;
+  Expected<StateBytes> s = stateBytes(c);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.status().message().find("KDA state size"), std::string::npos) << s.status().message();
+  // A single tensor's count saturates rather than wrapping.
+  WeightInfo w;
+  w.shape = {int64_t(1) << 40, int64_t(1) << 40};
+  EXPECT_EQ(w.numel(), std::numeric_limits<int64_t>::max());
 }
 
 TEST(Glm53Weights, TinyFixtureNamesMatchTheTable) {
@@ -209,6 +235,18 @@ TEST_F(CheckCheckpoint, ReportsMissingMisshapenAndUnexpectedTensors) {
   ASSERT_EQ(check.unexpected.size(), 1u);
   EXPECT_NE(check.unexpected[0].find("layers.9.extra"), std::string::npos);
   EXPECT_EQ(check.present, check.expected - 2);
+  // What compile, quantize and dequantize refuse with: the counts and the problems.
+  const Status refused = checkpointMismatch(check, "/models/x");
+  EXPECT_NE(refused.message().find("/models/x: the checkpoint does not match its config (2 "
+                                   "error(s), 1 unexpected tensor(s); glmc info /models/x lists "
+                                   "them all):\n  missing tensor '" +
+                                   table_[1].name + "'"),
+            std::string::npos)
+      << refused.message();
+  EXPECT_NE(refused.message().find("\n  unexpected tensor 'model.language_model.layers.9.extra'"),
+            std::string::npos)
+      << refused.message();
+  EXPECT_TRUE(checkpointMismatch(CheckpointCheck{}, "/models/x").ok());
 }
 
 } // namespace

@@ -10,6 +10,7 @@
 #include <fstream>
 #include <initializer_list>
 #include <random>
+#include <sys/stat.h>
 #include <unistd.h>
 
 namespace glm {
@@ -549,10 +550,15 @@ TEST(SafeTensorsHostileTest, OverlappingRanges) {
   fs::path path = dir / "overlap.safetensors";
   writeHeaderFile(path,
                   R"({"a": {"dtype": "F32", "shape": [4], "data_offsets": [0, 16]},)"
-                  R"( "e": {"dtype": "F32", "shape": [0], "data_offsets": [8, 8]},)"
                   R"( "b": {"dtype": "F32", "shape": [2], "data_offsets": [12, 20]}})",
                   32);
   expectOpenFails(path, {"'a' [0, 16)", "'b' [12, 20)", "overlap"});
+  // An empty range inside another is out of order too, as the reference implementation says.
+  writeHeaderFile(path,
+                  R"({"a": {"dtype": "F32", "shape": [4], "data_offsets": [0, 16]},)"
+                  R"( "e": {"dtype": "F32", "shape": [0], "data_offsets": [8, 8]}})",
+                  16);
+  expectOpenFails(path, {"'a' [0, 16)", "'e' [8, 8)", "overlap"});
   // A range nested inside an earlier, longer one.
   writeHeaderFile(path,
                   R"({"outer": {"dtype": "U8", "shape": [16], "data_offsets": [0, 16]},)"
@@ -571,12 +577,13 @@ TEST(SafeTensorsHostileTest, OverlappingRanges) {
 TEST(SafeTensorsHostileTest, AdjacentAndEmptyRangesAreFine) {
   TempDir dir;
   fs::path path = dir / "adjacent.safetensors";
+  // Empty ranges sit where the ranges before them end, in any header order.
   writeHeaderFile(path,
                   R"({"b": {"dtype": "U8", "shape": [4], "data_offsets": [4, 8]},)"
-                  R"( "e": {"dtype": "U8", "shape": [0], "data_offsets": [6, 6]},)"
+                  R"( "e": {"dtype": "U8", "shape": [0], "data_offsets": [4, 4]},)"
                   R"( "a": {"dtype": "U8", "shape": [4], "data_offsets": [0, 4]},)"
-                  R"( "z": {"dtype": "U8", "shape": [0], "data_offsets": [16, 16]}})",
-                  16);
+                  R"( "z": {"dtype": "U8", "shape": [0], "data_offsets": [8, 8]}})",
+                  8);
   auto file = SafeTensorsFile::open(path);
   ASSERT_TRUE(file.ok()) << file.status().toString();
   ASSERT_EQ((*file)->tensors().size(), 4u);
@@ -585,6 +592,74 @@ TEST(SafeTensorsHostileTest, AdjacentAndEmptyRangesAreFine) {
   EXPECT_EQ((*file)->tensors()[1].name, "e");
   EXPECT_EQ((*file)->tensors()[2].name, "a");
   EXPECT_EQ((*file)->tensors()[3].name, "z");
+}
+
+TEST(SafeTensorsHostileTest, RangesMustCoverTheDataSectionExactly) {
+  TempDir dir;
+  fs::path path = dir / "cover.safetensors";
+  // A gap between two tensors.
+  writeHeaderFile(path,
+                  R"({"a": {"dtype": "U8", "shape": [4], "data_offsets": [0, 4]},)"
+                  R"( "b": {"dtype": "U8", "shape": [4], "data_offsets": [8, 12]}})",
+                  12);
+  expectOpenFails(path, {"bytes [4, 8) of the data section belong to no tensor", "'b'"});
+  // Bytes after the last tensor.
+  writeHeaderFile(path, R"({"a": {"dtype": "U8", "shape": [4], "data_offsets": [0, 4]}})", 16);
+  expectOpenFails(path, {"the tensors cover 4 of the 16 bytes after the"});
+  // No tensor at all, but data.
+  writeHeaderFile(path, R"({"__metadata__": {"format": "pt"}})", 1);
+  expectOpenFails(path, {"the tensors cover 0 of the 1 bytes"});
+}
+
+TEST(SafeTensorsHostileTest, HeaderLengthOneByteShort) {
+  TempDir dir;
+  fs::path path = dir / "model.safetensors";
+  // As the reference writer lays it out: the header padded with spaces, then the data.
+  const std::string header =
+      R"({"w": {"dtype": "F32", "shape": [3], "data_offsets": [0, 12]}})" + std::string(3, ' ');
+  const std::string data(12, '\x5a');
+  writeRawSafeTensors(path, header.size(), header, data);
+  ASSERT_TRUE(SafeTensorsFile::open(path).ok());
+  // One byte short: the header still parses (it loses a space of padding), but the data section
+  // gains that byte and every tensor would be read one byte early.
+  writeRawSafeTensors(path, header.size() - 1, header, data);
+  expectOpenFails(path, {"model.safetensors: the tensors cover 12 of the 13 bytes after the",
+                         "the header length or the data_offsets are wrong"});
+  // One byte long: the header ends inside the data.
+  writeRawSafeTensors(path, header.size() + 1, header, data);
+  expectOpenFails(path, {"model.safetensors: header"});
+}
+
+TEST(SafeTensorsHostileTest, HeaderFramedBySpacesOnly) {
+  TempDir dir;
+  fs::path path = dir / "framing.safetensors";
+  const std::string entry = R"("a": {"dtype": "U8", "shape": [4], "data_offsets": [0, 4]})";
+  writeHeaderFile(path, "{" + entry + "}    ", 4);
+  EXPECT_TRUE(SafeTensorsFile::open(path).ok()) << "space padding is the format's";
+  writeHeaderFile(path, " {" + entry + "}", 4);
+  expectOpenFails(path, {"header does not begin with '{'"});
+  writeHeaderFile(path, "{" + entry + "}\n\t", 4);
+  expectOpenFails(path, {"header does not end with '}' before its space padding"});
+}
+
+TEST(SafeTensorsHostileTest, FifoIsRefusedWithoutBlocking) {
+  TempDir dir;
+  // Opening a FIFO for reading would wait for a writer forever; it is refused by name first.
+  ASSERT_EQ(::mkfifo((dir / "model.safetensors").c_str(), 0600), 0);
+  expectOpenFails(dir / "model.safetensors", {"not a regular file (a FIFO)"});
+  EXPECT_TRUE(Checkpoint::hasWeights(dir.path()));
+  expectCheckpointFails(dir.path(), "model.safetensors", {"not a regular file (a FIFO)"});
+  // The index, and a shard it names.
+  ASSERT_EQ(::mkfifo((dir / "model.safetensors.index.json").c_str(), 0600), 0);
+  expectCheckpointFails(dir.path(), "model.safetensors.index.json",
+                        {"safetensors index is not a regular file (a FIFO)"});
+  fs::remove(dir / "model.safetensors.index.json");
+  writeBytes(dir / "model.safetensors.index.json", R"({"weight_map": {"x": "model.safetensors"}})");
+  expectCheckpointFails(dir.path(), "model.safetensors", {"not a regular file (a FIFO)"});
+  // A directory in its place.
+  fs::remove(dir / "model.safetensors");
+  fs::create_directory(dir / "model.safetensors");
+  expectCheckpointFails(dir.path(), "model.safetensors", {"not a regular file (a directory)"});
 }
 
 TEST(SafeTensorsHostileTest, MetadataNotStrings) {

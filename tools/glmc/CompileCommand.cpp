@@ -2,6 +2,8 @@
 #include "compiler/pipelines/CompilePipeline.h"
 #include "compiler/target/Target.h"
 #include "models/glm53/Config.h"
+#include "models/glm53/Weights.h"
+#include "runtime/weights/SafeTensors.h"
 #include "tools/glmc/CommandLine.h"
 #include "tools/glmc/Commands.h"
 #include "tools/glmc/ModelInputs.h"
@@ -13,6 +15,16 @@
 #include <fstream>
 
 namespace glm::tools {
+namespace {
+
+/// The checkpoint check of `glmc info` (glm53::checkCheckpoint), as one error when it fails.
+Status checkpointMatches(const glm53::Glm53Config &config, const std::string &modelDir) {
+  GLM_ASSIGN_OR_RETURN(std::unique_ptr<Checkpoint> checkpoint, Checkpoint::open(modelDir));
+  return glm53::checkpointMismatch(glm53::checkCheckpoint(glm53::glm53Weights(config), *checkpoint),
+                                   modelDir);
+}
+
+} // namespace
 
 int runCompile(const std::vector<std::string> &args) {
   CommandLine cl("glmc compile", "MODEL_DIR -o PLAN.glmp [options]",
@@ -94,6 +106,13 @@ int runCompile(const std::vector<std::string> &args) {
     return cl.fail(formats.status());
   }
   options.exl3Bits = formats->exl3Bits;
+  // Weights beside config.json must be the model it describes, checked as `glmc info` checks
+  // them: a plan compiled for other tensors would only fail when `generate` loads them.
+  if (Checkpoint::hasWeights(modelDir)) {
+    if (Status matches = checkpointMatches(*config, modelDir); !matches.ok()) {
+      return cl.fail(matches);
+    }
+  }
 
   mlir::MLIRContext context;
   Expected<std::vector<uint8_t>> plan =

@@ -1,5 +1,6 @@
 // `glmc dequantize`: an EXL3 GLM-5.3 checkpoint into its dense bf16 equivalent, each EXL3 layer
 // reconstructed as the CPU engine multiplies by it (kernels/exl3/exl3.h).
+#include "base/InputFile.h"
 #include "base/Progress.h"
 #include "kernels/exl3/exl3.h"
 #include "models/glm53/Config.h"
@@ -16,7 +17,6 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 
 namespace glm::tools {
 namespace {
@@ -35,13 +35,8 @@ Status dequantizeCheckpoint(const fs::path &modelDir, const fs::path &outDir) {
   }
   GLM_ASSIGN_OR_RETURN(std::unique_ptr<Checkpoint> checkpoint, Checkpoint::open(modelDir));
   const std::vector<glm53::WeightInfo> table = glm53::glm53Weights(config);
-  const glm53::CheckpointCheck check = glm53::checkCheckpoint(table, *checkpoint);
-  if (!check.ok()) {
-    return invalidArgument(modelDir.string(), ": the checkpoint does not match its config (",
-                           check.errors.empty() ? "unexpected tensor " + check.unexpected[0]
-                                                : check.errors[0],
-                           "; see glmc info)");
-  }
+  GLM_RETURN_IF_ERROR(
+      glm53::checkpointMismatch(glm53::checkCheckpoint(table, *checkpoint), modelDir));
   GLM_RETURN_IF_ERROR(glm53::checkQuantization(config, table, *checkpoint));
   std::error_code ec;
   if (fs::exists(outDir, ec) && fs::equivalent(outDir, modelDir, ec)) {
@@ -89,10 +84,11 @@ Status dequantizeCheckpoint(const fs::path &modelDir, const fs::path &outDir) {
   GLM_RETURN_IF_ERROR(*failure);
 
   // config.json without quantization_config (wherever the checkpoint kept it).
-  std::ifstream in(configPath, std::ios::binary);
-  std::ostringstream text;
-  text << in.rdbuf();
-  OrderedJson root = OrderedJson::parse(text.str(), nullptr, /*allow_exceptions=*/false);
+  // Read as loadGlm53Config read it above: bounded, depth-limited.
+  GLM_ASSIGN_OR_RETURN(std::string text, readConfigJson(configPath));
+  GLM_ASSIGN_OR_RETURN(
+      OrderedJson root,
+      parseUntrustedJson<OrderedJson>(text, configPath.string(), glm53::kMaxConfigJsonDepth));
   if (!root.is_object()) {
     return invalidArgument(configPath.string(), ": not a JSON object");
   }

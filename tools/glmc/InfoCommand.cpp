@@ -271,8 +271,15 @@ int runInfo(const std::vector<std::string> &args) {
   }
   r.config = std::move(config).value();
   r.table = glm53::glm53Weights(r.config);
-  r.params = glm53::countParameters(r.config, r.table);
-  r.state = glm53::stateBytes(r.config);
+  Expected<glm53::ParameterCounts> params = glm53::countParameters(r.config, r.table);
+  Expected<glm53::StateBytes> state = glm53::stateBytes(r.config);
+  for (const Status &s : {params.status(), state.status()}) {
+    if (!s.ok()) {
+      return cl.fail(s);
+    }
+  }
+  r.params = *params;
+  r.state = *state;
   r.hasWeights = Checkpoint::hasWeights(r.modelDir);
   std::unique_ptr<Checkpoint> checkpoint;
   if (r.hasWeights) {
@@ -291,12 +298,14 @@ int runInfo(const std::vector<std::string> &args) {
     for (const std::string &w : warnings) {
       std::fprintf(stderr, "glmc info: warning: %s\n", w.c_str());
     }
-    // Bytes per token from what is stored, once every tensor is accounted for.
-    r.decode = glm53::decodeWeightBytes(r.config, r.table,
-                                        r.check.errors.empty() ? &r.check.storedBytes : nullptr);
-  } else {
-    r.decode = glm53::decodeWeightBytes(r.config, r.table, nullptr);
   }
+  // Bytes per token from what is stored, once every tensor is accounted for.
+  Expected<glm53::DecodeWeightBytes> decode = glm53::decodeWeightBytes(
+      r.config, r.table, r.hasWeights && r.check.errors.empty() ? &r.check.storedBytes : nullptr);
+  if (!decode.ok()) {
+    return cl.fail(decode.status());
+  }
+  r.decode = *decode;
 
   if (cl.has("json")) {
     std::printf("%s\n", toJson(r).dump(2).c_str());

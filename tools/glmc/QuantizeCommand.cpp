@@ -1,6 +1,7 @@
 // `glmc quantize`: a dense GLM-5.3 checkpoint into an EXL3 one in exllamav3's layout
 // (reference/exl3_format.md §1), with our own encoder (kernels/exl3/exl3_quantize.h).
 #include "base/Hash.h"
+#include "base/InputFile.h"
 #include "base/Progress.h"
 #include "kernels/common/WeightView.h"
 #include "kernels/exl3/exl3_quantize.h"
@@ -22,7 +23,6 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
-#include <sstream>
 
 namespace glm::tools {
 namespace {
@@ -52,16 +52,6 @@ bool quantizes(const glm53::WeightInfo &w, bool expertsOnly) {
   }
   constexpr std::string_view kvB = "kv_b_proj.weight";
   return !(w.name.size() >= kvB.size() && w.name.substr(w.name.size() - kvB.size()) == kvB);
-}
-
-Expected<std::string> readText(const fs::path &path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    return ioError(path.string(), ": cannot open");
-  }
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
 }
 
 Status writeText(const fs::path &path, const std::string &text) {
@@ -97,13 +87,8 @@ Status quantizeCheckpoint(const Options &o) {
   }
   GLM_ASSIGN_OR_RETURN(std::unique_ptr<Checkpoint> checkpoint, Checkpoint::open(o.modelDir));
   const std::vector<glm53::WeightInfo> table = glm53::glm53Weights(config);
-  const glm53::CheckpointCheck check = glm53::checkCheckpoint(table, *checkpoint);
-  if (!check.ok()) {
-    return invalidArgument(o.modelDir.string(), ": the checkpoint does not match its config (",
-                           check.errors.empty() ? "unexpected tensor " + check.unexpected[0]
-                                                : check.errors[0],
-                           "; see glmc info)");
-  }
+  GLM_RETURN_IF_ERROR(
+      glm53::checkpointMismatch(glm53::checkCheckpoint(table, *checkpoint), o.modelDir));
   std::error_code ec;
   if (fs::exists(o.outDir, ec) && fs::equivalent(o.outDir, o.modelDir, ec)) {
     return invalidArgument("-o ", o.outDir.string(), " is the input directory");
@@ -190,8 +175,12 @@ Status quantizeCheckpoint(const Options &o) {
   GLM_RETURN_IF_ERROR(*failure);
 
   // config.json: the original with exllamav3's quantization_config (§1.2) at the top level.
-  GLM_ASSIGN_OR_RETURN(std::string configText, readText(o.modelDir / "config.json"));
-  OrderedJson root = OrderedJson::parse(configText, nullptr, /*allow_exceptions=*/false);
+  // Read as loadGlm53Config read it above: bounded, depth-limited.
+  const fs::path configPath = o.modelDir / "config.json";
+  GLM_ASSIGN_OR_RETURN(std::string configText, readConfigJson(configPath));
+  GLM_ASSIGN_OR_RETURN(
+      OrderedJson root,
+      parseUntrustedJson<OrderedJson>(configText, configPath.string(), glm53::kMaxConfigJsonDepth));
   if (!root.is_object()) {
     return invalidArgument((o.modelDir / "config.json").string(), ": not a JSON object");
   }
