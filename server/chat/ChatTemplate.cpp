@@ -1,13 +1,10 @@
 // A checkpoint's chat template: the public face of the Jinja-subset interpreter.
 #include "server/chat/ChatTemplate.h"
 
+#include "base/InputFile.h"
 #include "server/chat/JinjaInterpreter.h"
+#include "server/chat/JinjaLimits.h"
 #include "server/chat/JinjaParser.h"
-
-#include <cerrno>
-#include <cstring>
-#include <fstream>
-#include <sstream>
 
 namespace glm::server {
 
@@ -18,7 +15,7 @@ Expected<ChatTemplate> ChatTemplate::parse(std::string_view text, std::string so
 }
 
 Expected<ChatTemplate> ChatTemplate::load(const std::filesystem::path &path) {
-  GLM_ASSIGN_OR_RETURN(std::string text, readChatFile(path));
+  GLM_ASSIGN_OR_RETURN(std::string text, readChatFile(path, jinja::kMaxTemplateBytes));
   return parse(text, path.string());
 }
 
@@ -36,17 +33,11 @@ Expected<std::string> ChatTemplate::render(const nlohmann::ordered_json &variabl
 
 const std::string &ChatTemplate::sourceName() const { return template_->name; }
 
-Expected<std::string> readChatFile(const std::filesystem::path &path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    return notFound(path.string(), ": cannot open (", std::strerror(errno), ")");
-  }
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (in.bad()) {
-    return ioError(path.string(), ": read failed");
-  }
-  return text.str();
+Expected<std::string> readChatFile(const std::filesystem::path &path, uint64_t maxBytes) {
+  const std::string_view what = path.extension() == ".jinja"                 ? "chat template"
+                                : path.filename() == "tokenizer_config.json" ? "tokenizer config"
+                                                                             : "file";
+  return readInputFile(path, maxBytes, what);
 }
 
 } // namespace glm::server

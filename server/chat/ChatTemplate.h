@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cstdint>
 #include <filesystem>
 #include <memory>
 #include <string>
@@ -19,9 +20,11 @@ struct Template;
 class ChatTemplate {
 public:
   /// Parses template text. A construct this interpreter cannot run is an error now, naming its
-  /// place: "chat_template.jinja:12:5: unsupported tag 'include'".
+  /// place: "chat_template.jinja:12:5: unsupported tag 'include'". Text over kMaxTemplateBytes
+  /// (JinjaLimits.h, like every bound of the parser and interpreter) is refused.
   static Expected<ChatTemplate> parse(std::string_view text, std::string sourceName);
-  /// Reads and parses a template file; diagnostics name the path as given.
+  /// Reads (at most kMaxTemplateBytes) and parses a template file; diagnostics name the path as
+  /// given.
   static Expected<ChatTemplate> load(const std::filesystem::path &path);
 
   /// Renders with `variables` (a JSON object; each key is a template variable; objects keep
@@ -38,7 +41,13 @@ private:
   std::shared_ptr<const jinja::Template> template_;
 };
 
-/// Reads a whole text file; the error names the path.
-Expected<std::string> readChatFile(const std::filesystem::path &path);
+/// The largest tokenizer_config.json (or other chat file) read: real ones are under 10 MiB, even
+/// with an added_tokens_decoder of every added token.
+inline constexpr uint64_t kMaxChatFileBytes = uint64_t(64) << 20;
+
+/// Reads a whole text file through readInputFile: a FIFO, a device or a file over `maxBytes` is
+/// refused by name; the error names the path.
+Expected<std::string> readChatFile(const std::filesystem::path &path,
+                                   uint64_t maxBytes = kMaxChatFileBytes);
 
 } // namespace glm::server

@@ -25,9 +25,9 @@ enum class ExprKind : uint8_t {
   Neg,      // -operands[0]
   Pos,      // +operands[0]
   Not,      // not operands[0]
-  Binary,   // operands[0] binaryOp operands[1]
-  And,      // operands[0] and operands[1]
-  Or,       // operands[0] or operands[1]
+  Binary,   // operands[0] binaryOps[0] operands[1] binaryOps[1] ..., left to right
+  And,      // operands[0] and operands[1] and ... (short-circuit, left to right)
+  Or,       // operands[0] or operands[1] or ...
   Compare,  // operands[0] compareOps[0] operands[1] compareOps[1] operands[2] ...
   Concat,   // operands joined with ~
   CondExpr, // operands[1] if operands[0] else operands[2] (operands[2] may be null)
@@ -49,11 +49,15 @@ struct Expr {
   SourceLoc loc;
   Value constant;
   std::string name;
-  BinaryOp binaryOp = BinaryOp::Add;
+  // A chain of one precedence level (a + b - c) is one node, so a long flat chain neither
+  // recurses when evaluated nor when freed; opLocs[i] is where binaryOps[i] is written.
+  std::vector<BinaryOp> binaryOps;
+  std::vector<SourceLoc> opLocs;
   std::vector<CompareOp> compareOps;
   std::vector<ExprPtr> operands;
   std::vector<Keyword> keywords;
   bool negated = false; // a Test written `is not`
+  int height = 1;       // 1 + the tallest operand's height; at most kMaxNesting
 };
 
 /// The left side of `set`, `for` and `with`: one name, a tuple of names, or `ns.attr`.

@@ -1,6 +1,8 @@
 // The Jinja builtins, each with the semantics of jinja2 and Python that transformers' env has.
 #include "server/chat/JinjaBuiltins.h"
 
+#include "server/chat/JinjaLimits.h"
+
 #include <algorithm>
 #include <cctype>
 #include <charconv>
@@ -192,9 +194,9 @@ bool isLineBreak(char32_t c) {
          c == 0x85 || c == 0x2028 || c == 0x2029;
 }
 
-/// str.splitlines(): splits at Python's line boundaries, "\r\n" counting as one.
-std::vector<std::string> pySplitLines(std::string_view s, bool keepEnds) {
-  std::vector<std::string> lines;
+/// str.splitlines(): calls `f` with each line (a view into `s`) at Python's line boundaries,
+/// "\r\n" counting as one, without building a list.
+template <typename F> void forEachLine(std::string_view s, bool keepEnds, F f) {
   size_t lineStart = 0;
   for (size_t i = 0; i < s.size();) {
     const size_t start = i;
@@ -205,34 +207,54 @@ std::vector<std::string> pySplitLines(std::string_view s, bool keepEnds) {
     if (c == '\r' && i < s.size() && s[i] == '\n') {
       ++i;
     }
-    lines.emplace_back(s.substr(lineStart, (keepEnds ? i : start) - lineStart));
+    f(s.substr(lineStart, (keepEnds ? i : start) - lineStart));
     lineStart = i;
   }
   if (lineStart < s.size()) {
-    lines.emplace_back(s.substr(lineStart));
+    f(s.substr(lineStart));
   }
-  return lines;
 }
 
-/// str.replace(old, new, count); count < 0 replaces all.
-std::string pyReplace(std::string_view s, std::string_view from, std::string_view to,
-                      int64_t count) {
+/// str.replace(old, new, count); count < 0 replaces all. The result's size is worked out first,
+/// so a replacement that would pass kMaxStringBytes is refused before it is built.
+Expected<std::string> pyReplace(std::string_view s, std::string_view from, std::string_view to,
+                                int64_t count) {
   std::string out;
   if (from.empty()) {
     // Python inserts `to` before every character and at the end.
-    const std::vector<std::string_view> chars = utf8Chars(s);
+    const uint64_t slots = utf8Length(s) + 1;
+    const uint64_t inserts = count < 0 ? slots : std::min<uint64_t>(slots, count);
+    if (!to.empty() &&
+        inserts > (kMaxStringBytes - std::min<uint64_t>(s.size(), kMaxStringBytes)) / to.size()) {
+      return stringTooLong("replace()", s.size() + inserts * to.size());
+    }
+    out.reserve(s.size() + inserts * to.size());
     int64_t done = 0;
-    for (std::string_view c : chars) {
+    for (size_t i = 0; i < s.size();) {
+      const size_t start = i;
+      decodeUtf8(s, i);
       if (count < 0 || done < count) {
         out += to;
         ++done;
       }
-      out += c;
+      out.append(s, start, i - start);
     }
     if (count < 0 || done < count) {
       out += to;
     }
     return out;
+  }
+  if (to.size() > from.size()) {
+    uint64_t hits = 0;
+    for (size_t pos = s.find(from);
+         pos != std::string_view::npos && (count < 0 || hits < uint64_t(count));
+         pos = s.find(from, pos + from.size())) {
+      ++hits;
+    }
+    const uint64_t growth = to.size() - from.size();
+    if (hits > (kMaxStringBytes - std::min<uint64_t>(s.size(), kMaxStringBytes)) / growth) {
+      return stringTooLong("replace()", s.size() + hits * growth);
+    }
   }
   size_t pos = 0;
   int64_t done = 0;
@@ -250,9 +272,10 @@ std::string pyReplace(std::string_view s, std::string_view from, std::string_vie
   return out;
 }
 
-/// str.split(sep, maxsplit) and str.rsplit: with no separator, splits on whitespace runs.
-std::vector<Value> pySplit(std::string_view s, const std::optional<std::string> &sep,
-                           int64_t maxSplit, bool fromRight) {
+/// str.split(sep, maxsplit) and str.rsplit: with no separator, splits on whitespace runs. No
+/// more than kMaxListItems parts.
+Expected<std::vector<Value>> pySplit(std::string_view s, const std::optional<std::string> &sep,
+                                     int64_t maxSplit, bool fromRight) {
   std::vector<std::string> parts;
   if (sep) {
     if (!fromRight) {
@@ -262,6 +285,7 @@ std::vector<Value> pySplit(std::string_view s, const std::optional<std::string> 
         if (hit == std::string_view::npos) {
           break;
         }
+        GLM_RETURN_IF_ERROR(checkListSize("split()", parts.size() + 2));
         parts.emplace_back(s.substr(pos, hit - pos));
         pos = hit + sep->size();
       }
@@ -277,6 +301,7 @@ std::vector<Value> pySplit(std::string_view s, const std::optional<std::string> 
         if (hit == std::string_view::npos) {
           break;
         }
+        GLM_RETURN_IF_ERROR(checkListSize("rsplit()", reversed.size() + 2));
         reversed.emplace_back(s.substr(hit + sep->size(), end - hit - sep->size()));
         end = hit;
       }
@@ -303,6 +328,7 @@ std::vector<Value> pySplit(std::string_view s, const std::optional<std::string> 
         i = k;
       }
       words.emplace_back(start, i);
+      GLM_RETURN_IF_ERROR(checkListSize("split()", words.size()));
     }
     if (maxSplit >= 0 && static_cast<int64_t>(words.size()) > maxSplit) {
       const size_t keep = static_cast<size_t>(maxSplit);
@@ -332,10 +358,13 @@ std::vector<Value> pySplit(std::string_view s, const std::optional<std::string> 
   return out;
 }
 
-std::string htmlEscape(std::string_view s) {
+Expected<std::string> htmlEscape(std::string_view s) {
   std::string out;
   out.reserve(s.size());
   for (char c : s) {
+    if (out.size() > kMaxStringBytes) {
+      return stringTooLong("escape()", out.size());
+    }
     switch (c) {
     case '&':
       out += "&amp;";
@@ -657,6 +686,9 @@ Expected<Value> filterDictsort(const Value &v, const CallArgs &args) {
   Status failure;
   const size_t index = by == "key" ? 0 : 1;
   std::stable_sort(items.begin(), items.end(), [&](const Value &a, const Value &b) {
+    if (!failure.ok() || !spendSteps(1)) {
+      return false;
+    }
     const Value ka = sortKey(a.asList().items[index], std::nullopt, caseSensitive);
     const Value kb = sortKey(b.asList().items[index], std::nullopt, caseSensitive);
     Expected<int> c = compareValues(ka, kb);
@@ -672,7 +704,8 @@ Expected<Value> filterDictsort(const Value &v, const CallArgs &args) {
 
 Expected<Value> filterEscape(const Value &v, const CallArgs &args) {
   GLM_ASSIGN_OR_RETURN(Params p, bindArgs("escape", args, {}));
-  return str(htmlEscape(pyStr(v)));
+  GLM_ASSIGN_OR_RETURN(std::string out, htmlEscape(pyStr(v)));
+  return str(std::move(out));
 }
 
 Expected<Value> filterFirst(const Value &v, const CallArgs &args) {
@@ -718,26 +751,45 @@ Expected<Value> filterIndent(const Value &v, const CallArgs &args) {
       indentation = p[0]->asString();
     } else {
       GLM_ASSIGN_OR_RETURN(int64_t width, intParam("indent", p[0], 4, "width"));
+      GLM_RETURN_IF_ERROR(
+          checkStringSize("indent()", static_cast<uint64_t>(std::max<int64_t>(0, width))));
       indentation.assign(static_cast<size_t>(std::max<int64_t>(0, width)), ' ');
     }
   }
   const bool first = boolParam(p[1], false);
   const bool blank = boolParam(p[2], false);
   // jinja2 appends a newline before splitlines so that a trailing newline survives.
-  const std::vector<std::string> lines = pySplitLines(pyStr(v) + "\n", false);
+  const std::string text = pyStr(v) + "\n";
+  // The size first: every line but the first (and the first too with first=true) that is not
+  // blank (or every one with blank=true) gains an indentation.
+  uint64_t indented = first ? 1 : 0;
+  bool firstLine = true;
+  forEachLine(text, false, [&](std::string_view line) {
+    if (!firstLine && (blank || !line.empty())) {
+      ++indented;
+    }
+    firstLine = false;
+  });
+  if (!indentation.empty() &&
+      indented > (kMaxStringBytes - std::min(text.size(), kMaxStringBytes)) / indentation.size()) {
+    return stringTooLong("indent()", text.size() + indented * indentation.size());
+  }
   std::string out;
-  for (size_t i = 0; i < lines.size(); ++i) {
-    if (i != 0) {
+  out.reserve(text.size() + indented * indentation.size());
+  if (first) {
+    out += indentation;
+  }
+  firstLine = true;
+  forEachLine(text, false, [&](std::string_view line) {
+    if (!firstLine) {
       out += '\n';
-      if (blank || !lines[i].empty()) {
+      if (blank || !line.empty()) {
         out += indentation;
       }
     }
-    out += lines[i];
-  }
-  if (first) {
-    out = indentation + out;
-  }
+    out += line;
+    firstLine = false;
+  });
   return str(std::move(out));
 }
 
@@ -794,10 +846,17 @@ Expected<Value> filterJoin(const Value &v, const CallArgs &args) {
   GLM_ASSIGN_OR_RETURN(std::vector<Value> items, iterateValue(v));
   std::string out;
   for (size_t i = 0; i < items.size(); ++i) {
+    const Value item = attribute ? attributePath(items[i], *attribute) : items[i];
+    const size_t next =
+        (i != 0 ? separator.size() : 0) + (item.isString() ? item.asString().size() : 0);
+    GLM_RETURN_IF_ERROR(checkStringSize("join()", out.size() + next));
     if (i != 0) {
       out += separator;
     }
-    appendPyStr(out, attribute ? attributePath(items[i], *attribute) : items[i]);
+    appendPyStr(out, item); // a non-string stops at the limit and reports it
+    if (renderFailed()) {
+      break;
+    }
   }
   return str(std::move(out));
 }
@@ -944,16 +1003,22 @@ Expected<Value> filterReplace(const Value &v, const CallArgs &args) {
     return invalidArgument("replace() needs 'old' and 'new'");
   }
   GLM_ASSIGN_OR_RETURN(int64_t count, intParam("replace", p[2], -1, "count"));
-  return str(pyReplace(pyStr(v), pyStr(*p[0]), pyStr(*p[1]), count));
+  GLM_ASSIGN_OR_RETURN(std::string out, pyReplace(pyStr(v), pyStr(*p[0]), pyStr(*p[1]), count));
+  return str(std::move(out));
 }
 
 Expected<Value> filterReverse(const Value &v, const CallArgs &args) {
   GLM_ASSIGN_OR_RETURN(Params p, bindArgs("reverse", args, {}));
   if (v.isString()) {
-    std::vector<std::string_view> chars = utf8Chars(v.asString());
-    std::string out;
-    for (auto it = chars.rbegin(); it != chars.rend(); ++it) {
-      out += *it;
+    // Each character's bytes go to the mirror place, without a list of the characters.
+    const std::string &text = v.asString();
+    std::string out(text.size(), '\0');
+    size_t end = text.size();
+    for (size_t i = 0; i < text.size();) {
+      const size_t start = i;
+      decodeUtf8(text, i);
+      end -= i - start;
+      text.copy(out.data() + end, i - start, start);
     }
     return str(std::move(out));
   }
@@ -997,7 +1062,9 @@ Expected<Value> filterSort(const Value &v, const CallArgs &args) {
   const bool caseSensitive = boolParam(p[1], false);
   std::vector<std::string> attributes;
   if (std::optional<std::string> attribute = optionalStrParam(p[2])) {
-    for (Value &part : pySplit(*attribute, std::string(","), -1, false)) {
+    GLM_ASSIGN_OR_RETURN(std::vector<Value> parts,
+                         pySplit(*attribute, std::string(","), -1, false));
+    for (Value &part : parts) {
       attributes.push_back(part.asString());
     }
   }
@@ -1014,6 +1081,9 @@ Expected<Value> filterSort(const Value &v, const CallArgs &args) {
     return keys.size() == 1 ? keys.front() : Value::list(std::move(keys), ListStyle::Tuple);
   };
   std::stable_sort(items.begin(), items.end(), [&](const Value &a, const Value &b) {
+    if (!failure.ok() || !spendSteps(1)) {
+      return false; // the render fails at its next step
+    }
     Expected<int> c = compareValues(keyOf(a), keyOf(b));
     if (!c.ok()) {
       failure = c.status();
@@ -1058,6 +1128,8 @@ Expected<Value> filterTojson(const Value &v, const CallArgs &args) {
       options.indent = p[1]->asString();
     } else {
       GLM_ASSIGN_OR_RETURN(int64_t width, intParam("tojson", p[1], 0, "indent"));
+      GLM_RETURN_IF_ERROR(
+          checkStringSize("tojson()", static_cast<uint64_t>(std::max<int64_t>(0, width))));
       options.indent = std::string(static_cast<size_t>(std::max<int64_t>(0, width)), ' ');
     }
     options.itemSeparator.assign(1, ',');
@@ -1089,6 +1161,10 @@ Expected<Value> filterUnique(const Value &v, const CallArgs &args) {
   std::vector<Value> seen;
   std::vector<Value> out;
   for (const Value &item : items) {
+    // Quadratic: every item is compared with those kept.
+    if (!spendSteps(1 + seen.size())) {
+      break; // the render fails at its next step
+    }
     const Value key = sortKey(item, attribute, caseSensitive);
     if (std::none_of(seen.begin(), seen.end(),
                      [&](const Value &s) { return valuesEqual(s, key); })) {
@@ -1412,7 +1488,8 @@ Expected<Value> callStrMethod(const std::string &s, std::string_view name, const
       return invalidArgument("empty separator");
     }
     GLM_ASSIGN_OR_RETURN(int64_t maxSplit, intParam(fn, p[1], -1, "maxsplit"));
-    return Value::list(pySplit(s, sep, maxSplit, name == "rsplit"));
+    GLM_ASSIGN_OR_RETURN(std::vector<Value> parts, pySplit(s, sep, maxSplit, name == "rsplit"));
+    return Value::list(std::move(parts));
   }
   if (name == "startswith" || name == "endswith") {
     GLM_ASSIGN_OR_RETURN(Params p, bindArgs(fn, args, {"prefix"}));
@@ -1436,7 +1513,8 @@ Expected<Value> callStrMethod(const std::string &s, std::string_view name, const
       return invalidArgument("str.replace() needs two strings");
     }
     GLM_ASSIGN_OR_RETURN(int64_t count, intParam(fn, p[2], -1, "count"));
-    return str(pyReplace(s, p[0]->asString(), p[1]->asString(), count));
+    GLM_ASSIGN_OR_RETURN(std::string out, pyReplace(s, p[0]->asString(), p[1]->asString(), count));
+    return str(std::move(out));
   }
   if (name == "find" || name == "rfind" || name == "index" || name == "rindex" || name == "count") {
     GLM_ASSIGN_OR_RETURN(Params p, bindArgs(fn, args, {"sub"}));
@@ -1476,6 +1554,8 @@ Expected<Value> callStrMethod(const std::string &s, std::string_view name, const
         return invalidArgument("sequence item ", i, ": expected str instance, ", typeName(items[i]),
                                " found");
       }
+      GLM_RETURN_IF_ERROR(checkStringSize("str.join()", out.size() + (i != 0 ? s.size() : 0) +
+                                                            items[i].asString().size()));
       if (i != 0) {
         out += s;
       }
@@ -1486,9 +1566,15 @@ Expected<Value> callStrMethod(const std::string &s, std::string_view name, const
   if (name == "splitlines") {
     GLM_ASSIGN_OR_RETURN(Params p, bindArgs(fn, args, {"keepends"}));
     std::vector<Value> lines;
-    for (std::string &line : pySplitLines(s, boolParam(p[0], false))) {
-      lines.push_back(str(std::move(line)));
-    }
+    Status tooMany;
+    forEachLine(s, boolParam(p[0], false), [&](std::string_view line) {
+      if (lines.size() >= kMaxListItems) {
+        tooMany = listTooLong("str.splitlines()", lines.size() + 1);
+        return;
+      }
+      lines.push_back(str(std::string(line)));
+    });
+    GLM_RETURN_IF_ERROR(tooMany);
     return Value::list(std::move(lines));
   }
   if (name == "removeprefix" || name == "removesuffix") {
@@ -1659,12 +1745,20 @@ Expected<std::shared_ptr<DictData>> dictFromArgs(std::string_view fn, const Call
     if (init.hasDictData()) {
       data->entries = init.asDict().entries;
     } else if (init.isList()) {
+      // An index of the keys: DictData::set scans, which is quadratic over a long list.
+      std::unordered_map<std::string_view, size_t> index;
       for (const Value &pair : init.asList().items) {
         if (!pair.isList() || pair.asList().items.size() != 2 ||
             !pair.asList().items[0].isString()) {
           return invalidArgument(fn, ": each item must be a (str, value) pair");
         }
-        data->set(pair.asList().items[0].asString(), pair.asList().items[1]);
+        const std::string &key = pair.asList().items[0].asString();
+        const auto [it, added] = index.emplace(key, data->entries.size());
+        if (added) {
+          data->entries.emplace_back(key, pair.asList().items[1]);
+        } else {
+          data->entries[it->second].second = pair.asList().items[1];
+        }
       }
     } else {
       return invalidArgument(fn, ": '", typeName(init), "' object is not a mapping");
@@ -1673,8 +1767,12 @@ Expected<std::shared_ptr<DictData>> dictFromArgs(std::string_view fn, const Call
   for (const auto &[key, value] : args.keywords) {
     data->set(key, value);
   }
+  data->measure();
   return data;
 }
+
+/// The longest strftime_now() format: real ones are a dozen bytes ("%d %b %Y").
+constexpr size_t kMaxTimeFormatBytes = 256;
 
 std::string strftimeNow(const std::string &format) {
   const std::time_t now = std::time(nullptr);
@@ -1703,7 +1801,14 @@ BuiltinSupport testSupport(std::string_view name) {
                                                      : BuiltinSupport::Unknown;
 }
 
+/// The failure of this thread's render, for a builtin that finds the render already failed (a
+/// filter mapped over a list, say): its own work would be thrown away.
+static Status failedRender() { return invalidArgument("the render has failed"); }
+
 Expected<Value> applyFilter(std::string_view name, const Value &input, const CallArgs &args) {
+  if (renderFailed()) {
+    return failedRender();
+  }
   const auto &table = filterTable();
   const auto it = table.find(name);
   if (it == table.end()) {
@@ -1713,6 +1818,9 @@ Expected<Value> applyFilter(std::string_view name, const Value &input, const Cal
 }
 
 Expected<bool> applyTest(std::string_view name, const Value &input, const CallArgs &args) {
+  if (renderFailed()) {
+    return failedRender();
+  }
   const auto &table = testTable();
   const auto it = table.find(canonicalTest(name));
   if (it == table.end()) {
@@ -1732,6 +1840,10 @@ Expected<Value> callGlobal(std::string_view name, const CallArgs &args) {
   }
   if (name == "namespace" || name == "dict") {
     GLM_ASSIGN_OR_RETURN(std::shared_ptr<DictData> data, dictFromArgs(name, args));
+    if (name == "namespace" && data->holdsNamespace) {
+      return invalidArgument("a namespace attribute cannot hold a namespace (this interpreter "
+                             "refuses the cycles that would allow)");
+    }
     return name == "dict" ? Value::dict(std::move(data)) : Value::namespaceObject(std::move(data));
   }
   if (name == "raise_exception") {
@@ -1742,6 +1854,10 @@ Expected<Value> callGlobal(std::string_view name, const CallArgs &args) {
     GLM_ASSIGN_OR_RETURN(Params p, bindArgs("strftime_now", args, {"format"}));
     if (!p[0] || !p[0]->isString()) {
       return invalidArgument("strftime_now() needs a format string");
+    }
+    if (p[0]->asString().size() > kMaxTimeFormatBytes) {
+      return invalidArgument("strftime_now(): a format of ", p[0]->asString().size(),
+                             " bytes is longer than the ", kMaxTimeFormatBytes, " allowed");
     }
     return str(strftimeNow(p[0]->asString()));
   }
@@ -1859,16 +1975,21 @@ Value getItem(const Value &object, const Value &key) {
   }
   case ValueKind::String: {
     if (key.isIntegral()) {
-      const std::vector<std::string_view> chars = utf8Chars(object.asString());
+      // Walks to the character (no list of them: the string may be long).
+      const std::string &text = object.asString();
       int64_t index = key.asInt();
-      const int64_t size = static_cast<int64_t>(chars.size());
       if (index < 0) {
-        index += size;
+        index += static_cast<int64_t>(utf8Length(text));
       }
-      if (index < 0 || index >= size) {
-        return Value::undefined(strCat("'str object' has no element ", key.asInt()));
+      int64_t at = 0;
+      for (size_t i = 0; index >= 0 && i < text.size(); ++at) {
+        const size_t start = i;
+        decodeUtf8(text, i);
+        if (at == index) {
+          return str(text.substr(start, i - start));
+        }
       }
-      return str(std::string(chars[static_cast<size_t>(index)]));
+      return Value::undefined(strCat("'str object' has no element ", key.asInt()));
     }
     if (key.isString()) {
       return getAttribute(object, key.asString());
@@ -1892,11 +2013,9 @@ Expected<Value> sliceValue(const Value &object, std::optional<int64_t> start,
   if (s == 0) {
     return invalidArgument("slice step cannot be zero");
   }
-  std::vector<std::string_view> chars;
   int64_t length = 0;
   if (object.isString()) {
-    chars = utf8Chars(object.asString());
-    length = static_cast<int64_t>(chars.size());
+    length = static_cast<int64_t>(utf8Length(object.asString()));
   } else if (object.isList()) {
     length = static_cast<int64_t>(object.asList().items.size());
   } else if (object.isUndefined()) {
@@ -1925,21 +2044,48 @@ Expected<Value> sliceValue(const Value &object, std::optional<int64_t> start,
   };
   const int64_t first = adjust(start, s < 0 ? length - 1 : 0);
   const int64_t last = adjust(stop, s < 0 ? -1 : length);
-  std::vector<size_t> indices;
-  for (int64_t i = first; s > 0 ? i < last : i > last; i += s) {
-    indices.push_back(static_cast<size_t>(i));
-  }
+  const auto selected = [&](int64_t i) {
+    return s > 0 ? i >= first && i < last && (i - first) % s == 0
+                 : i <= first && i > last && (first - i) % -s == 0;
+  };
   if (object.isString()) {
+    // One walk over the characters (a list of them could be 16x the text); a negative step
+    // writes each chosen character from the end.
+    const std::string &text = object.asString();
     std::string out;
-    for (size_t i : indices) {
-      out += chars[i];
+    if (s > 0) {
+      int64_t at = 0;
+      for (size_t i = 0; i < text.size() && at < last; ++at) {
+        const size_t begin = i;
+        decodeUtf8(text, i);
+        if (selected(at)) {
+          out.append(text, begin, i - begin);
+        }
+      }
+      return str(std::move(out));
+    }
+    size_t bytes = 0;
+    int64_t at = 0;
+    for (size_t i = 0; i < text.size() && at <= first; ++at) {
+      const size_t begin = i;
+      decodeUtf8(text, i);
+      bytes += selected(at) ? i - begin : 0;
+    }
+    out.assign(bytes, '\0');
+    at = 0;
+    for (size_t i = 0; i < text.size() && at <= first; ++at) {
+      const size_t begin = i;
+      decodeUtf8(text, i);
+      if (selected(at)) {
+        bytes -= i - begin;
+        text.copy(out.data() + bytes, i - begin, begin);
+      }
     }
     return str(std::move(out));
   }
   std::vector<Value> items;
-  items.reserve(indices.size());
-  for (size_t i : indices) {
-    items.push_back(object.asList().items[i]);
+  for (int64_t i = first; s > 0 ? i < last : i > last; i += s) {
+    items.push_back(object.asList().items[static_cast<size_t>(i)]);
   }
   const ListStyle style =
       object.asList().style == ListStyle::Tuple ? ListStyle::Tuple : ListStyle::List;
@@ -1951,9 +2097,13 @@ Expected<std::vector<Value>> iterateValue(const Value &v) {
   case ValueKind::Undefined:
     return std::vector<Value>{};
   case ValueKind::String: {
+    const std::string &text = v.asString();
+    GLM_RETURN_IF_ERROR(checkListSize("iterating a string", utf8Length(text)));
     std::vector<Value> chars;
-    for (std::string_view c : utf8Chars(v.asString())) {
-      chars.push_back(str(std::string(c)));
+    for (size_t i = 0; i < text.size();) {
+      const size_t start = i;
+      decodeUtf8(text, i);
+      chars.push_back(str(text.substr(start, i - start)));
     }
     return chars;
   }
@@ -1984,7 +2134,7 @@ Expected<bool> containsValue(const Value &haystack, const Value &needle) {
     return haystack.asString().find(needle.asString()) != std::string::npos;
   case ValueKind::List:
     for (const Value &item : haystack.asList().items) {
-      if (valuesEqual(item, needle)) {
+      if (!spendSteps(0) || valuesEqual(item, needle)) {
         return true;
       }
     }

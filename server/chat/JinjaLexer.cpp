@@ -7,6 +7,7 @@
 #include <array>
 #include <cctype>
 #include <charconv>
+#include <cstdint>
 #include <cstdlib>
 
 namespace glm::server::jinja {
@@ -85,14 +86,24 @@ public:
   Expected<std::vector<Token>> run();
 
 private:
+  /// Tokens come in source order, so the column is counted on from the last one asked for on
+  /// the same line (counting from the line's start each time is quadratic on a long line).
   SourceLoc locAt(size_t offset) const {
     const auto it = std::upper_bound(lineStarts_.begin(), lineStarts_.end(), offset);
     const size_t lineIndex = static_cast<size_t>(it - lineStarts_.begin()) - 1;
-    const size_t start = lineStarts_[lineIndex];
+    size_t start = lineStarts_[lineIndex];
+    size_t column = 1;
+    if (lastLine_ == lineIndex && lastOffset_ <= offset) {
+      start = lastOffset_;
+      column = lastColumn_;
+    }
+    column += utf8Length(std::string_view(source_).substr(start, offset - start));
+    lastLine_ = lineIndex;
+    lastOffset_ = offset;
+    lastColumn_ = column;
     SourceLoc loc;
     loc.line = static_cast<int>(lineIndex) + 1;
-    loc.column =
-        static_cast<int>(utf8Length(std::string_view(source_).substr(start, offset - start))) + 1;
+    loc.column = static_cast<int>(std::min<size_t>(column, INT32_MAX));
     return loc;
   }
 
@@ -175,6 +186,10 @@ private:
   std::string source_;
   std::string_view name_;
   std::vector<size_t> lineStarts_;
+  // The last place locAt() counted to.
+  mutable size_t lastLine_ = SIZE_MAX;
+  mutable size_t lastOffset_ = 0;
+  mutable size_t lastColumn_ = 1;
   std::vector<Token> tokens_;
   // jinja2's line_starting: the last match ended with a newline, so the next text starts a line.
   bool lineStarting_ = true;

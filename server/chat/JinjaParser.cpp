@@ -2,6 +2,7 @@
 #include "server/chat/JinjaParser.h"
 
 #include "server/chat/JinjaBuiltins.h"
+#include "server/chat/JinjaLimits.h"
 
 #include <algorithm>
 #include <initializer_list>
@@ -48,7 +49,9 @@ std::string describe(const Token &t) {
 
 // Same precedence and quirks as jinja2 (filters bind tighter than unary minus, `is` tests take one
 // bare argument, `if`/`for` heads have no inline conditional), so the same text means the same
-// tree.
+// tree. Recursion is bounded: every way the grammar nests (a block body, a parenthesis, bracket or
+// call, a unary operator, a conditional's else) passes through one Nest guard, and no expression
+// tree grows taller than kMaxNesting; chains of one precedence level are flat nodes.
 class Parser {
 public:
   Parser(std::vector<Token> tokens, std::string name)
@@ -138,6 +141,46 @@ private:
     return e;
   }
 
+  /// One level of nesting, for the guard's lifetime; past kMaxNesting the parse fails at `at`
+  /// (callers check failed() after making one).
+  class Nest {
+  public:
+    Nest(Parser &parser, const Token &at) : parser_(parser) {
+      if (++parser_.depth_ > kMaxNesting) {
+        parser_.fail(at, strCat("nested deeper than ", kMaxNesting,
+                                " levels (the template parser's nesting limit)"));
+      }
+    }
+    ~Nest() { --parser_.depth_; }
+    Nest(const Nest &) = delete;
+    Nest &operator=(const Nest &) = delete;
+
+  private:
+    Parser &parser_;
+  };
+
+  /// A finished node: its height is its tallest operand's plus one, refused past kMaxNesting
+  /// (chains such as a.b.c or x|f|g grow a tree without recursing in the parser).
+  ExprPtr done(ExprPtr e) {
+    if (!e) {
+      return e;
+    }
+    int tallest = 0;
+    for (const ExprPtr &operand : e->operands) {
+      tallest = operand ? std::max(tallest, operand->height) : tallest;
+    }
+    for (const Keyword &keyword : e->keywords) {
+      tallest = keyword.value ? std::max(tallest, keyword.value->height) : tallest;
+    }
+    e->height = tallest + 1;
+    if (e->height > kMaxNesting) {
+      failAt(e->loc, strCat("expression nested deeper than ", kMaxNesting,
+                            " levels (the template parser's nesting limit)"));
+      return nullptr;
+    }
+    return e;
+  }
+
   // --- template structure ---------------------------------------------------------------------
 
   /// Parses text, prints and statements until a block whose tag is one of `endNames` (left as
@@ -187,6 +230,10 @@ private:
       advance();
     }
     if (!expectKind(TokenKind::BlockEnd, "'%}'")) {
+      return {};
+    }
+    Nest nest(*this, opener);
+    if (failed()) {
       return {};
     }
     Body body = subparse(endNames);
@@ -531,10 +578,16 @@ private:
     }
     ExprPtr tuple = makeExpr(ExprKind::Tuple, loc);
     tuple->operands = std::move(items);
-    return tuple;
+    return done(std::move(tuple));
   }
 
-  ExprPtr parseExpression(bool withCondExpr) { return withCondExpr ? parseCondExpr() : parseOr(); }
+  ExprPtr parseExpression(bool withCondExpr) {
+    Nest nest(*this, current());
+    if (failed()) {
+      return nullptr;
+    }
+    return withCondExpr ? parseCondExpr() : parseOr();
+  }
 
   ExprPtr parseCondExpr() {
     const size_t pendingBefore = pendingNames_.size();
@@ -551,7 +604,10 @@ private:
       ExprPtr otherwise;
       if (!failed() && isName(current(), "else")) {
         advance();
-        otherwise = parseCondExpr();
+        Nest nest(*this, current());
+        if (!failed()) {
+          otherwise = parseCondExpr();
+        }
       }
       --softDepth_;
       if (failed()) {
@@ -561,26 +617,28 @@ private:
       cond->operands.push_back(std::move(condition));
       cond->operands.push_back(std::move(expr));
       cond->operands.push_back(std::move(otherwise));
-      expr = std::move(cond);
+      expr = done(std::move(cond));
     }
     return expr;
   }
 
+  /// `a or b or c` (or `and`): one node with every operand.
   ExprPtr parseBinaryChain(ExprKind kind, std::string_view keyword, ExprPtr (Parser::*next)()) {
     ExprPtr left = (this->*next)();
+    if (failed() || !isName(current(), keyword)) {
+      return left;
+    }
+    ExprPtr node = makeExpr(kind, current().loc);
+    node->operands.push_back(std::move(left));
     while (!failed() && isName(current(), keyword)) {
-      const SourceLoc loc = current().loc;
       advance();
       ExprPtr right = (this->*next)();
       if (failed()) {
         return nullptr;
       }
-      ExprPtr node = makeExpr(kind, loc);
-      node->operands.push_back(std::move(left));
       node->operands.push_back(std::move(right));
-      left = std::move(node);
     }
-    return left;
+    return done(std::move(node));
   }
 
   ExprPtr parseOr() { return parseBinaryChain(ExprKind::Or, "or", &Parser::parseAnd); }
@@ -590,13 +648,17 @@ private:
     if (isName(current(), "not")) {
       const SourceLoc loc = current().loc;
       advance();
+      Nest nest(*this, current());
+      if (failed()) {
+        return nullptr;
+      }
       ExprPtr operand = parseNot();
       if (failed()) {
         return nullptr;
       }
       ExprPtr node = makeExpr(ExprKind::Not, loc);
       node->operands.push_back(std::move(operand));
-      return node;
+      return done(std::move(node));
     }
     return parseCompare();
   }
@@ -650,19 +712,24 @@ private:
       node->compareOps.push_back(*op);
       node->operands.push_back(std::move(right));
     }
-    return node ? std::move(node) : std::move(first);
+    return node ? done(std::move(node)) : std::move(first);
   }
 
-  ExprPtr binary(BinaryOp op, SourceLoc loc, ExprPtr left, ExprPtr right) {
-    ExprPtr node = makeExpr(ExprKind::Binary, loc);
-    node->binaryOp = op;
-    node->operands.push_back(std::move(left));
+  /// Adds `op right` to the chain `node` (made, with `left` as its first operand, on the first
+  /// operator): a left-associative chain of one precedence level is one flat node.
+  void chain(ExprPtr &node, ExprPtr &left, BinaryOp op, SourceLoc loc, ExprPtr right) {
+    if (!node) {
+      node = makeExpr(ExprKind::Binary, loc);
+      node->operands.push_back(std::move(left));
+    }
+    node->binaryOps.push_back(op);
+    node->opLocs.push_back(loc);
     node->operands.push_back(std::move(right));
-    return node;
   }
 
   ExprPtr parseMath1() {
     ExprPtr left = parseConcat();
+    ExprPtr node;
     while (!failed() && (isOp(current(), "+") || isOp(current(), "-"))) {
       const BinaryOp op = current().text == "+" ? BinaryOp::Add : BinaryOp::Sub;
       const SourceLoc loc = current().loc;
@@ -671,9 +738,9 @@ private:
       if (failed()) {
         return nullptr;
       }
-      left = binary(op, loc, std::move(left), std::move(right));
+      chain(node, left, op, loc, std::move(right));
     }
-    return left;
+    return node ? done(std::move(node)) : std::move(left);
   }
 
   ExprPtr parseConcat() {
@@ -688,11 +755,12 @@ private:
       advance();
       node->operands.push_back(parseMath2());
     }
-    return failed() ? nullptr : std::move(node);
+    return failed() ? nullptr : done(std::move(node));
   }
 
   ExprPtr parseMath2() {
     ExprPtr left = parsePow();
+    ExprPtr node;
     while (!failed() && current().kind == TokenKind::Operator &&
            (current().text == "*" || current().text == "/" || current().text == "//" ||
             current().text == "%")) {
@@ -707,13 +775,14 @@ private:
       if (failed()) {
         return nullptr;
       }
-      left = binary(op, loc, std::move(left), std::move(right));
+      chain(node, left, op, loc, std::move(right));
     }
-    return left;
+    return node ? done(std::move(node)) : std::move(left);
   }
 
   ExprPtr parsePow() {
     ExprPtr left = parseUnary(true);
+    ExprPtr node;
     while (!failed() && isOp(current(), "**")) {
       const SourceLoc loc = current().loc;
       advance();
@@ -721,9 +790,9 @@ private:
       if (failed()) {
         return nullptr;
       }
-      left = binary(BinaryOp::Pow, loc, std::move(left), std::move(right));
+      chain(node, left, BinaryOp::Pow, loc, std::move(right));
     }
-    return left;
+    return node ? done(std::move(node)) : std::move(left);
   }
 
   ExprPtr parseUnary(bool withFilter) {
@@ -733,12 +802,17 @@ private:
       const ExprKind kind = t.text == "-" ? ExprKind::Neg : ExprKind::Pos;
       const SourceLoc loc = t.loc;
       advance();
+      Nest nest(*this, current());
+      if (failed()) {
+        return nullptr;
+      }
       ExprPtr operand = parseUnary(false);
       if (failed()) {
         return nullptr;
       }
       node = makeExpr(kind, loc);
       node->operands.push_back(std::move(operand));
+      node = done(std::move(node));
     } else {
       node = parsePrimary();
     }
@@ -838,7 +912,7 @@ private:
     if (failed() || !expectOp("]")) {
       return nullptr;
     }
-    return node;
+    return done(std::move(node));
   }
 
   ExprPtr parseDict() {
@@ -860,7 +934,7 @@ private:
     if (failed() || !expectOp("}")) {
       return nullptr;
     }
-    return node;
+    return done(std::move(node));
   }
 
   /// Attribute, item and call suffixes. Their nodes carry the location where the whole
@@ -876,7 +950,7 @@ private:
           ExprPtr get = makeExpr(ExprKind::GetAttr, loc);
           get->name = attr.text;
           get->operands.push_back(std::move(node));
-          node = std::move(get);
+          node = done(std::move(get));
           advance();
         } else if (attr.kind == TokenKind::Integer) {
           ExprPtr get = makeExpr(ExprKind::GetItem, loc);
@@ -884,7 +958,7 @@ private:
           key->constant = Value::integer(attr.intValue);
           get->operands.push_back(std::move(node));
           get->operands.push_back(std::move(key));
-          node = std::move(get);
+          node = done(std::move(get));
           advance();
         } else {
           fail(attr, "expected name or number");
@@ -898,7 +972,7 @@ private:
         break;
       }
     }
-    return node;
+    return failed() ? nullptr : std::move(node);
   }
 
   ExprPtr parseSubscript(ExprPtr node, SourceLoc loc) {
@@ -920,9 +994,9 @@ private:
     } else {
       ExprPtr tuple = makeExpr(ExprKind::Tuple, loc);
       tuple->operands = std::move(args);
-      get->operands.push_back(std::move(tuple));
+      get->operands.push_back(done(std::move(tuple)));
     }
-    return get;
+    return done(std::move(get));
   }
 
   /// One subscript: an expression or a slice `start:stop:step` with any part left out.
@@ -953,7 +1027,7 @@ private:
     slice->operands.push_back(std::move(start));
     slice->operands.push_back(std::move(stop));
     slice->operands.push_back(std::move(step));
-    return failed() ? nullptr : std::move(slice);
+    return failed() ? nullptr : done(std::move(slice));
   }
 
   /// `(args, name=value)`: appends the positional arguments to `node->operands`.
@@ -1001,7 +1075,7 @@ private:
     if (!parseCallArgs(*call)) {
       return nullptr;
     }
-    return call;
+    return done(std::move(call));
   }
 
   ExprPtr parseFilterExpr(ExprPtr node) {
@@ -1057,7 +1131,7 @@ private:
       if (isOp(current(), "(") && !parseCallArgs(*filter)) {
         return nullptr;
       }
-      node = std::move(filter);
+      node = done(std::move(filter));
     }
     return failed() ? nullptr : std::move(node);
   }
@@ -1107,7 +1181,7 @@ private:
       }
       test->operands.push_back(std::move(arg));
     }
-    return test;
+    return done(std::move(test));
   }
 
   struct PendingName {
@@ -1122,6 +1196,8 @@ private:
   Status error_;
   int softDepth_ = 0;
   int loopDepth_ = 0;
+  int depth_ = 0; // Nest levels open
+
   std::vector<MacroStmt *> macros_;
   std::vector<PendingName> pendingNames_;
 };
@@ -1129,6 +1205,10 @@ private:
 } // namespace
 
 Expected<std::shared_ptr<const Template>> parseTemplate(std::string_view source, std::string name) {
+  if (source.size() > kMaxTemplateBytes) {
+    return formatError(name, ": a template of ", source.size(), " bytes is larger than the ",
+                       kMaxTemplateBytes, " the template parser reads");
+  }
   GLM_ASSIGN_OR_RETURN(std::vector<Token> tokens, tokenizeTemplate(source, name));
   Parser parser(std::move(tokens), std::move(name));
   return parser.run();

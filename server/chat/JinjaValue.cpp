@@ -2,6 +2,7 @@
 #include "server/chat/JinjaValue.h"
 
 #include "base/Utf8.h"
+#include "server/chat/JinjaLimits.h"
 
 #include <nlohmann/json.hpp>
 
@@ -23,6 +24,8 @@ const Value *DictData::find(std::string_view key) const {
 }
 
 void DictData::set(std::string key, Value value) {
+  depth = std::max(depth, value.depth() + 1);
+  holdsNamespace = holdsNamespace || value.holdsNamespace();
   for (auto &[k, v] : entries) {
     if (k == key) {
       v = std::move(value);
@@ -32,9 +35,56 @@ void DictData::set(std::string key, Value value) {
   entries.emplace_back(std::move(key), std::move(value));
 }
 
+void DictData::measure() {
+  depth = 1;
+  holdsNamespace = false;
+  for (const auto &[key, value] : entries) {
+    depth = std::max(depth, value.depth() + 1);
+    holdsNamespace = holdsNamespace || value.holdsNamespace();
+  }
+}
+
+const std::string &Value::emptyString() {
+  static const std::string empty;
+  return empty;
+}
+
+size_t Value::depth() const {
+  switch (kind_) {
+  case ValueKind::List:
+    return list_->depth;
+  case ValueKind::Dict:
+  case ValueKind::Namespace:
+  case ValueKind::Loop:
+    return dict_->depth;
+  case ValueKind::Callable:
+    return callable_->receiver ? callable_->receiver->depth() + 1 : 0;
+  default:
+    return 0;
+  }
+}
+
+bool Value::holdsNamespace() const {
+  switch (kind_) {
+  case ValueKind::Namespace:
+    return true;
+  case ValueKind::List:
+    return list_->holdsNamespace;
+  case ValueKind::Dict:
+  case ValueKind::Loop:
+    return dict_->holdsNamespace;
+  case ValueKind::Callable:
+    return callable_->receiver && callable_->receiver->holdsNamespace();
+  default:
+    return false;
+  }
+}
+
 Value Value::undefined(std::string hint) {
   Value v;
-  v.string_ = std::move(hint);
+  if (!hint.empty()) {
+    v.string_ = std::make_shared<const std::string>(std::move(hint));
+  }
   return v;
 }
 
@@ -68,7 +118,10 @@ Value Value::real(double f) {
 Value Value::string(std::string s) {
   Value v;
   v.kind_ = ValueKind::String;
-  v.string_ = std::move(s);
+  spendSteps(stepsForBytes(s.size())); // building text is work (see kMaxRenderSteps)
+  if (!s.empty()) {
+    v.string_ = std::make_shared<const std::string>(std::move(s));
+  }
   return v;
 }
 
@@ -76,8 +129,13 @@ Value Value::list(std::vector<Value> items, ListStyle style) {
   Value v;
   v.kind_ = ValueKind::List;
   auto data = std::make_shared<ListData>();
+  spendSteps(stepsForItems(items.size()));
   data->items = std::move(items);
   data->style = style;
+  for (const Value &item : data->items) {
+    data->depth = std::max(data->depth, item.depth() + 1);
+    data->holdsNamespace = data->holdsNamespace || item.holdsNamespace();
+  }
   v.list_ = std::move(data);
   return v;
 }
@@ -85,6 +143,7 @@ Value Value::list(std::vector<Value> items, ListStyle style) {
 Value Value::dict(std::shared_ptr<DictData> data) {
   Value v;
   v.kind_ = ValueKind::Dict;
+  data->measure();
   v.dict_ = std::move(data);
   return v;
 }
@@ -92,6 +151,7 @@ Value Value::dict(std::shared_ptr<DictData> data) {
 Value Value::namespaceObject(std::shared_ptr<DictData> data) {
   Value v;
   v.kind_ = ValueKind::Namespace;
+  data->measure();
   v.dict_ = std::move(data);
   return v;
 }
@@ -99,6 +159,7 @@ Value Value::namespaceObject(std::shared_ptr<DictData> data) {
 Value Value::loop(std::shared_ptr<DictData> data) {
   Value v;
   v.kind_ = ValueKind::Loop;
+  data->measure();
   v.dict_ = std::move(data);
   return v;
 }
@@ -350,12 +411,31 @@ bool isPyPrintable(char32_t c) {
   return true;
 }
 
+/// Whether `more` bytes fit after `out` within kMaxStringBytes; if not, the render fails with the
+/// string limit (printing cannot return an error).
+bool room(const std::string &out, size_t more) {
+  if (out.size() + more <= kMaxStringBytes) {
+    return true;
+  }
+  reportLimit(stringTooLong("printing a value", out.size() + more));
+  return false;
+}
+
+/// Whether printing should stop: the text passed the limit or the render failed.
+bool full(const std::string &out) { return !room(out, 0) || renderFailed(); }
+
 void appendStringRepr(std::string &out, std::string_view s) {
+  if (!room(out, s.size() + 2)) {
+    return;
+  }
   const bool hasSingle = s.find('\'') != std::string_view::npos;
   const bool hasDouble = s.find('"') != std::string_view::npos;
   const char quote = hasSingle && !hasDouble ? '"' : '\'';
   out += quote;
   for (size_t i = 0; i < s.size();) {
+    if (!room(out, 0)) {
+      return; // escapes grow the text up to 10x
+    }
     const size_t start = i;
     const char32_t c = decodeUtf8(s, i);
     if (c == static_cast<char32_t>(quote) || c == '\\') {
@@ -409,6 +489,9 @@ void appendSequenceRepr(std::string &out, const ListData &list) {
   }
   out += open;
   for (size_t i = 0; i < list.items.size(); ++i) {
+    if (full(out)) {
+      return;
+    }
     if (i != 0) {
       out += ", ";
     }
@@ -421,6 +504,9 @@ void appendDictRepr(std::string &out, const DictData &dict) {
   out += '{';
   bool first = true;
   for (const auto &[key, value] : dict.entries) {
+    if (full(out)) {
+      return;
+    }
     if (!first) {
       out += ", ";
     }
@@ -465,7 +551,9 @@ void appendPyStr(std::string &out, const Value &v) {
     out += formatPyFloat(v.asDouble());
     return;
   case ValueKind::String:
-    out += v.asString();
+    if (room(out, v.asString().size())) {
+      out += v.asString();
+    }
     return;
   case ValueKind::List:
     appendSequenceRepr(out, v.asList());
@@ -542,7 +630,8 @@ bool valuesEqual(const Value &a, const Value &b) {
       return false;
     }
     for (size_t i = 0; i < x.items.size(); ++i) {
-      if (!valuesEqual(x.items[i], y.items[i])) {
+      // Nested lists that share items compare in time exponential in their depth.
+      if (!spendSteps(1) || !valuesEqual(x.items[i], y.items[i])) {
         return false;
       }
     }
@@ -556,7 +645,7 @@ bool valuesEqual(const Value &a, const Value &b) {
     }
     for (const auto &[key, value] : x.entries) {
       const Value *other = y.find(key);
-      if (!other || !valuesEqual(value, *other)) {
+      if (!spendSteps(1 + x.entries.size() / 16) || !other || !valuesEqual(value, *other)) {
         return false;
       }
     }
@@ -592,6 +681,9 @@ Expected<int> compareValues(const Value &a, const Value &b) {
     const auto &x = a.asList().items;
     const auto &y = b.asList().items;
     for (size_t i = 0; i < x.size() && i < y.size(); ++i) {
+      if (!spendSteps(1)) {
+        return 0; // the render fails at its next step
+      }
       if (valuesEqual(x[i], y[i])) {
         continue;
       }
@@ -611,6 +703,9 @@ void appendJsonString(std::string &out, std::string_view s, bool ensureAscii) {
   out += '"';
   char buffer[16];
   for (size_t i = 0; i < s.size();) {
+    if (out.size() > kMaxStringBytes) {
+      return; // dumpJsonInto reports it
+    }
     const size_t start = i;
     const char32_t c = decodeUtf8(s, i);
     switch (c) {
@@ -660,13 +755,20 @@ Status dumpJsonInto(std::string &out, const Value &v, const JsonDumpOptions &opt
   if (depth > 512) {
     return invalidArgument("tojson: value nests too deeply");
   }
-  const auto newline = [&](size_t level) {
+  if (out.size() > kMaxStringBytes || !spendSteps(1)) {
+    return out.size() > kMaxStringBytes ? stringTooLong("tojson", out.size()) : Status::success();
+  }
+  // A line break and `level` indents, if they fit (checked before they are built).
+  const auto newline = [&](size_t level) -> Status {
     if (options.indent) {
+      GLM_RETURN_IF_ERROR(
+          checkStringSize("tojson", out.size() + 1 + level * options.indent->size()));
       out += '\n';
       for (size_t i = 0; i < level; ++i) {
         out += *options.indent;
       }
     }
+    return Status::success();
   };
   switch (v.kind()) {
   case ValueKind::None:
@@ -703,10 +805,10 @@ Status dumpJsonInto(std::string &out, const Value &v, const JsonDumpOptions &opt
       if (i != 0) {
         out += options.itemSeparator;
       }
-      newline(depth + 1);
+      GLM_RETURN_IF_ERROR(newline(depth + 1));
       GLM_RETURN_IF_ERROR(dumpJsonInto(out, items[i], options, depth + 1));
     }
-    newline(depth);
+    GLM_RETURN_IF_ERROR(newline(depth));
     out += ']';
     return Status::success();
   }
@@ -729,12 +831,12 @@ Status dumpJsonInto(std::string &out, const Value &v, const JsonDumpOptions &opt
       if (i != 0) {
         out += options.itemSeparator;
       }
-      newline(depth + 1);
+      GLM_RETURN_IF_ERROR(newline(depth + 1));
       appendJsonString(out, order[i]->first, options.ensureAscii);
       out += options.keySeparator;
       GLM_RETURN_IF_ERROR(dumpJsonInto(out, order[i]->second, options, depth + 1));
     }
-    newline(depth);
+    GLM_RETURN_IF_ERROR(newline(depth));
     out += '}';
     return Status::success();
   }
@@ -748,6 +850,7 @@ Status dumpJsonInto(std::string &out, const Value &v, const JsonDumpOptions &opt
 Expected<std::string> dumpJson(const Value &v, const JsonDumpOptions &options) {
   std::string out;
   GLM_RETURN_IF_ERROR(dumpJsonInto(out, v, options, 0));
+  GLM_RETURN_IF_ERROR(checkStringSize("tojson", out.size()));
   return out;
 }
 

@@ -28,16 +28,26 @@ enum class ListStyle : uint8_t { List, Tuple, DictKeys, DictValues, DictItems };
 struct ListData {
   std::vector<Value> items;
   ListStyle style = ListStyle::List;
+  /// 1 + the deepest item's depth, and whether some item holds a namespace (Value::list sets
+  /// both).
+  size_t depth = 1;
+  bool holdsNamespace = false;
 };
 
 /// A dict, a namespace() object or a loop object: string keys in insertion order, because JSON
 /// key order is what tojson prints.
 struct DictData {
   std::vector<std::pair<std::string, Value>> entries;
+  /// 1 + the deepest entry's depth, and whether some entry holds a namespace: set by the Value
+  /// factories and kept up to date by set(), so a namespace only gets deeper.
+  size_t depth = 1;
+  bool holdsNamespace = false;
 
   const Value *find(std::string_view key) const;
   /// Replaces the value of an existing key in place, or appends the key.
   void set(std::string key, Value value);
+  /// Recomputes depth and holdsNamespace from the entries.
+  void measure();
 };
 
 /// Something a template can call.
@@ -106,18 +116,28 @@ public:
   int64_t asInt() const { return int_; }
   /// Any number as a double.
   double asDouble() const { return kind_ == ValueKind::Float ? float_ : static_cast<double>(int_); }
-  const std::string &asString() const { return string_; }
-  const std::string &undefinedHint() const { return string_; }
+  const std::string &asString() const { return string_ ? *string_ : emptyString(); }
+  const std::string &undefinedHint() const { return asString(); }
   const ListData &asList() const { return *list_; }
   DictData &asDict() const { return *dict_; }
   const std::shared_ptr<DictData> &dictPtr() const { return dict_; }
   const CallableData &asCallable() const { return *callable_; }
 
+  /// How deep lists, dicts and bound methods nest inside this value (0 for a scalar), as
+  /// recorded when each container was built (see kMaxValueDepth).
+  size_t depth() const;
+  /// Whether this value is or holds a namespace (a namespace attribute may not: that is how
+  /// jinja2 templates build cycles).
+  bool holdsNamespace() const;
+
 private:
+  static const std::string &emptyString();
+
   ValueKind kind_ = ValueKind::Undefined;
   int64_t int_ = 0;
   double float_ = 0.0;
-  std::string string_; // String payload, or the Undefined's hint
+  // String payload, or the Undefined's hint; shared, so copying a value never copies its text.
+  std::shared_ptr<const std::string> string_;
   std::shared_ptr<const ListData> list_;
   std::shared_ptr<DictData> dict_;
   std::shared_ptr<const CallableData> callable_;

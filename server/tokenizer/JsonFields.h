@@ -13,6 +13,10 @@ namespace glm::server::json_fields {
 
 using Json = nlohmann::json;
 
+/// How deep Sequence normalizers, pre-tokenizers, decoders and post-processors may nest inside
+/// each other: real tokenizers nest one Sequence (two at most), and reading them recurses.
+inline constexpr int kMaxSequenceNesting = 16;
+
 /// "model.type" from ("model", "type"); "pre_tokenizer.pretokenizers[1]" from an index.
 inline std::string join(std::string_view path, std::string_view key) {
   return path.empty() ? std::string(key) : strCat(path, ".", key);

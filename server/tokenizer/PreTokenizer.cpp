@@ -35,14 +35,19 @@ Expected<SplitBehavior> parseBehavior(const std::string &name, std::string_view 
                      "Contiguous");
 }
 
-/// Flattens nested Sequence pre-tokenizers into their steps, in order.
+/// Flattens nested Sequence pre-tokenizers into their steps, in order; `depth` counts the
+/// Sequences around this one.
 Status flatten(const Json &config, const std::string &path,
-               std::vector<std::pair<const Json *, std::string>> &steps) {
+               std::vector<std::pair<const Json *, std::string>> &steps, int depth = 0) {
   GLM_RETURN_IF_ERROR(json_fields::expectObject(config, path));
   GLM_ASSIGN_OR_RETURN(std::string type, json_fields::getString(config, "type", path));
   if (type != "Sequence") {
     steps.emplace_back(&config, path);
     return Status::success();
+  }
+  if (depth >= json_fields::kMaxSequenceNesting) {
+    return formatError("'", path, "': pre_tokenizer Sequence nested deeper than ",
+                       json_fields::kMaxSequenceNesting, " levels");
   }
   std::string listPath = json_fields::join(path, "pretokenizers");
   const Json *list = json_fields::find(config, "pretokenizers");
@@ -50,7 +55,7 @@ Status flatten(const Json &config, const std::string &path,
     return formatError("'", listPath, "' must be an array");
   }
   for (size_t i = 0; i < list->size(); ++i) {
-    GLM_RETURN_IF_ERROR(flatten((*list)[i], json_fields::join(listPath, i), steps));
+    GLM_RETURN_IF_ERROR(flatten((*list)[i], json_fields::join(listPath, i), steps, depth + 1));
   }
   return Status::success();
 }

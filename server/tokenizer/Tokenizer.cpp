@@ -1,6 +1,8 @@
 // Loading tokenizer.json and running the encode and decode pipelines.
 #include "server/tokenizer/Tokenizer.h"
 
+#include "base/InputFile.h"
+#include "base/JsonChecker.h"
 #include "base/Utf8.h"
 #include "server/tokenizer/ByteLevel.h"
 #include "server/tokenizer/JsonFields.h"
@@ -9,13 +11,31 @@
 #include <algorithm>
 #include <cstdint>
 #include <deque>
-#include <fstream>
-#include <sstream>
 
 namespace glm::server {
 namespace {
 
 using json_fields::Json;
+
+/// The largest tokenizer.json read: GLM's is ~20 MB and the largest on the Hub (250k-token
+/// multilingual vocabularies) ~35 MB, so 512 MiB is >10x any real one while its DOM (a few times
+/// the text) still fits the host memory of a machine that serves such a model.
+constexpr uint64_t kMaxTokenizerJsonBytes = uint64_t(512) << 20;
+
+/// How deep tokenizer.json may nest (checked before a DOM is built: building, copying and freeing
+/// nlohmann's DOM recurse). Real files nest 6 levels; a Sequence costs 2 (object and list).
+constexpr size_t kMaxTokenizerJsonDepth = 64;
+
+/// The most a few characters of a JSON value an error message quotes.
+std::string quoted(const Json &value) {
+  std::string text = value.dump();
+  constexpr size_t kMax = 200;
+  if (text.size() > kMax) {
+    text.resize(kMax);
+    text += "...";
+  }
+  return text;
+}
 
 /// What one id decodes to, precomputed so decode() is a table walk.
 struct IdEntry {
@@ -39,7 +59,7 @@ Status checkNormalizer(const Json &root) {
   std::string type =
       normalizer->is_object() && normalizer->contains("type") && (*normalizer)["type"].is_string()
           ? (*normalizer)["type"].get<std::string>()
-          : normalizer->dump();
+          : quoted(*normalizer);
   return unimplemented("'normalizer' is ", type,
                        "; glmc supports tokenizers without a normalizer (null), as byte-level "
                        "BPE tokenizers of this family have");
@@ -62,14 +82,16 @@ Status checkDecoder(const Json &root) {
 Status checkAbsent(const Json &root, const char *key) {
   const Json *value = json_fields::find(root, key);
   if (value != nullptr && !value->is_null()) {
-    return unimplemented("'", key, "' is set (", value->dump(),
+    return unimplemented("'", key, "' is set (", quoted(*value),
                          "); glmc encodes without truncation or padding, so it must be null");
   }
   return Status::success();
 }
 
-/// Reads "post_processor" into the ids added around a sequence by encode(..., true).
-Status parsePostProcessor(const Json &config, const std::string &path, Template &result) {
+/// Reads "post_processor" into the ids added around a sequence by encode(..., true). `depth`
+/// counts the Sequences around this one.
+Status parsePostProcessor(const Json &config, const std::string &path, Template &result,
+                          int depth = 0) {
   if (config.is_null()) {
     return Status::success();
   }
@@ -79,13 +101,18 @@ Status parsePostProcessor(const Json &config, const std::string &path, Template 
     return Status::success(); // only adjusts offsets
   }
   if (type == "Sequence") {
+    if (depth >= json_fields::kMaxSequenceNesting) {
+      return formatError("'", path, "': post_processor Sequence nested deeper than ",
+                         json_fields::kMaxSequenceNesting, " levels");
+    }
     const Json *list = json_fields::find(config, "processors");
     if (list == nullptr || !list->is_array()) {
       return formatError("'", json_fields::join(path, "processors"), "' must be an array");
     }
     for (size_t i = 0; i < list->size(); ++i) {
       GLM_RETURN_IF_ERROR(parsePostProcessor(
-          (*list)[i], json_fields::join(json_fields::join(path, "processors"), i), result));
+          (*list)[i], json_fields::join(json_fields::join(path, "processors"), i), result,
+          depth + 1));
     }
     return Status::success();
   }
@@ -143,19 +170,6 @@ Status parsePostProcessor(const Json &config, const std::string &path, Template 
   return Status::success();
 }
 
-Expected<std::string> readFile(const std::string &path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    return notFound(path, ": cannot open");
-  }
-  std::ostringstream contents;
-  contents << in.rdbuf();
-  if (in.bad()) {
-    return ioError(path, ": read failed");
-  }
-  return contents.str();
-}
-
 } // namespace
 
 struct Tokenizer::Impl {
@@ -175,6 +189,15 @@ Tokenizer &Tokenizer::operator=(Tokenizer &&) noexcept = default;
 Tokenizer::~Tokenizer() = default;
 
 Expected<Tokenizer> Tokenizer::fromJson(std::string_view text) {
+  // The depth-limited SAX pass first (parseUntrustedJson's, with this file's FormatErrors).
+  JsonChecker checker(kMaxTokenizerJsonDepth);
+  if (!JsonChecker::Json::sax_parse(text.begin(), text.end(), &checker)) {
+    if (checker.tooDeep()) {
+      return formatError("nests deeper than ", kMaxTokenizerJsonDepth,
+                         " levels, the tokenizer.json nesting limit");
+    }
+    return formatError("not valid JSON");
+  }
   Json root = Json::parse(text, /*cb=*/nullptr, /*allow_exceptions=*/false);
   if (root.is_discarded()) {
     return formatError("not valid JSON");
@@ -238,7 +261,8 @@ Expected<Tokenizer> Tokenizer::fromJson(std::string_view text) {
 }
 
 Expected<Tokenizer> Tokenizer::fromFile(const std::string &path) {
-  GLM_ASSIGN_OR_RETURN(std::string text, readFile(path));
+  GLM_ASSIGN_OR_RETURN(std::string text,
+                       readInputFile(path, kMaxTokenizerJsonBytes, "tokenizer.json"));
   Expected<Tokenizer> tokenizer = fromJson(text);
   if (!tokenizer.ok()) {
     return tokenizer.status().withContext(path);

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <sys/stat.h>
 #include <unistd.h>
 
 namespace glm::server {
@@ -401,6 +402,51 @@ TEST(LoadChatTemplateTest, MissingTemplateIsNotFound) {
   ASSERT_FALSE(tmpl.ok());
   EXPECT_EQ(tmpl.status().code(), StatusCode::NotFound);
   EXPECT_TRUE(tmpl.status().message().starts_with((dir.path() / "chat_template.jinja").string()))
+      << tmpl.status().message();
+}
+
+TEST(LoadChatTemplateTest, NonRegularAndOversizeTemplatesAreRefusedByName) {
+  {
+    // A FIFO would block serve's start forever.
+    ScratchDir dir;
+    ASSERT_EQ(::mkfifo((dir.path() / "chat_template.jinja").c_str(), 0600), 0);
+    Expected<ChatTemplate> tmpl = loadChatTemplate(dir.path());
+    ASSERT_FALSE(tmpl.ok());
+    EXPECT_NE(tmpl.status().message().find("chat template is not a regular file (a FIFO)"),
+              std::string::npos)
+        << tmpl.status().message();
+  }
+  {
+    ScratchDir dir;
+    ASSERT_EQ(::mkfifo((dir.path() / "tokenizer_config.json").c_str(), 0600), 0);
+    Expected<ChatTokenizerConfig> config = loadChatTokenizerConfig(dir.path());
+    ASSERT_FALSE(config.ok());
+    EXPECT_NE(config.status().message().find("tokenizer config is not a regular file (a FIFO)"),
+              std::string::npos)
+        << config.status().message();
+  }
+  {
+    ScratchDir dir;
+    dir.write("chat_template.jinja", std::string((1u << 20) + 1, 'x'));
+    Expected<ChatTemplate> tmpl = loadChatTemplate(dir.path());
+    ASSERT_FALSE(tmpl.ok());
+    EXPECT_NE(tmpl.status().message().find("chat template is 1048577 bytes, more than the 1048576"),
+              std::string::npos)
+        << tmpl.status().message();
+  }
+}
+
+TEST(LoadChatTemplateTest, HostileTemplateFailsAtLoadNotAtServeStart) {
+  // 6000 nested parentheses crashed the parser (so `serve` died at start); now a clear error.
+  ScratchDir dir;
+  dir.write("chat_template.jinja",
+            "{{ " + std::string(6000, '(') + "1" + std::string(6000, ')') + " }}");
+  Expected<ChatTemplate> tmpl = loadChatTemplate(dir.path());
+  ASSERT_FALSE(tmpl.ok());
+  EXPECT_EQ(tmpl.status().code(), StatusCode::FormatError);
+  EXPECT_NE(tmpl.status().message().find(
+                "nested deeper than 128 levels (the template parser's nesting limit)"),
+            std::string::npos)
       << tmpl.status().message();
 }
 

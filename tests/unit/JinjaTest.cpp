@@ -740,5 +740,218 @@ TEST(JinjaTest, LongConversationRenders) {
   EXPECT_EQ(*out, expected);
 }
 
+//===------------------------------------------------------------------------------------===//
+// Hostile templates (the checkpoint's own file): every bound of JinjaLimits.h refuses by name
+//===------------------------------------------------------------------------------------===//
+
+std::string repeated(std::string_view piece, size_t n) {
+  std::string out;
+  out.reserve(piece.size() * n);
+  for (size_t i = 0; i < n; ++i) {
+    out += piece;
+  }
+  return out;
+}
+
+/// A template that must not load, for a reason that `fragment` names.
+void expectParseRefused(const std::string &source, std::string_view fragment) {
+  Expected<ChatTemplate> tmpl = ChatTemplate::parse(source, "case.jinja");
+  ASSERT_FALSE(tmpl.ok()) << "loaded a template that should be refused";
+  EXPECT_EQ(tmpl.status().code(), StatusCode::FormatError) << tmpl.status().toString();
+  EXPECT_NE(tmpl.status().message().find(fragment), std::string::npos)
+      << "message '" << tmpl.status().message() << "' lacks '" << fragment << "'";
+}
+
+/// A template that loads but whose render must fail, for a reason that `fragment` names.
+void expectRenderRefused(const std::string &source, std::string_view fragment,
+                         const Json &variables = Json::object()) {
+  Expected<ChatTemplate> tmpl = ChatTemplate::parse(source, "case.jinja");
+  ASSERT_TRUE(tmpl.ok()) << tmpl.status().toString();
+  Expected<std::string> out = tmpl->render(variables);
+  ASSERT_FALSE(out.ok()) << "rendered " << out->size() << " bytes";
+  EXPECT_EQ(out.status().code(), StatusCode::InvalidArgument) << out.status().toString();
+  EXPECT_NE(out.status().message().find(fragment), std::string::npos)
+      << "message '" << out.status().message().substr(0, 500) << "' lacks '" << fragment << "'";
+}
+
+std::string renderOk(const std::string &source, const Json &variables = Json::object()) {
+  Expected<ChatTemplate> tmpl = ChatTemplate::parse(source, "case.jinja");
+  EXPECT_TRUE(tmpl.ok()) << tmpl.status().toString();
+  if (!tmpl.ok()) {
+    return {};
+  }
+  Expected<std::string> out = tmpl->render(variables);
+  EXPECT_TRUE(out.ok()) << out.status().toString();
+  return out.ok() ? *out : std::string();
+}
+
+constexpr std::string_view kParserNesting =
+    "nested deeper than 128 levels (the template parser's nesting limit)";
+
+TEST(JinjaHostileTest, NestedParenthesesAreRefusedAtLoad) {
+  expectParseRefused("{{ " + repeated("(", 6000) + "1" + repeated(")", 6000) + " }}",
+                     kParserNesting);
+  expectParseRefused("{{ " + repeated("[", 6000) + repeated("]", 6000) + " }}", kParserNesting);
+  expectParseRefused("{{ " + repeated("f(", 6000) + repeated(")", 6000) + " }}", kParserNesting);
+  // At the limit it still parses: a real template nests under 20.
+  EXPECT_EQ(renderOk("{{ " + repeated("(", 100) + "1" + repeated(")", 100) + " }}"), "1");
+}
+
+TEST(JinjaHostileTest, NestedBlocksAreRefusedAtLoad) {
+  expectParseRefused(repeated("{% if true %}", 10000) + "x" + repeated("{% endif %}", 10000),
+                     kParserNesting);
+  expectParseRefused(repeated("{% for i in [1] %}", 10000) + repeated("{% endfor %}", 10000),
+                     kParserNesting);
+  EXPECT_EQ(renderOk(repeated("{% if true %}", 100) + "x" + repeated("{% endif %}", 100)), "x");
+}
+
+TEST(JinjaHostileTest, LongFlatOperatorChainsRenderWithoutRecursion) {
+  // One node per precedence level, so 100000 terms neither recurse when evaluated nor when freed.
+  EXPECT_EQ(renderOk("{{ " + repeated("1 + ", 99999) + "1 }}"), "100000");
+  EXPECT_EQ(renderOk("{{ 1" + repeated(" - 1", 100000) + " }}"), "-99999");
+  EXPECT_EQ(renderOk("{{ 2" + repeated(" * 1", 100000) + " }}"), "2");
+  EXPECT_EQ(renderOk("{{ " + repeated("1 and ", 99999) + "7 }}"), "7");
+  EXPECT_EQ(renderOk("{{ " + repeated("0 or ", 99999) + "8 }}"), "8");
+  EXPECT_EQ(renderOk("{{ (" + repeated("'a' ~ ", 99999) + "'a')|length }}"), "100000");
+  EXPECT_EQ(renderOk("{{ " + repeated("1 < ", 99999) + "2 }}"), "False");
+  // Left to right, as jinja2: (7 - 2) - 1, and errors still point at their operator.
+  EXPECT_EQ(renderOk("{{ 7 - 2 - 1 }}|{{ 2 ** 3 ** 2 }}|{{ 0 or '' or 3 }}|{{ 1 and 0 and 3 }}"),
+            "4|64|3|0");
+  expectRenderRefused("{{ 1 + 2 + 'a' }}", "case.jinja:1:10: unsupported operand type(s) for +");
+}
+
+TEST(JinjaHostileTest, LongUnaryAndPostfixChainsAreRefusedAtLoad) {
+  expectParseRefused("{{ " + repeated("not ", 100000) + "x }}", kParserNesting);
+  expectParseRefused("{{ " + repeated("-", 100000) + "1 }}", kParserNesting);
+  expectParseRefused("{{ x" + repeated(".a", 100000) + " }}", kParserNesting);
+  expectParseRefused("{{ x" + repeated("[0]", 100000) + " }}", kParserNesting);
+  expectParseRefused("{{ 'x'" + repeated("|trim", 100000) + " }}", kParserNesting);
+  expectParseRefused("{{ " + repeated("1 if x else ", 10000) + "2 }}", kParserNesting);
+  expectParseRefused("{{ 1" + repeated(" if x", 100000) + " }}", kParserNesting);
+}
+
+TEST(JinjaHostileTest, NestedIfMacroStopsAtTheRecursionLimit) {
+  // 1.2 KB: 40 nested ifs around a recursive call. The 256-call macro cap alone let each call
+  // nest 40 statement frames on the native stack (~40 KB a call, 10 MB at 256 calls), which
+  // overflowed it; every statement, expression and call now counts against kMaxRenderDepth.
+  const std::string source = "{% macro m(n) %}" + repeated("{% if n > 0 %}", 40) +
+                             "{{ m(n - 1) }}" + repeated("{% endif %}", 40) +
+                             "{% endmacro %}{{ m(300) }}";
+  expectRenderRefused(source,
+                      "the template recurses deeper than 1024 levels, the interpreter's recursion "
+                      "limit");
+  // The same macro with a shallow recursion renders.
+  EXPECT_EQ(renderOk("{% macro m(n) %}" + repeated("{% if n > 0 %}", 40) + "{{ n }}{{ m(n - 1) }}" +
+                     repeated("{% endif %}", 40) + "{% endmacro %}{{ m(5) }}"),
+            "54321");
+}
+
+TEST(JinjaHostileTest, DeepExpressionsInRecursiveMacrosStopAtTheRecursionLimit) {
+  // The heaviest frames (a filter or call per level) at the full recursion depth must fit the
+  // native stack, with AddressSanitizer too.
+  expectRenderRefused("{% macro m(n) %}{{ m(n - 1)" + repeated("|string", 100) +
+                          " }}{% endmacro %}{{ m(1000) }}",
+                      "the template recurses deeper than 1024 levels");
+  expectRenderRefused("{% macro m(n) %}{{ " + repeated("[", 100) + "m(n - 1)" + repeated("]", 100) +
+                          " }}{% endmacro %}{{ m(1000) }}",
+                      "the template recurses deeper than 1024 levels");
+  expectRenderRefused("{% macro m(n) %}{% set x %}{% filter upper %}{{ m(n - 1) }}{% endfilter %}"
+                      "{% endset %}{{ x }}{% endmacro %}{{ m(1000) }}",
+                      "deeper than");
+}
+
+constexpr std::string_view kStringLimit =
+    "bytes, more than the 134217728 the interpreter's string limit allows";
+
+TEST(JinjaHostileTest, HugeIndentIsRefusedBeforeAllocating) {
+  expectRenderRefused("{{ 'a\\nb'|indent(1000000000000) }}",
+                      "indent() would build a string of 1000000000000 bytes");
+  expectRenderRefused("{{ 'a\\nb'|indent(1000000000000) }}", kStringLimit);
+  // Many lines of a generous width: the total is checked, not only the width.
+  expectRenderRefused("{{ ('x\\n' * 1000000)|indent(1000) }}", "indent() would build a string of");
+  EXPECT_EQ(renderOk("{{ 'a\\nb\\n\\nc'|indent(2) }}|{{ 'a\\nb'|indent('> ', first=true) }}"),
+            "a\n  b\n\n  c|> a\n> b");
+  expectRenderRefused("{{ {'a': 1}|tojson(indent=1000000000000) }}",
+                      "tojson() would build a string of 1000000000000 bytes");
+}
+
+TEST(JinjaHostileTest, SelfDoublingStringsStopAtTheStringLimit) {
+  expectRenderRefused("{% set ns = namespace(s='ab') %}{% for i in range(60) %}"
+                      "{% set ns.s = ns.s ~ ns.s %}{% endfor %}{{ ns.s|length }}",
+                      "'~' would build a string of 268435456 bytes");
+  expectRenderRefused("{% set ns = namespace(s='ab') %}{% for i in range(60) %}"
+                      "{% set ns.s = ns.s + ns.s %}{% endfor %}",
+                      "'+' would build a string of 268435456 bytes");
+  expectRenderRefused("{{ 'ab' * 1000000000000 }}", "'*' would build a string of 2000000000000");
+  expectRenderRefused("{% set s = 'x' * 100000000 %}{{ s }}{{ s }}",
+                      "the template's output would build a string of 200000000 bytes");
+  expectRenderRefused("{% set s = 'x' * 100000000 %}{{ [s, s]|join }}",
+                      "join() would build a string of 200000000 bytes");
+  // Lists double too: the list limit stops them.
+  expectRenderRefused("{% set ns = namespace(l=[1]) %}{% for i in range(60) %}"
+                      "{% set ns.l = ns.l + ns.l %}{% endfor %}",
+                      "'+' would build a list of 8388608 items, more than the 4194304");
+}
+
+TEST(JinjaHostileTest, ReplaceChainsAreRefusedBeforeAllocating) {
+  expectRenderRefused("{{ 'aaaaaaaaaa'" + repeated("|replace('a', 'aaaaaaaaaa')", 12) + " }}",
+                      "replace() would build a string of 1000000000 bytes");
+  expectRenderRefused("{{ ('a' * 100000000).replace('', 'xy') }}",
+                      "replace() would build a string of 300000002 bytes");
+  EXPECT_EQ(renderOk("{{ 'aXbXc'|replace('X', '--') }}|{{ 'ab'.replace('', '.') }}"),
+            "a--b--c|.a.b.");
+}
+
+constexpr std::string_view kStepBudget =
+    "the template ran more than 20000000 steps, the interpreter's step budget";
+
+TEST(JinjaHostileTest, NestedRangeLoopsStopAtTheStepBudget) {
+  expectRenderRefused("{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}"
+                      "{% endfor %}",
+                      kStepBudget);
+  // Quadratic builtins charge their inner loops.
+  expectRenderRefused("{{ (range(100000)|list + range(100000)|list)|unique|length }}", kStepBudget);
+}
+
+TEST(JinjaHostileTest, ValuesCannotNestWithoutBoundOrFormCycles) {
+  // A list nested 100000 deep would overflow the stack when printed, compared or freed.
+  expectRenderRefused("{% set ns = namespace(l=[]) %}{% for i in range(100000) %}"
+                      "{% set ns.l = [ns.l] %}{% endfor %}{{ ns.l }}",
+                      "values nest deeper than 256 levels, the interpreter's value nesting limit");
+  // A namespace inside a namespace is how a cycle (never freed, never done printing) is made.
+  expectRenderRefused("{% set ns = namespace(a=1) %}{% set ns.self = ns %}{{ ns }}",
+                      "a namespace attribute cannot hold a namespace");
+  expectRenderRefused("{% set ns = namespace(a=1) %}{% set ns.l = [1, [ns]] %}",
+                      "a namespace attribute cannot hold a namespace");
+  expectRenderRefused("{% set a = namespace() %}{% set b = namespace(x=a) %}",
+                      "a namespace attribute cannot hold a namespace");
+  EXPECT_EQ(renderOk("{% set ns = namespace(l=[]) %}{% for i in range(3) %}{% set ns.l = [ns.l] %}"
+                     "{% endfor %}{{ ns.l }}"),
+            "[[[[]]]]");
+}
+
+TEST(JinjaHostileTest, HugeListsAreRefused) {
+  expectRenderRefused("{{ ('x' * 5000000)|list|length }}",
+                      "iterating a string would build a list of 5000000 items");
+  expectRenderRefused("{{ ('x,' * 5000000).split(',')|length }}", "split() would build a list of");
+  expectRenderRefused("{{ [1] * 10000000 }}", "'*' would build a list of 10000000 items");
+}
+
+TEST(JinjaHostileTest, OtherBuiltinsAreBounded) {
+  expectRenderRefused("{{ strftime_now('%Y' * 1000) }}", "strftime_now(): a format of 2000 bytes");
+  expectRenderRefused("{{ ('&' * 100000000)|e }}", "escape() would build a string of");
+  // Characters by index and slices walk the string; they build no list of its characters.
+  EXPECT_EQ(renderOk("{% set s = 'aé😀b' %}{{ s[1] }}{{ s[-2] }}|{{ s[1:3] }}|{{ s[::-1] }}|"
+                     "{{ s[::2] }}|{{ s[-1::-2] }}|{{ s|reverse }}|{{ s[9] is defined }}"),
+            "é😀|é😀|b😀éa|a😀|bé|b😀éa|False");
+}
+
+TEST(JinjaHostileTest, OversizeTemplateTextIsRefused) {
+  expectParseRefused(std::string((1u << 20) + 1, 'x'),
+                     "bytes is larger than the 1048576 the template parser reads");
+  // A long single line lexes in linear time (columns are counted on, not from the line start).
+  EXPECT_EQ(renderOk("{{ " + repeated("1 + ", 200000) + "1 }}").size(), 6u);
+}
+
 } // namespace
 } // namespace glm::server

@@ -15,7 +15,9 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <sys/stat.h>
 #include <thread>
+#include <unistd.h>
 
 namespace glm::server {
 namespace {
@@ -554,6 +556,114 @@ TEST(TokenizerTest, RefusesHostileTokenizerJson) {
   EXPECT_EQ(missing.status().code(), StatusCode::NotFound);
   EXPECT_NE(missing.status().message().find("/nonexistent/model/tokenizer.json"),
             std::string::npos);
+}
+
+/// tokenizer.json text whose `field` is `depth` Sequences of kind `type` (with list key `list`)
+/// around `inner`, written as text: a DOM that deep would itself recurse when built or freed.
+std::string nestedSequenceJson(const std::string &field, const std::string &list, int depth,
+                               const std::string &inner) {
+  json config = minimalTokenizer({}, {});
+  config[field] = "@@NESTED@@";
+  std::string nested;
+  for (int i = 0; i < depth; ++i) {
+    nested += R"({"type":"Sequence",")" + list + R"(":[)";
+  }
+  nested += inner;
+  for (int i = 0; i < depth; ++i) {
+    nested += "]}";
+  }
+  std::string text = config.dump();
+  text.replace(text.find("\"@@NESTED@@\""), 12, nested);
+  return text;
+}
+
+constexpr const char *kByteLevelPre =
+    R"({"type":"ByteLevel","add_prefix_space":false,"trim_offsets":false,"use_regex":true})";
+
+void expectTextRefused(const std::string &text, std::string_view fragment) {
+  Expected<Tokenizer> tokenizer = Tokenizer::fromJson(text);
+  ASSERT_FALSE(tokenizer.ok()) << "loaded a tokenizer.json that should be refused";
+  EXPECT_EQ(tokenizer.status().code(), StatusCode::FormatError) << tokenizer.status().toString();
+  EXPECT_NE(tokenizer.status().message().find(fragment), std::string::npos)
+      << "message '" << tokenizer.status().message() << "' lacks '" << fragment << "'";
+}
+
+TEST(TokenizerTest, DeeplyNestedSequencesAreRefusedByName) {
+  // 2k and 100k levels overflowed the stack (the recursion over Sequences, and nlohmann's
+  // recursive DOM); the depth-limited SAX pass refuses them before any DOM exists.
+  for (int depth : {2000, 100000}) {
+    SCOPED_TRACE(depth);
+    constexpr std::string_view kTooDeep = "nests deeper than 64 levels, the tokenizer.json nesting";
+    expectTextRefused(nestedSequenceJson("pre_tokenizer", "pretokenizers", depth, kByteLevelPre),
+                      kTooDeep);
+    expectTextRefused(
+        nestedSequenceJson("post_processor", "processors", depth, R"({"type":"ByteLevel"})"),
+        kTooDeep);
+    expectTextRefused(nestedSequenceJson("normalizer", "normalizers", depth, R"({"type":"NFC"})"),
+                      kTooDeep);
+    expectTextRefused(nestedSequenceJson("decoder", "decoders", depth, R"({"type":"ByteLevel"})"),
+                      kTooDeep);
+  }
+  // Within the JSON depth, the Sequence nesting has a bound of its own.
+  expectTextRefused(nestedSequenceJson("pre_tokenizer", "pretokenizers", 17, kByteLevelPre),
+                    "pre_tokenizer Sequence nested deeper than 16 levels");
+  expectTextRefused(
+      nestedSequenceJson("post_processor", "processors", 17, R"({"type":"ByteLevel"})"),
+      "post_processor Sequence nested deeper than 16 levels");
+  // At the bound they load (real tokenizers nest one or two).
+  EXPECT_TRUE(
+      Tokenizer::fromJson(nestedSequenceJson("pre_tokenizer", "pretokenizers", 16, kByteLevelPre))
+          .ok());
+  EXPECT_TRUE(Tokenizer::fromJson(
+                  nestedSequenceJson("post_processor", "processors", 16, R"({"type":"ByteLevel"})"))
+                  .ok());
+}
+
+TEST(TokenizerTest, HostileSplitPatternsFailCleanly) {
+  // PCRE2 bounds its own recursion: nesting (250 groups), match steps and JIT stack.
+  json config = minimalTokenizer({}, {});
+  config["pre_tokenizer"] = {
+      {"type", "Sequence"},
+      {"pretokenizers",
+       json::array({{{"type", "Split"},
+                     {"pattern", {{"Regex", std::string(100000, '(') + std::string(100000, ')')}}},
+                     {"behavior", "Isolated"},
+                     {"invert", false}},
+                    json::parse(kByteLevelPre)})}};
+  Status status = loadError(config);
+  EXPECT_EQ(status.code(), StatusCode::InvalidArgument) << status.toString();
+  EXPECT_NE(status.message().find("does not compile"), std::string::npos)
+      << status.message().substr(0, 300);
+  // Catastrophic backtracking gives up with an error instead of running on.
+  config["pre_tokenizer"]["pretokenizers"][0]["pattern"] = {{"Regex", "(a+)+$"}};
+  Tokenizer tokenizer = load(config);
+  Expected<std::vector<TokenId>> ids = tokenizer.encode(std::string(100000, 'a') + "!");
+  if (!ids.ok()) {
+    EXPECT_NE(ids.status().message().find("gave up"), std::string::npos) << ids.status().message();
+  }
+}
+
+TEST(TokenizerTest, HugeValuesAreQuotedShortInErrors) {
+  json config = minimalTokenizer({}, {});
+  config["normalizer"] = {{"kind", std::string(1 << 20, 'x')}};
+  Status status = loadError(config);
+  EXPECT_EQ(status.code(), StatusCode::Unimplemented);
+  EXPECT_LT(status.message().size(), 1000u) << status.message().substr(0, 300);
+}
+
+TEST(TokenizerTest, NonRegularTokenizerFileIsRefusedByName) {
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("glm_tokenizer_test_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const std::filesystem::path fifo = dir / "tokenizer.json";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  // A FIFO would block the read forever; it is refused before it is opened.
+  Expected<Tokenizer> tokenizer = Tokenizer::fromModelDir(dir.string());
+  ASSERT_FALSE(tokenizer.ok());
+  EXPECT_NE(tokenizer.status().message().find("tokenizer.json is not a regular file (a FIFO)"),
+            std::string::npos)
+      << tokenizer.status().message();
+  std::filesystem::remove_all(dir);
 }
 
 //===------------------------------------------------------------------------------------===//
