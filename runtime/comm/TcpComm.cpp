@@ -1,6 +1,8 @@
 // TCP collectives: framed messages over non-blocking sockets, every wait bounded by poll().
 #include "runtime/comm/TcpComm.h"
 
+#include "runtime/comm/Hmac.h"
+
 #include <arpa/inet.h>
 #include <cerrno>
 #include <chrono>
@@ -15,6 +17,8 @@
 
 #include <algorithm>
 #include <bit>
+#include <limits>
+#include <utility>
 
 namespace glm::runtime {
 namespace {
@@ -23,13 +27,24 @@ namespace {
 static_assert(std::endian::native == std::endian::little, "TcpComm sends host-order values");
 
 constexpr uint32_t kMagic = 0x544d4c47; // "GLMT"
-constexpr uint32_t kProtocolVersion = 1;
+// 2: the hello carries a nonce, answered by rank 0's challenge and the worker's proof (HMACs).
+constexpr uint32_t kProtocolVersion = 2;
+constexpr size_t kNonceBytes = 32;
+constexpr size_t kMacBytes = 32;
+/// A hello's fixed part: version, rank, world, the worker's nonce; its identity follows.
+constexpr size_t kHelloFixedBytes = 12 + kNonceBytes;
+/// Identities are a few hundred bytes; a connection that announces more is dropped.
+constexpr uint64_t kMaxHelloBytes = 64 << 10;
+/// What each side's MAC covers besides the hello and the nonces, so that one side's MAC can never
+/// be replayed as the other's.
+constexpr std::string_view kRankZeroLabel = "glmc tensor-parallel v2: rank 0";
+constexpr std::string_view kWorkerLabel = "glmc tensor-parallel v2: worker";
 constexpr uint64_t kMaxHandshakeBytes = 1 << 20;
 constexpr int kHandshakeTimeoutMs = 10000;
 constexpr int kRetryPauseMs = 200;
 
 enum class Kind : uint32_t {
-  Hello = 1,       // worker -> rank 0: version, rank, world, identity
+  Hello = 1,       // worker -> rank 0: version, rank, world, the worker's nonce, identity
   Welcome = 2,     // rank 0 -> worker: admitted
   Refuse = 3,      // rank 0 -> worker: refused for good (message)
   RefuseRetry = 4, // rank 0 -> worker: not now, try again (message)
@@ -39,6 +54,8 @@ enum class Kind : uint32_t {
   Gathered = 13,   // rank 0 -> worker: the whole tensor
   Broadcast = 14,  // rank 0 -> worker: a broadcast buffer
   Heartbeat = 15,  // either way, no payload: "alive", skipped by every reader
+  Challenge = 16,  // rank 0 -> worker: rank 0's nonce and its MAC (it holds the secret too)
+  Proof = 17,      // worker -> rank 0: the worker's MAC
 };
 
 const char *kindName(uint32_t kind) {
@@ -60,6 +77,10 @@ const char *kindName(uint32_t kind) {
     return "a broadcast";
   case Kind::Heartbeat:
     return "a heartbeat";
+  case Kind::Challenge:
+    return "a challenge";
+  case Kind::Proof:
+    return "a proof";
   }
   return "an unknown message";
 }
@@ -251,6 +272,31 @@ Wait handshakeWait() { return Wait::of(kHandshakeTimeoutMs, kHandshakeTimeoutMs)
 
 void pause(int ms) { ::poll(nullptr, 0, ms); }
 
+/// A handshake MAC: HMAC-SHA256 under the secret of the side's label, the hello (which holds the
+/// worker's nonce, rank, world and identity) and rank 0's nonce.
+Sha256Digest handshakeMac(const std::string &secret, std::string_view label,
+                          const std::string &hello, const std::string &rankZeroNonce) {
+  std::string message(label);
+  message += hello;
+  message += rankZeroNonce;
+  return hmacSha256(secret, message);
+}
+
+std::string addressText(const sockaddr_storage &address) {
+  char host[INET6_ADDRSTRLEN] = "?";
+  int port = 0;
+  if (address.ss_family == AF_INET) {
+    const auto *a = reinterpret_cast<const sockaddr_in *>(&address);
+    ::inet_ntop(AF_INET, &a->sin_addr, host, sizeof host);
+    port = ntohs(a->sin_port);
+  } else if (address.ss_family == AF_INET6) {
+    const auto *a = reinterpret_cast<const sockaddr_in6 *>(&address);
+    ::inet_ntop(AF_INET6, &a->sin6_addr, host, sizeof host);
+    port = ntohs(a->sin6_port);
+  }
+  return strCat(host, ":", port);
+}
+
 } // namespace
 
 Expected<std::pair<std::string, int>> parseHostPort(const std::string &address) {
@@ -387,50 +433,230 @@ Expected<std::unique_ptr<TcpComm>> TcpComm::worker(const std::string &host, int 
   return comm;
 }
 
-Expected<int> TcpComm::acceptPending(int timeoutMs, const Admit &admit) {
+TcpComm::Candidate &TcpComm::Candidate::operator=(Candidate &&other) noexcept {
+  if (this != &other) {
+    closeFd(fd);
+    fd = std::exchange(other.fd, -1);
+    rank = other.rank;
+    world = other.world;
+    identity = std::move(other.identity);
+    peer = std::move(other.peer);
+  }
+  return *this;
+}
+
+TcpComm::Candidate::~Candidate() { closeFd(fd); }
+
+/// A handshake in progress on rank 0: the bytes received so far, what was agreed, its deadline.
+struct TcpComm::Pending {
+  int fd = -1;
+  std::string peer;
+  Clock::time_point deadline;
+  std::string in;          // received, not yet consumed
+  bool challenged = false; // the hello was read and the challenge sent; the proof is due
+  std::string hello;       // the hello's payload, which both MACs cover
+  std::array<uint8_t, kNonceBytes> nonce{}; // rank 0's
+  int32_t rank = 0, world = 0;
+  ~Pending() { closeFd(fd); }
+};
+
+bool TcpComm::advance(Pending &p) {
+  auto drop = [&](std::string why) {
+    finished_.push_back(
+        Status(StatusCode::Unavailable, strCat("a connection to the tensor-parallel port from ",
+                                               p.peer, " was dropped: ", why)));
+    return true;
+  };
+  auto refuse = [&](std::string why) {
+    // Best effort, without waiting: the connection is not a member and must not hold rank 0.
+    const FrameHeader header{kMagic, static_cast<uint32_t>(Kind::Refuse), why.size()};
+    std::string frame(reinterpret_cast<const char *>(&header), sizeof header);
+    frame += why;
+    (void)::send(p.fd, frame.data(), frame.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+    return drop(why);
+  };
+  while (true) {
+    if (p.in.size() < sizeof(FrameHeader)) {
+      return false;
+    }
+    FrameHeader header;
+    std::memcpy(&header, p.in.data(), sizeof header);
+    if (header.magic != kMagic) {
+      return drop("it sent bytes that are not a glmc TCP frame");
+    }
+    if (isHeartbeat(header)) {
+      p.in.erase(0, sizeof header);
+      continue;
+    }
+    const Kind due = p.challenged ? Kind::Proof : Kind::Hello;
+    const uint64_t most = p.challenged ? kMacBytes : kMaxHelloBytes;
+    if (header.kind != static_cast<uint32_t>(due) || header.bytes > most) {
+      return drop(strCat("it sent ", kindName(header.kind), " of ", header.bytes, " bytes where ",
+                         kindName(static_cast<uint32_t>(due)), " was due"));
+    }
+    if (p.in.size() < sizeof header + header.bytes) {
+      return false;
+    }
+    std::string payload = p.in.substr(sizeof header, static_cast<size_t>(header.bytes));
+    p.in.erase(0, sizeof header + static_cast<size_t>(header.bytes));
+    if (!p.challenged) {
+      // version, rank, world, the worker's nonce, its identity.
+      uint32_t version = 0;
+      if (payload.size() >= 4) {
+        std::memcpy(&version, payload.data(), 4);
+      }
+      if (version != kProtocolVersion) {
+        return refuse(strCat("the worker speaks TCP protocol version ", version, "; rank 0 speaks ",
+                             kProtocolVersion, ": every rank needs the same glmc"));
+      }
+      if (payload.size() < kHelloFixedBytes) {
+        return drop("its hello is too short");
+      }
+      std::memcpy(&p.rank, payload.data() + 4, 4);
+      std::memcpy(&p.world, payload.data() + 8, 4);
+      if (!randomBytes(p.nonce.data(), p.nonce.size())) {
+        return drop("rank 0 could not draw a nonce");
+      }
+      p.hello = std::move(payload);
+      const std::string nonce(reinterpret_cast<const char *>(p.nonce.data()), p.nonce.size());
+      const Sha256Digest mac = handshakeMac(options_.secret, kRankZeroLabel, p.hello, nonce);
+      const FrameHeader challenge{kMagic, static_cast<uint32_t>(Kind::Challenge),
+                                  kNonceBytes + kMacBytes};
+      std::string frame(reinterpret_cast<const char *>(&challenge), sizeof challenge);
+      frame += nonce;
+      frame.append(reinterpret_cast<const char *>(mac.data()), mac.size());
+      // A fresh connection's send buffer takes these 80 bytes whole.
+      if (::send(p.fd, frame.data(), frame.size(), MSG_NOSIGNAL | MSG_DONTWAIT) !=
+          static_cast<ssize_t>(frame.size())) {
+        return drop("it did not take the challenge");
+      }
+      p.challenged = true;
+      continue;
+    }
+    const std::string nonce(reinterpret_cast<const char *>(p.nonce.data()), p.nonce.size());
+    const Sha256Digest expected = handshakeMac(options_.secret, kWorkerLabel, p.hello, nonce);
+    Sha256Digest got{};
+    if (payload.size() == got.size()) {
+      std::memcpy(got.data(), payload.data(), got.size());
+    }
+    if (payload.size() != got.size() || !digestsEqual(got, expected)) {
+      return refuse(strCat("rank ", p.rank,
+                           " did not prove the tensor-parallel shared secret (is its "
+                           "--tp-secret rank 0's?)"));
+    }
+    Candidate c;
+    c.fd = std::exchange(p.fd, -1);
+    c.rank = p.rank;
+    c.world = p.world;
+    c.identity = p.hello.substr(kHelloFixedBytes);
+    c.peer = p.peer;
+    finished_.push_back(std::move(c));
+    return true;
+  }
+}
+
+std::optional<Expected<TcpComm::Candidate>> TcpComm::handshake(int timeoutMs) {
   if (rank_ != 0 || listenFd_ < 0) {
-    return internalError("acceptPending on a rank that does not listen");
+    return Expected<Candidate>(internalError("handshake on a rank that does not listen"));
   }
-  pollfd p{listenFd_, POLLIN, 0};
-  const int ready = ::poll(&p, 1, timeoutMs);
-  if (ready <= 0) {
-    return -1;
+  const Clock::time_point until = Clock::now() + std::chrono::milliseconds(timeoutMs);
+  while (finished_.empty()) {
+    // Drop handshakes past their deadline: a silent connection costs rank 0 nothing but a slot.
+    const Clock::time_point now = Clock::now();
+    for (size_t i = 0; i < pending_.size();) {
+      if (pending_[i]->deadline <= now) {
+        finished_.push_back(
+            Status(StatusCode::Unavailable,
+                   strCat("a connection to the tensor-parallel port from ", pending_[i]->peer,
+                          " was dropped: no valid hello within ", options_.helloTimeoutMs, " ms")));
+        pending_.erase(pending_.begin() + static_cast<std::ptrdiff_t>(i));
+      } else {
+        ++i;
+      }
+    }
+    if (!finished_.empty()) {
+      break;
+    }
+    std::vector<pollfd> fds;
+    fds.push_back({listenFd_, POLLIN, 0});
+    Clock::time_point wake = until;
+    for (const auto &p : pending_) {
+      fds.push_back({p->fd, POLLIN, 0});
+      wake = std::min(wake, p->deadline);
+    }
+    const int64_t waitMs = std::max<int64_t>(0, msLeft(wake));
+    const int ready =
+        ::poll(fds.data(), fds.size(),
+               static_cast<int>(std::min<int64_t>(waitMs, std::numeric_limits<int>::max())));
+    if (ready < 0 && errno != EINTR) {
+      return Expected<Candidate>(
+          Status(StatusCode::Unavailable, strCat("poll failed: ", std::strerror(errno))));
+    }
+    // Existing handshakes first (the indices of fds follow pending_ until it changes).
+    std::vector<Pending *> over;
+    for (size_t i = 1; ready > 0 && i < fds.size(); ++i) {
+      if (fds[i].revents == 0) {
+        continue;
+      }
+      Pending &p = *pending_[i - 1];
+      char buffer[4096];
+      const ssize_t got = ::recv(p.fd, buffer, sizeof buffer, MSG_DONTWAIT);
+      if (got > 0) {
+        p.in.append(buffer, static_cast<size_t>(got));
+        if (advance(p)) {
+          over.push_back(&p);
+        }
+      } else if (got == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+        finished_.push_back(
+            Status(StatusCode::Unavailable, strCat("a connection to the tensor-parallel port from ",
+                                                   p.peer, " closed during the handshake")));
+        over.push_back(&p);
+      }
+    }
+    std::erase_if(pending_, [&](const std::unique_ptr<Pending> &p) {
+      return std::find(over.begin(), over.end(), p.get()) != over.end();
+    });
+    if (ready > 0 && (fds[0].revents & POLLIN) != 0) {
+      sockaddr_storage from{};
+      socklen_t length = sizeof from;
+      const int fd = ::accept4(listenFd_, reinterpret_cast<sockaddr *>(&from), &length,
+                               SOCK_CLOEXEC | SOCK_NONBLOCK);
+      if (fd >= 0) {
+        if (pending_.size() >= kMaxPendingHandshakes) {
+          // A flood of silent connections evicts its own oldest; a real worker completes its
+          // handshake within a round trip, long before it would be the oldest.
+          finished_.push_back(Status(
+              StatusCode::Unavailable,
+              strCat("a connection to the tensor-parallel port from ", pending_.front()->peer,
+                     " was dropped: ", kMaxPendingHandshakes, " handshakes were waiting")));
+          pending_.erase(pending_.begin());
+        }
+        auto p = std::make_unique<Pending>();
+        p->fd = fd;
+        p->peer = addressText(from);
+        p->deadline = Clock::now() + std::chrono::milliseconds(options_.helloTimeoutMs);
+        const int one = 1;
+        ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        pending_.push_back(std::move(p));
+      }
+    }
+    if (finished_.empty() && Clock::now() >= until) {
+      return std::nullopt;
+    }
   }
-  int fd = ::accept4(listenFd_, nullptr, nullptr, SOCK_CLOEXEC);
-  if (fd < 0) {
-    return -1; // the connection went away before we took it, or a signal: nothing to do
-  }
-  if (Status s = setNonBlocking(fd); !s.ok()) {
-    ::close(fd);
-    return s;
-  }
+  Expected<Candidate> out = std::move(finished_.front());
+  finished_.pop_front();
+  return out;
+}
+
+Expected<int> TcpComm::admit(Candidate candidate, const Admit &admit) {
+  int fd = std::exchange(candidate.fd, -1);
   auto refuse = [&](Kind kind, const std::string &why) -> Status {
     (void)sendFrame(fd, kind, why.data(), why.size(), handshakeWait());
     ::close(fd);
     return Status(StatusCode::Unavailable, why);
   };
-  Expected<FrameHeader> header = recvHeader(fd, handshakeWait());
-  if (!header.ok() || header->kind != static_cast<uint32_t>(Kind::Hello) || header->bytes < 12) {
-    ::close(fd);
-    return Status(StatusCode::Unavailable,
-                  strCat("a connection to the tensor-parallel port sent no valid hello",
-                         header.ok() ? "" : ": " + header.status().message()));
-  }
-  Expected<std::string> hello = recvText(fd, *header, handshakeWait());
-  if (!hello.ok()) {
-    ::close(fd);
-    return hello.status().withContext("reading a worker's hello");
-  }
-  uint32_t version = 0;
-  int32_t rank = 0, world = 0;
-  std::memcpy(&version, hello->data(), 4);
-  std::memcpy(&rank, hello->data() + 4, 4);
-  std::memcpy(&world, hello->data() + 8, 4);
-  const std::string identity = hello->substr(12);
-  if (version != kProtocolVersion) {
-    return refuse(Kind::Refuse, strCat("rank ", rank, " speaks TCP protocol version ", version,
-                                       "; rank 0 speaks ", kProtocolVersion));
-  }
+  const int32_t rank = candidate.rank, world = candidate.world;
   if (world != world_) {
     return refuse(Kind::Refuse,
                   strCat("rank ", rank, " runs a TP ", world, " plan; rank 0 runs TP ", world_));
@@ -445,7 +671,7 @@ Expected<int> TcpComm::acceptPending(int timeoutMs, const Admit &admit) {
       return refuse(Kind::RefuseRetry, strCat("rank ", rank, " is already connected"));
     }
   }
-  if (Status s = admit(rank, identity); !s.ok()) {
+  if (Status s = admit(rank, candidate.identity); !s.ok()) {
     return refuse(Kind::Refuse, s.message());
   }
   if (Status s = sendFrame(fd, Kind::Welcome, nullptr, 0, handshakeWait()); !s.ok()) {
@@ -456,6 +682,17 @@ Expected<int> TcpComm::acceptPending(int timeoutMs, const Admit &admit) {
   std::lock_guard<std::mutex> lock(stateMutex_);
   fds_[static_cast<size_t>(rank)] = fd;
   return static_cast<int>(rank);
+}
+
+Expected<int> TcpComm::acceptPending(int timeoutMs, const Admit &admit) {
+  std::optional<Expected<Candidate>> done = handshake(timeoutMs);
+  if (!done) {
+    return -1;
+  }
+  if (!done->ok()) {
+    return done->status();
+  }
+  return this->admit(std::move(**done), admit);
 }
 
 bool TcpComm::waitForConnection(int timeoutMs) const {
@@ -473,7 +710,7 @@ Status TcpComm::connect(int waitMs) {
   disconnect("reconnecting");
   const Clock::time_point deadline = Clock::now() + std::chrono::milliseconds(waitMs);
   std::string why = "not tried";
-  std::string hello(12, '\0');
+  std::string hello(kHelloFixedBytes, '\0');
   const uint32_t version = kProtocolVersion;
   const int32_t rank = rank_, world = world_;
   std::memcpy(hello.data(), &version, 4);
@@ -530,6 +767,11 @@ Status TcpComm::connect(int waitMs) {
     if (fd < 0) {
       continue;
     }
+    // A fresh nonce for every attempt: rank 0's challenge must answer this one.
+    if (!randomBytes(reinterpret_cast<uint8_t *>(hello.data()) + 12, kNonceBytes)) {
+      closeFd(fd);
+      return Status(StatusCode::Internal, "could not draw a nonce (getrandom)");
+    }
     // Rank 0 answers once its monitor takes the connection; a busy or restarting rank 0 may not,
     // which is retried like a refused connection.
     if (Status s = sendFrame(fd, Kind::Hello, hello.data(), hello.size(), handshakeWait());
@@ -539,6 +781,35 @@ Status TcpComm::connect(int waitMs) {
       continue;
     }
     Expected<FrameHeader> header = recvHeader(fd, handshakeWait());
+    if (header.ok() && header->kind == static_cast<uint32_t>(Kind::Challenge)) {
+      // Rank 0 proves it holds the secret before this rank answers with its own proof.
+      std::string challenge(kNonceBytes + kMacBytes, '\0');
+      Status s = header->bytes == challenge.size()
+                     ? recvBytes(fd, challenge.data(), challenge.size(), handshakeWait())
+                     : Status(StatusCode::Unavailable, "sent a malformed challenge");
+      if (!s.ok()) {
+        why = strCat("rank 0 ", s.message(), " during the handshake");
+        closeFd(fd);
+        continue;
+      }
+      const std::string nonce = challenge.substr(0, kNonceBytes);
+      Sha256Digest theirs{};
+      std::memcpy(theirs.data(), challenge.data() + kNonceBytes, kMacBytes);
+      if (!digestsEqual(theirs, handshakeMac(options_.secret, kRankZeroLabel, hello, nonce))) {
+        closeFd(fd);
+        return invalidArgument("rank 0 at ", host_, ":", port_,
+                               " did not prove the tensor-parallel shared secret (is --tp-secret "
+                               "the same on every rank?)");
+      }
+      const Sha256Digest proof = handshakeMac(options_.secret, kWorkerLabel, hello, nonce);
+      if (Status sent = sendFrame(fd, Kind::Proof, proof.data(), proof.size(), handshakeWait());
+          !sent.ok()) {
+        why = strCat("rank 0 ", sent.message(), " during the handshake");
+        closeFd(fd);
+        continue;
+      }
+      header = recvHeader(fd, handshakeWait());
+    }
     if (!header.ok()) {
       why = strCat("rank 0 ", header.status().message(), " during the handshake");
       closeFd(fd);

@@ -4,11 +4,14 @@
 
 #include "runtime/comm/Comm.h"
 
+#include <array>
 #include <chrono>
 #include <condition_variable>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <utility>
@@ -33,6 +36,15 @@ struct TcpCommOptions {
   /// rank is doing (computing, waiting on a GPU); 0 sends none, and peers then take a computation
   /// longer than their silenceMs for a stopped rank.
   int heartbeatMs = 1000;
+  /// The group's shared secret (`--tp-secret`, `--tp-secret-file`). A connecting rank proves it
+  /// holds it, and rank 0 proves it back, by HMAC-SHA256 over a nonce of each side and the hello;
+  /// the secret itself never travels. Empty: the MACs still bind the hello, but anyone who can
+  /// reach rank 0's port can join (`glmc serve` allows that on loopback only).
+  std::string secret;
+  /// How long rank 0 gives a new connection to complete its handshake (hello, proof) before it
+  /// drops it. Handshakes run apart from the group's calls, so a connection that is not yet a
+  /// member never holds one up, however long it stays silent.
+  int helloTimeoutMs = 5000;
 };
 
 /// One rank's end of a TCP group. The star through rank 0 costs two hops per collective; that is
@@ -75,11 +87,33 @@ public:
   /// Rank 0 decides whether a connecting rank may join from the identity it presents: an error
   /// refuses it, and its message is sent to the worker.
   using Admit = std::function<Status(int rank, const std::string &identity)>;
-  /// Rank 0: waits up to `timeoutMs` for one connecting rank and answers it: admitted when its
-  /// rank is missing, the world matches and `admit` agrees; refused otherwise (a rank already
-  /// connected is told to retry). Returns the admitted rank, -1 when nobody came, or why the
-  /// connection was refused.
+  /// A connection that completed the handshake (it proved the shared secret), and what it
+  /// presented; admit() decides whether it joins.
+  struct Candidate {
+    int fd = -1; // owned: closed with the candidate unless admit() takes it
+    int rank = 0, world = 0;
+    std::string identity;
+    std::string peer; // its address, for messages
+    Candidate() = default;
+    Candidate(Candidate &&other) noexcept { *this = std::move(other); }
+    Candidate &operator=(Candidate &&other) noexcept;
+    ~Candidate();
+  };
+  /// Rank 0: accepts connections and advances every handshake in progress for up to `timeoutMs`,
+  /// then returns the first that finished: an authenticated candidate, or why a connection was
+  /// dropped (no valid hello within helloTimeoutMs, a wrong MAC, another protocol version).
+  /// nullopt when none finished. At most kMaxPendingHandshakes wait at once (a new one evicts the
+  /// oldest). Touches no group state, so it runs while another thread makes calls; one thread at
+  /// a time.
+  std::optional<Expected<Candidate>> handshake(int timeoutMs);
+  /// Rank 0: admits `candidate` when its rank is missing, its world matches and `admit` agrees
+  /// (it is sent a welcome); otherwise it is refused (a rank already connected is told to retry)
+  /// and closed. Returns the admitted rank or why it was refused.
+  Expected<int> admit(Candidate candidate, const Admit &admit);
+  /// handshake() then admit(): waits up to `timeoutMs` for one connecting rank and answers it.
+  /// Returns the admitted rank, -1 when nobody came, or why the connection was refused.
   Expected<int> acceptPending(int timeoutMs, const Admit &admit);
+  static constexpr size_t kMaxPendingHandshakes = 64;
   /// Rank 0: whether a connection waits to be accepted, within `timeoutMs`. Touches no group
   /// state, so it may run while another thread uses the communicator.
   bool waitForConnection(int timeoutMs) const;
@@ -88,6 +122,9 @@ public:
   /// or still holds this rank's previous connection, for up to `waitMs`. An error when rank 0
   /// refuses the identity (not retried) or does not answer in time.
   Status connect(int waitMs);
+  /// A worker: the identity the next connect() presents (a rank learns its weights' digest only
+  /// once it has loaded them, after its communicator exists).
+  void setIdentity(std::string identity) { identity_ = std::move(identity); }
 
   /// Whether every peer still lives, without waiting: for a rank that waits on something other
   /// than this communicator (an NCCL collective on the GPU) and would otherwise learn that a peer
@@ -138,6 +175,12 @@ private:
   std::mutex heartbeatMutex_;                                    // guards stopping_
   std::condition_variable heartbeatWake_;
   bool stopping_ = false;
+  /// Rank 0's handshakes in progress and finished ones not yet returned (handshake()'s thread).
+  struct Pending;
+  std::vector<std::unique_ptr<Pending>> pending_;
+  std::deque<Expected<Candidate>> finished_;
+  /// Advances one handshake on newly received bytes; true when it is over (finished_ has it).
+  bool advance(Pending &p);
   std::thread heartbeat_; // last: started once every member above exists
 };
 

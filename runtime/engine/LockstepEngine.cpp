@@ -99,9 +99,10 @@ std::string lockstepIdentity(const PlanFile &plan, const Checkpoint &checkpoint,
   Fnv1a planHash;
   planHash.add(plan.bytes().data(), plan.bytes().size());
   Fnv1a weightsHash;
-  std::ifstream config(checkpoint.directory() / "config.json", std::ios::binary);
-  const std::string configText((std::istreambuf_iterator<char>(config)),
-                               std::istreambuf_iterator<char>());
+  // Bounded: a regular file within kMaxConfigJsonBytes (one that cannot be read, which loading the
+  // model refused before this, hashes as empty, as a missing one always did).
+  Expected<std::string> config = readConfigJson(checkpoint.directory() / "config.json");
+  const std::string configText = config.ok() ? *config : std::string();
   weightsHash.add(configText.data(), configText.size());
   for (const TensorView *t : checkpoint.tensors()) {
     weightsHash.add(t->name.data(), t->name.size() + 1);
@@ -124,6 +125,24 @@ std::string lockstepIdentity(const PlanFile &plan, const Checkpoint &checkpoint,
                 " weights=", hex(weightsHash.hash));
 }
 
+std::string withWeightDigest(const std::string &identity, const std::string &digest) {
+  return digest.empty() ? identity : strCat(identity, " bytes=", digest);
+}
+
+namespace {
+
+/// `identity` without its weight digest.
+std::string withoutDigest(const std::string &identity) {
+  const size_t at = identity.find(" bytes=");
+  if (at == std::string::npos) {
+    return identity;
+  }
+  const size_t end = identity.find(' ', at + 1);
+  return identity.substr(0, at) + (end == std::string::npos ? "" : identity.substr(end));
+}
+
+} // namespace
+
 Status compareLockstepIdentity(int rank, const std::string &theirs, const std::string &ours) {
   // Identities without the field are protocol 1's.
   auto protocol = [](const std::string &identity) {
@@ -144,7 +163,17 @@ Status compareLockstepIdentity(int rank, const std::string &theirs, const std::s
                            "table hash ", field(theirs, "weights"), ", rank 0's is ",
                            field(ours, "weights"), "): every rank needs the same model files");
   }
-  if (theirs != ours) {
+  // The weight bytes, when rank 0 knows what this rank's should be.
+  if (const std::string expected = field(ours, "bytes"); !expected.empty()) {
+    const std::string got = field(theirs, "bytes");
+    if (got != expected) {
+      return invalidArgument("rank ", rank, " holds different weight bytes (digest ",
+                             got.empty() ? std::string("none") : got, " of what it loaded, rank 0 ",
+                             "expects ", expected,
+                             "): its model files differ from rank 0's under the same tensor names");
+    }
+  }
+  if (withoutDigest(theirs) != withoutDigest(ours)) {
     return invalidArgument("rank ", rank, " presents '", theirs, "', rank 0 expects '", ours, "'");
   }
   return Status::success();
@@ -232,21 +261,33 @@ void LockstepEngine::monitor() {
   const auto heartbeat = std::chrono::milliseconds(options_.heartbeatMs);
   const int tickMs = std::max(1, std::min(100, options_.heartbeatMs / 4));
   auto admit = [this](int rank, const std::string &identity) {
-    return compareLockstepIdentity(rank, identity, identity_);
+    const size_t r = static_cast<size_t>(rank);
+    return compareLockstepIdentity(rank, identity,
+                                   withWeightDigest(identity_, r < options_.weightDigests.size()
+                                                                   ? options_.weightDigests[r]
+                                                                   : ""));
   };
   while (!stopping_) {
-    // Waiting for a connection is the tick; it runs without the lock, so engine calls go on.
-    if (listener_->waitForConnection(tickMs)) {
+    // The handshakes are the tick. They run without the lock, so engine calls go on while a
+    // connection takes its time: only one that has proven the shared secret is admitted, under
+    // the lock, and that takes one small send.
+    if (std::optional<Expected<TcpComm::Candidate>> done = listener_->handshake(tickMs)) {
+      if (!done->ok()) {
+        log(strCat("refused a tensor-parallel connection: ", done->status().message()));
+        continue;
+      }
       std::lock_guard<std::mutex> lock(mutex_);
-      Expected<int> rank = listener_->acceptPending(0, admit);
+      Expected<int> rank = listener_->admit(std::move(**done), admit);
       if (!rank.ok()) {
         log(strCat("refused a tensor-parallel worker: ", rank.status().message()));
-      } else if (*rank >= 0) {
+      } else {
         log(strCat("tensor-parallel rank ", *rank, " joined"));
         if (comm_->complete()) {
           // A new group: the workers hold no sequences, so those opened before are stale.
           ++generation_;
+          formed_ = false;
           if (Status formed = form(); formed.ok()) {
+            formed_ = true;
             lastCall_ = std::chrono::steady_clock::now();
             joined_.notify_all();
           } else {
@@ -282,6 +323,15 @@ Status LockstepEngine::form() {
 }
 
 Status LockstepEngine::health() const {
+  GLM_RETURN_IF_ERROR(connected());
+  if (listener_ != nullptr && !formed_) {
+    return Status(StatusCode::Unavailable,
+                  strCat("the tensor-parallel group of ", comm_->world(), " ranks is forming"));
+  }
+  return Status::success();
+}
+
+Status LockstepEngine::connected() const {
   const std::vector<int> missing = comm_->missingRanks();
   if (missing.empty()) {
     return Status::success();
@@ -305,20 +355,21 @@ Status LockstepEngine::health() const {
 Status LockstepEngine::waitForWorkers(int timeoutMs) {
   std::unique_lock<std::mutex> lock(mutex_);
   if (!joined_.wait_for(lock, std::chrono::milliseconds(timeoutMs),
-                        [&] { return comm_->complete(); })) {
+                        [&] { return comm_->complete() && (listener_ == nullptr || formed_); })) {
     return health();
   }
   return Status::success();
 }
 
 Status LockstepEngine::lost(const Status &why) {
+  formed_ = false;
   comm_->disconnect(why.message());
   log(strCat("tensor-parallel group lost: ", why.message()));
   return Status(StatusCode::Unavailable, why.message());
 }
 
 Status LockstepEngine::begin(const LockstepCommand &command, std::span<const int32_t> payload) {
-  if (Status h = health(); !h.ok()) {
+  if (Status h = connected(); !h.ok()) {
     return h;
   }
   LockstepCommand copy = command;

@@ -27,10 +27,14 @@ namespace glm::runtime {
 struct LockstepCommand; // one engine call on the wire (LockstepEngine.cpp)
 
 /// What a rank proves to rank 0 before it may join: a hash of the plan file's bytes and a hash of
-/// the checkpoint's config.json and tensor table (names, dtypes, shapes, byte sizes) — not of the
-/// weight bytes, which would take minutes to read — and of the load-time ablation, if any.
+/// the checkpoint's config.json and tensor table (names, dtypes, shapes, byte sizes) and of the
+/// load-time ablation, if any. The weight bytes themselves are known only once loaded: a rank
+/// adds their digest (WeightDigest) with withWeightDigest.
 std::string lockstepIdentity(const PlanFile &plan, const Checkpoint &checkpoint,
                              const Ablation *ablation = nullptr);
+/// `identity` with the digest of the weight bytes a rank loaded (WeightDigest::hex): rank 0
+/// admits a worker only when it equals the digest of that rank's part that rank 0 computed.
+std::string withWeightDigest(const std::string &identity, const std::string &digest);
 
 /// OK when `theirs` (rank `rank`'s identity) equals `ours`; otherwise an error that says which
 /// half differs.
@@ -49,6 +53,10 @@ struct LockstepOptions {
   /// It may use `control`'s collectives. A failure on any rank ends the group. Not used by ranks
   /// in this process (their communicators exist from the start).
   std::function<Status(Comm &control)> formGroup;
+  /// The digest of the weight bytes each rank loads (index: rank; WeightDigest::hex of rank 0's
+  /// load, which computes every rank's): a worker must present its own in its identity. Empty:
+  /// not checked (a worker's digest is then ignored).
+  std::vector<std::string> weightDigests;
 };
 
 class LockstepEngine : public Engine {
@@ -117,6 +125,9 @@ private:
   Status finish(const Status &local, const char *call);
   /// The group broke: record it and return the error the caller reports.
   Status lost(const Status &why);
+  /// Unavailable, naming them, while ranks are missing (health() without the forming check, which
+  /// the calls that form the group must pass).
+  Status connected() const;
   /// Whether `slot` was opened in the current group (a slot opened before the group broke has
   /// no state on the workers any more).
   Status checkCurrent(int slot) const;
@@ -140,6 +151,9 @@ private:
   std::map<int, uint64_t> slotGeneration_; // the generation each open slot belongs to
   std::chrono::steady_clock::time_point lastCall_;
   std::atomic<bool> stopping_{false};
+  /// Whether the group of processes has formed (every rank ran its formGroup) since it last
+  /// became complete; health() reports a group that is complete but not yet formed as forming.
+  std::atomic<bool> formed_{false};
   std::thread monitor_;
 };
 

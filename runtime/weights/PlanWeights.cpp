@@ -20,9 +20,49 @@
 namespace glm {
 namespace {
 
-/// Copies the slice [start, start + count) along `dim` of a dense row-major tensor of `shape`.
+/// The weights digest's hash of a byte stream: 8 bytes a step through a multiply-rotate chain (a
+/// few GB/s on one core, so it keeps up with the copies it rides along), the length mixed in.
+class ByteHash {
+public:
+  void add(const uint8_t *p, uint64_t n) {
+    length_ += n;
+    for (; n >= 8; p += 8, n -= 8) {
+      uint64_t word;
+      std::memcpy(&word, p, 8);
+      step(word);
+    }
+    if (n > 0) {
+      uint64_t word = 0;
+      std::memcpy(&word, p, static_cast<size_t>(n));
+      step(word ^ (uint64_t{0xA5} << 56));
+    }
+  }
+  template <typename T> void addValue(const T &value) {
+    add(reinterpret_cast<const uint8_t *>(&value), sizeof value);
+  }
+  uint64_t value() const {
+    // MurmurHash3's finalizer over the state and the length.
+    uint64_t h = state_ ^ (length_ * 0x9E3779B97F4A7C15ull);
+    h ^= h >> 33;
+    h *= 0xFF51AFD7ED558CCDull;
+    h ^= h >> 33;
+    h *= 0xC4CEB9FE1A85EC53ull;
+    return h ^ (h >> 33);
+  }
+
+private:
+  void step(uint64_t word) {
+    state_ ^= word * 0x87C37B91114253D5ull;
+    state_ = ((state_ << 31) | (state_ >> 33)) * 0x4CF5AD432745937Full + 0x52DCE729;
+  }
+  uint64_t state_ = 0x6A09E667F3BCC908ull;
+  uint64_t length_ = 0;
+};
+
+/// Copies the slice [start, start + count) along `dim` of a dense row-major tensor of `shape`
+/// (to `dst` when not null), and adds the bytes it reads to `hash` (when not null).
 void copySlice(const uint8_t *src, uint8_t *dst, const std::vector<int64_t> &shape, size_t dim,
-               int64_t start, int64_t count, size_t elementSize) {
+               int64_t start, int64_t count, size_t elementSize, ByteHash *hash = nullptr) {
   uint64_t outer = 1, inner = elementSize;
   for (size_t d = 0; d < dim; ++d) {
     outer *= static_cast<uint64_t>(shape[d]);
@@ -32,14 +72,20 @@ void copySlice(const uint8_t *src, uint8_t *dst, const std::vector<int64_t> &sha
   }
   const uint64_t run = static_cast<uint64_t>(count) * inner;
   for (uint64_t o = 0; o < outer; ++o) {
-    std::memcpy(
-        dst + o * run,
-        src + (o * static_cast<uint64_t>(shape[dim]) + static_cast<uint64_t>(start)) * inner, run);
+    const uint8_t *from =
+        src + (o * static_cast<uint64_t>(shape[dim]) + static_cast<uint64_t>(start)) * inner;
+    if (dst != nullptr) {
+      std::memcpy(dst + o * run, from, run);
+    }
+    if (hash != nullptr) {
+      hash->add(from, run); // just copied: in cache
+    }
   }
 }
 
 /// One tensor to copy: where it comes from and where its slice goes.
 struct CopyJob {
+  uint32_t binding; // its index in the plan's weights
   const TensorView *tensor;
   std::vector<int64_t> shape; // the tensor's (global) shape
   size_t dim;                 // slicing dimension, ignored when count covers it all
@@ -52,7 +98,8 @@ struct CopyJob {
 /// the ablation changes. The rank's part is `count` features from `start` along `dim` of the
 /// checkpoint tensor [rows, cols].
 struct EncodeJob {
-  std::string name; // the binding
+  uint32_t binding = 0; // its index in the plan's weights
+  std::string name;     // the binding
   const TensorView *tensor;
   const TensorView *scaleInv; // an FP8 checkpoint's weight_scale_inv, else null
   size_t dim;
@@ -198,6 +245,7 @@ bool ablates(const Ablation *ablation, const std::string &name) {
 /// One EXL3 matrix to place: its checkpoint layer, the features this rank holds, and where in the
 /// binding's slice it goes (Exl3ArenaLayout).
 struct Exl3Job {
+  uint32_t binding; // its index in the plan's weights
   Exl3Tensors layer;
   int64_t inStart, outStart; // first input / output feature of the rank's part (multiples of 128)
   uint8_t *slice;
@@ -207,34 +255,43 @@ struct Exl3Job {
 
 /// Copies a rank's part of an EXL3 layer (reference/exl3_format.md §1.1's tensor-parallel split):
 /// by outputs, the trellis tile columns and svh entries; by inputs, the tile rows and suh entries.
-uint64_t placeExl3(const Exl3Job &job) {
+/// With `place` false it only hashes what it would copy (another rank's part, for the digest).
+uint64_t placeExl3(const Exl3Job &job, bool place, ByteHash *hash) {
   const Exl3ArenaLayout &l = job.layout;
   const Exl3Tensors &g = job.layer;
   const uint64_t tileBytes = 32 * static_cast<uint64_t>(g.bits);
   const auto *trellis = g.trellis->data;
   uint8_t *dst = job.slice + static_cast<uint64_t>(job.matrix) * l.trellisStride();
   const uint64_t rowBytes = static_cast<uint64_t>(l.n / 16) * tileBytes;
+  // Copies (when placing) and hashes (when asked) one run of the checkpoint.
+  auto run = [&](uint8_t *to, const uint8_t *from, uint64_t bytes) {
+    if (place) {
+      std::memcpy(to, from, bytes);
+    }
+    if (hash != nullptr) {
+      hash->add(from, bytes);
+    }
+  };
   for (int64_t kt = 0; kt < l.k / 16; ++kt) {
     const uint64_t srcRow =
         static_cast<uint64_t>(job.inStart / 16 + kt) * static_cast<uint64_t>(g.n / 16);
-    std::memcpy(dst + static_cast<uint64_t>(kt) * rowBytes,
-                trellis + (srcRow + static_cast<uint64_t>(job.outStart / 16)) * tileBytes,
-                rowBytes);
+    run(dst + static_cast<uint64_t>(kt) * rowBytes,
+        trellis + (srcRow + static_cast<uint64_t>(job.outStart / 16)) * tileBytes, rowBytes);
   }
-  std::memcpy(job.slice + l.suhOffset() + static_cast<uint64_t>(job.matrix * l.k) * 2,
-              g.suh->data + static_cast<uint64_t>(job.inStart) * 2, static_cast<uint64_t>(l.k) * 2);
-  std::memcpy(job.slice + l.svhOffset() + static_cast<uint64_t>(job.matrix * l.n) * 2,
-              g.svh->data + static_cast<uint64_t>(job.outStart) * 2,
-              static_cast<uint64_t>(l.n) * 2);
+  run(job.slice + l.suhOffset() + static_cast<uint64_t>(job.matrix * l.k) * 2,
+      g.suh->data + static_cast<uint64_t>(job.inStart) * 2, static_cast<uint64_t>(l.k) * 2);
+  run(job.slice + l.svhOffset() + static_cast<uint64_t>(job.matrix * l.n) * 2,
+      g.svh->data + static_cast<uint64_t>(job.outStart) * 2, static_cast<uint64_t>(l.n) * 2);
   const uint32_t meta[2] = {static_cast<uint32_t>(g.bits), static_cast<uint32_t>(g.codebook)};
-  std::memcpy(job.slice + l.metaOffset() + static_cast<uint64_t>(job.matrix) * 8, meta, 8);
+  run(job.slice + l.metaOffset() + static_cast<uint64_t>(job.matrix) * 8,
+      reinterpret_cast<const uint8_t *>(meta), 8);
   return static_cast<uint64_t>(l.k / 16) * rowBytes + static_cast<uint64_t>(l.k + l.n) * 2;
 }
 
 /// The EXL3 matrices of one binding: each expert's (or the one) layer, checked against the global
 /// shape and the K the plan reserved, and the part of it this rank holds.
-Status planExl3(const plan::WeightBinding &w, const Checkpoint &checkpoint, uint32_t rank,
-                uint8_t *slice, std::vector<Exl3Job> &jobs) {
+Status planExl3(const plan::WeightBinding &w, uint32_t binding, const Checkpoint &checkpoint,
+                uint32_t rank, uint8_t *slice, std::vector<Exl3Job> &jobs) {
   const std::string name = w.name()->str();
   const std::string pattern = w.checkpoint()->str();
   const std::vector<int64_t> global(w.global_shape()->begin(), w.global_shape()->end());
@@ -291,7 +348,7 @@ Status planExl3(const plan::WeightBinding &w, const Checkpoint &checkpoint, uint
                              " bits per weight but the plan reserves ", layout->slotBits,
                              " (recompile the plan for this checkpoint)");
     }
-    jobs.push_back({std::move(layer).value(), inStart, outStart, slice, *layout, m});
+    jobs.push_back({binding, std::move(layer).value(), inStart, outStart, slice, *layout, m});
   }
   return Status::success();
 }
@@ -351,8 +408,9 @@ namespace {
 
 /// The EncodeJob of a binding the loader transforms (Q4, fp8, or ablated), its checkpoint tensors
 /// checked.
-Expected<EncodeJob> encodeJob(const plan::WeightBinding &w, const Checkpoint &checkpoint,
-                              uint32_t rank, bool ablate, uint8_t *dst) {
+Expected<EncodeJob> encodeJob(const plan::WeightBinding &w, uint32_t binding,
+                              const Checkpoint &checkpoint, uint32_t rank, bool ablate,
+                              uint8_t *dst) {
   const std::string name = w.name()->str();
   const std::string pattern = w.checkpoint()->str();
   const std::vector<int64_t> global(w.global_shape()->begin(), w.global_shape()->end());
@@ -387,6 +445,7 @@ Expected<EncodeJob> encodeJob(const plan::WeightBinding &w, const Checkpoint &ch
   }
   const bool split = w.shard() != plan::ShardKind::Replicated;
   EncodeJob job;
+  job.binding = binding;
   job.name = name;
   job.tensor = t;
   job.scaleInv = nullptr;
@@ -457,19 +516,23 @@ std::vector<WeightWindow> planWeightWindows(const plan::Plan &plan, uint64_t max
   return windows;
 }
 
-Status loadPlanWeightsWindow(const plan::Plan &plan, const Checkpoint &checkpoint, uint32_t rank,
-                             uint64_t windowOffset, std::span<uint8_t> window,
-                             const WeightLoadOptions &options, QuantizeReport *report) {
-  if (rank >= plan.tp()) {
-    return invalidArgument("rank ", rank, " of a TP ", plan.tp(), " plan");
-  }
-  if (plan.weights() == nullptr) {
-    return Status::success();
-  }
-  std::vector<CopyJob> jobs;
-  std::vector<Exl3Job> exl3Jobs;
-  std::vector<EncodeJob> encodeJobs;
+namespace {
+
+/// The jobs of one rank's load of one window, each kind in the plan's order of bindings.
+struct WindowJobs {
+  std::vector<CopyJob> copies;
+  std::vector<Exl3Job> exl3;
+  std::vector<EncodeJob> encodes;
+};
+
+/// Rank `rank`'s jobs for the bindings whose slices start in [windowOffset, windowOffset +
+/// window.size()), their checkpoint tensors checked.
+Status planWindow(const plan::Plan &plan, const Checkpoint &checkpoint, uint32_t rank,
+                  uint64_t windowOffset, std::span<uint8_t> window, const Ablation *ablation,
+                  WindowJobs &out) {
+  uint32_t index = 0;
   for (const plan::WeightBinding *w : *plan.weights()) {
+    const uint32_t binding = index++;
     const std::string name = w->name()->str();
     const std::string pattern = w->checkpoint()->str();
     const plan::Slice *slice = w->slice();
@@ -481,14 +544,14 @@ Status loadPlanWeightsWindow(const plan::Plan &plan, const Checkpoint &checkpoin
     }
     uint8_t *dst = window.data() + (slice->offset() - windowOffset);
     if (w->format() == plan::WeightFormat::EXL3) {
-      GLM_RETURN_IF_ERROR(planExl3(*w, checkpoint, rank, dst, exl3Jobs));
+      GLM_RETURN_IF_ERROR(planExl3(*w, binding, checkpoint, rank, dst, out.exl3));
       continue;
     }
-    const bool ablate = ablates(options.ablation, name);
+    const bool ablate = ablates(ablation, name);
     if (w->encoding() != plan::DenseEncoding::Plain || ablate ||
         w->format() == plan::WeightFormat::FP8) {
-      GLM_ASSIGN_OR_RETURN(EncodeJob job, encodeJob(*w, checkpoint, rank, ablate, dst));
-      encodeJobs.push_back(std::move(job));
+      GLM_ASSIGN_OR_RETURN(EncodeJob job, encodeJob(*w, binding, checkpoint, rank, ablate, dst));
+      out.encodes.push_back(std::move(job));
       continue;
     }
     GLM_ASSIGN_OR_RETURN(DType dtype, dtypeOfElement(w->element()));
@@ -524,7 +587,7 @@ Status loadPlanWeightsWindow(const plan::Plan &plan, const Checkpoint &checkpoin
 
     if (w->experts() == 0) {
       GLM_ASSIGN_OR_RETURN(const TensorView *t, find(pattern, global));
-      jobs.push_back({t, global, dim, start, count, dst});
+      out.copies.push_back({binding, t, global, dim, start, count, dst});
       continue;
     }
     // Stacked experts: dimension 0 of the binding counts experts, each its own tensor.
@@ -552,34 +615,159 @@ Status loadPlanWeightsWindow(const plan::Plan &plan, const Checkpoint &checkpoin
           splitByExpert || w->shard() == plan::ShardKind::Replicated ? 0 : start;
       const uint64_t localBytes = expertBytes / static_cast<uint64_t>(perExpert[innerDim]) *
                                   static_cast<uint64_t>(innerCount);
-      jobs.push_back({t, perExpert, innerDim, innerStart, innerCount,
-                      dst + static_cast<uint64_t>(e) * localBytes});
+      out.copies.push_back({binding, t, perExpert, innerDim, innerStart, innerCount,
+                            dst + static_cast<uint64_t>(e) * localBytes});
     }
   }
 
-  // Copy on all cores; each job writes its own bytes.
+  return Status::success();
+}
+
+/// The hash of what an EncodeJob reads: the rank's part of its tensor (and of its block scales).
+uint64_t hashEncodeSource(const EncodeJob &job) {
+  ByteHash hash;
+  const TensorView &t = *job.tensor;
+  copySlice(t.data, nullptr, t.shape, job.dim, job.start, job.count, dtypeSize(t.dtype), &hash);
+  if (job.scaleInv != nullptr) {
+    copySlice(job.scaleInv->data, nullptr, job.scaleInv->shape, job.dim,
+              job.start / kernels::kFp8Block, kernels::fp8BlocksOf(job.count), sizeof(float),
+              &hash);
+  }
+  return hash.value();
+}
+
+/// One rank's jobs of a window and the hash of each, for the digest (the loading rank's own, or
+/// another rank's that are only hashed).
+struct RankJobs {
+  uint32_t rank = 0;
+  bool own = false;
+  WindowJobs jobs;
+  std::vector<uint64_t> copyHash, exl3Hash, encodeHash;
+};
+
+/// Adds each binding's hash of `r` to the digest: its jobs' hashes in order.
+void addToDigest(const RankJobs &r, WeightDigest &digest) {
+  std::map<uint32_t, ByteHash> bindings;
+  for (size_t i = 0; i < r.jobs.copies.size(); ++i) {
+    bindings[r.jobs.copies[i].binding].addValue(r.copyHash[i]);
+  }
+  for (size_t i = 0; i < r.jobs.exl3.size(); ++i) {
+    bindings[r.jobs.exl3[i].binding].addValue(r.exl3Hash[i]);
+  }
+  for (size_t i = 0; i < r.jobs.encodes.size(); ++i) {
+    bindings[r.jobs.encodes[i].binding].addValue(r.encodeHash[i]);
+  }
+  for (const auto &[binding, hash] : bindings) {
+    digest.add(r.rank, binding, hash.value());
+  }
+}
+
+} // namespace
+
+void WeightDigest::add(uint32_t rank, uint32_t binding, uint64_t hash) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  bindings_[rank][binding] = hash;
+}
+
+std::string WeightDigest::hex(uint32_t rank) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = bindings_.find(rank);
+  if (it == bindings_.end()) {
+    return "";
+  }
+  ByteHash all;
+  for (const auto &[binding, hash] : it->second) {
+    all.addValue(binding);
+    all.addValue(hash);
+  }
+  char text[17];
+  std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(all.value()));
+  return text;
+}
+
+Status loadPlanWeightsWindow(const plan::Plan &plan, const Checkpoint &checkpoint, uint32_t rank,
+                             uint64_t windowOffset, std::span<uint8_t> window,
+                             const WeightLoadOptions &options, QuantizeReport *report) {
+  if (rank >= plan.tp()) {
+    return invalidArgument("rank ", rank, " of a TP ", plan.tp(), " plan");
+  }
+  if (plan.weights() == nullptr) {
+    return Status::success();
+  }
+  std::vector<RankJobs> ranks(1);
+  ranks[0].rank = rank;
+  ranks[0].own = true;
+  GLM_RETURN_IF_ERROR(
+      planWindow(plan, checkpoint, rank, windowOffset, window, options.ablation, ranks[0].jobs));
+  if (options.digest != nullptr) {
+    // Other ranks' parts are planned the same way (their jobs' destinations are never written)
+    // and only hashed.
+    for (uint32_t other : options.digest->ranks()) {
+      if (other == rank || other >= plan.tp()) {
+        continue;
+      }
+      RankJobs &r = ranks.emplace_back();
+      r.rank = other;
+      GLM_RETURN_IF_ERROR(
+          planWindow(plan, checkpoint, other, windowOffset, window, options.ablation, r.jobs));
+    }
+  }
+  const bool digest = options.digest != nullptr;
+  for (RankJobs &r : ranks) {
+    r.copyHash.assign(r.jobs.copies.size(), 0);
+    r.exl3Hash.assign(r.jobs.exl3.size(), 0);
+    r.encodeHash.assign(r.jobs.encodes.size(), 0);
+  }
+  // What runs on all cores: every copy and EXL3 placement of this rank (hashed as it copies when
+  // there is a digest), and the hashing of the other ranks' parts.
+  struct Task {
+    RankJobs *rank;
+    int kind; // 0 copy, 1 EXL3, 2 encode (another rank's only: this rank's run below)
+    size_t index;
+  };
+  std::vector<Task> tasks;
+  for (RankJobs &r : ranks) {
+    for (size_t i = 0; i < r.jobs.copies.size(); ++i) {
+      tasks.push_back({&r, 0, i});
+    }
+    for (size_t i = 0; i < r.jobs.exl3.size(); ++i) {
+      tasks.push_back({&r, 1, i});
+    }
+    for (size_t i = 0; !r.own && i < r.jobs.encodes.size(); ++i) {
+      tasks.push_back({&r, 2, i});
+    }
+  }
   std::atomic<size_t> next{0};
-  const size_t total = jobs.size() + exl3Jobs.size();
   auto worker = [&] {
-    for (size_t i = next++; i < total; i = next++) {
-      if (i >= jobs.size()) {
-        const uint64_t bytes = placeExl3(exl3Jobs[i - jobs.size()]);
-        if (options.progress != nullptr) {
+    for (size_t i = next++; i < tasks.size(); i = next++) {
+      const Task &task = tasks[i];
+      RankJobs &r = *task.rank;
+      if (task.kind == 2) {
+        r.encodeHash[task.index] = hashEncodeSource(r.jobs.encodes[task.index]);
+        continue;
+      }
+      ByteHash hash;
+      if (task.kind == 1) {
+        const uint64_t bytes = placeExl3(r.jobs.exl3[task.index], r.own, digest ? &hash : nullptr);
+        r.exl3Hash[task.index] = hash.value();
+        if (r.own && options.progress != nullptr) {
           options.progress->advance(bytes);
         }
         continue;
       }
-      const CopyJob &job = jobs[i];
-      copySlice(job.tensor->data, job.dst, job.shape, job.dim, job.start, job.count,
-                dtypeSize(job.tensor->dtype));
-      if (options.progress != nullptr) {
+      const CopyJob &job = r.jobs.copies[task.index];
+      copySlice(job.tensor->data, r.own ? job.dst : nullptr, job.shape, job.dim, job.start,
+                job.count, dtypeSize(job.tensor->dtype), digest ? &hash : nullptr);
+      r.copyHash[task.index] = hash.value();
+      if (r.own && options.progress != nullptr) {
         const uint64_t full = static_cast<uint64_t>(job.shape.empty() ? 1 : job.shape[job.dim]);
         options.progress->advance(job.tensor->byteSize / std::max<uint64_t>(full, 1) *
                                   static_cast<uint64_t>(job.count));
       }
     }
   };
-  const size_t workers = std::min<size_t>(total, std::max(1u, std::thread::hardware_concurrency()));
+  const size_t workers =
+      std::min<size_t>(tasks.size(), std::max(1u, std::thread::hardware_concurrency()));
   std::vector<std::thread> threads;
   for (size_t t = 1; t < workers; ++t) {
     threads.emplace_back(worker);
@@ -591,11 +779,21 @@ Status loadPlanWeightsWindow(const plan::Plan &plan, const Checkpoint &checkpoin
   // Each transformed matrix is split over every core in turn (the largest, the head, would
   // otherwise hold one core long after the others are done).
   QuantizeReport local;
-  for (const EncodeJob &job : encodeJobs) {
+  RankJobs &own = ranks[0];
+  for (size_t i = 0; i < own.jobs.encodes.size(); ++i) {
+    const EncodeJob &job = own.jobs.encodes[i];
     GLM_RETURN_IF_ERROR(encode(job, options.ablation, options.deviceQuantizer,
                                report != nullptr ? *report : local));
+    if (digest) {
+      own.encodeHash[i] = hashEncodeSource(job); // what encode() just read
+    }
     if (options.progress != nullptr) {
       options.progress->advance(job.bytes);
+    }
+  }
+  if (digest) {
+    for (const RankJobs &r : ranks) {
+      addToDigest(r, *options.digest);
     }
   }
   return Status::success();

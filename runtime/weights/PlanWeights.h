@@ -9,7 +9,9 @@
 #include "runtime/weights/SafeTensors.h"
 
 #include <cstdint>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <span>
 #include <string>
 #include <string_view>
@@ -54,11 +56,37 @@ public:
   virtual bool quantize(const Job &job, kernels::QuantizeStats &stats) = 0;
 };
 
+/// A digest of the checkpoint bytes a rank's load reads (the rank's part of every tensor it binds,
+/// as stored), computed by the load itself as it copies them, not in a pass of its own: what tells
+/// two ranks' weights apart when their tensor tables agree (a tensor-parallel worker with other
+/// files under the same names). Ranks read different parts, so each rank's digest is of its own
+/// part; rank 0 also asks for the workers' (`ranks`), which reads their parts too, to check the
+/// digests they present. A 64-bit fingerprint against mistakes, not a defence against forgery
+/// (the tensor-parallel secret authenticates the worker). Thread-safe; windows may fill it in any
+/// order, the digest does not depend on the windowing.
+class WeightDigest {
+public:
+  /// Digests the loading rank's part and those of `ranks`.
+  explicit WeightDigest(std::vector<uint32_t> ranks = {}) : ranks_(std::move(ranks)) {}
+  /// Rank `rank`'s digest, 16 hex digits; "" when it was not computed.
+  std::string hex(uint32_t rank) const;
+  const std::vector<uint32_t> &ranks() const { return ranks_; }
+  /// The load's part: binding `binding`'s hash for rank `rank`.
+  void add(uint32_t rank, uint32_t binding, uint64_t hash);
+
+private:
+  std::vector<uint32_t> ranks_;
+  mutable std::mutex mutex_;
+  std::map<uint32_t, std::map<uint32_t, uint64_t>> bindings_; // rank -> binding -> hash
+};
+
 struct WeightLoadOptions {
   ProgressReporter *progress = nullptr; // counts the bytes of the slices filled
   const Ablation *ablation = nullptr;
   /// Quantizes Q4 and fp8 bindings on a device instead of on the host's cores (not owned).
   DeviceQuantizer *deviceQuantizer = nullptr;
+  /// Filled with the digest of the bytes the load reads (not owned; used during the load only).
+  WeightDigest *digest = nullptr;
 };
 
 /// What a load quantized: the linears a plan holds as Q4 or fp8 from a bf16/f16/f32 checkpoint

@@ -11,10 +11,12 @@
 
 #include <algorithm>
 #include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
-#include <sys/socket.h>
 #include <thread>
 
 namespace glm::server {
@@ -64,19 +66,58 @@ std::optional<std::string> refusedParam(const Status &status, bool severalChoice
   return std::nullopt;
 }
 
+/// The monitoring listener's bounds: a few probes and scrapers, requests without bodies.
+ConnectionLimits monitorLimits(const ConnectionLimits &api) {
+  ConnectionLimits l = api;
+  l.maxConnections = 32;
+  l.maxPerClient = 16;
+  l.maxBodyBytes = 64 << 10;
+  return l;
+}
+
+ConnectionLimits apiLimits(const ServerOptions &options) {
+  ConnectionLimits l = options.connections;
+  l.maxBodyBytes = options.maxBodyBytes;
+  return l;
+}
+
+const ApiError kShuttingDown{503, "server_error", "server_shutting_down",
+                             "the server is shutting down"};
+const ApiError kCut{503, "server_error", "server_shutting_down",
+                    "the server shut down before the reply was complete"};
+
 } // namespace
 
 struct HttpServer::Impl {
   ServerOptions options;
   runtime::EngineApi &engine;
   ServedModel model;
-  httplib::Server http;
+  ServerMetrics metrics; // before the listeners, which count into it
+  BoundedServer http;
+  std::unique_ptr<BoundedServer> monitor;
+  int monitorPort = -1;
+  std::thread monitorThread;
   std::atomic<bool> draining{false};
-  std::atomic<int64_t> inFlight{0}; // generation responses not yet fully written
-  ServerMetrics metrics;
+  std::atomic<bool> cut{false};       // the drain's deadline passed: replies still running end now
+  std::atomic<int64_t> inFlight{0};   // generation responses not yet fully written
+  std::atomic<int64_t> cutReplies{0}; // replies the deadline ended
+  // Requests building their prompt now, and how many may (ServerOptions::maxPreparing).
+  std::mutex preparingMutex;
+  std::condition_variable preparingFreed;
+  int preparing = 0;
+  const int maxPreparing;
 
   Impl(ServerOptions o, runtime::EngineApi &e, ServedModel m)
-      : options(std::move(o)), engine(e), model(std::move(m)) {}
+      : options(std::move(o)), engine(e), model(std::move(m)),
+        http(apiLimits(options), metrics.connections),
+        maxPreparing(
+            options.maxPreparing > 0
+                ? options.maxPreparing
+                : std::clamp(static_cast<int>(std::thread::hardware_concurrency()), 2, 4)) {
+    if (options.monitorPort >= 0) {
+      monitor = std::make_unique<BoundedServer>(monitorLimits(apiLimits(options)), metrics.monitor);
+    }
+  }
 
   ProtocolLimits limits() const {
     ProtocolLimits l;
@@ -85,7 +126,7 @@ struct HttpServer::Impl {
     return l;
   }
 
-  bool authorized(const httplib::Request &req, httplib::Response &res) {
+  bool keyMatches(const httplib::Request &req) const {
     if (options.apiKeys.empty()) {
       return true;
     }
@@ -105,12 +146,44 @@ struct HttpServer::Impl {
       }
       ok |= diff == 0;
     }
-    if (!ok) {
-      res.set_header("WWW-Authenticate", "Bearer");
-      sendError(res, ApiError{401, "invalid_request_error", "invalid_api_key",
-                              "Incorrect API key provided."});
-    }
     return ok;
+  }
+
+  bool authorized(const httplib::Request &req, httplib::Response &res) {
+    if (keyMatches(req)) {
+      return true;
+    }
+    res.set_header("WWW-Authenticate", "Bearer");
+    sendError(res, ApiError{401, "invalid_request_error", "invalid_api_key",
+                            "Incorrect API key provided."});
+    return false;
+  }
+
+  /// Before a POST's body is read: the key, and admission while draining, so that neither an
+  /// unauthenticated client nor a shutdown costs a body read (the connection then closes).
+  httplib::Server::HandlerResponse gate(const httplib::Request &req, httplib::Response &res) {
+    if (req.method != "POST") {
+      return httplib::Server::HandlerResponse::Unhandled;
+    }
+    const bool generation = req.path == "/v1/chat/completions" || req.path == "/v1/completions";
+    const bool guarded = generation || req.path.find("tokenize") != std::string::npos;
+    if (!guarded) {
+      return httplib::Server::HandlerResponse::Unhandled;
+    }
+    if (!authorized(req, res) || (generation && draining)) {
+      if (res.body.empty()) {
+        sendError(res, kShuttingDown);
+      }
+      if (generation) {
+        ++metrics.requestsTotal;
+      }
+      if (ClientConnection *c = ClientConnection::current()) {
+        c->closeAfterReply();
+      }
+      res.set_header("Connection", "close");
+      return httplib::Server::HandlerResponse::Handled;
+    }
+    return httplib::Server::HandlerResponse::Unhandled;
   }
 
   /// Submits; answers and returns null when the engine refuses: 400 naming the field for a
@@ -139,68 +212,96 @@ struct HttpServer::Impl {
   }
 
   /// The client went away: stop its generation at the engine's next step, and count it.
-  /// Returns false, which tells cpp-httplib to close the connection.
-  bool abandon(TokenQueue &queue) {
+  void abandon(TokenQueue &queue) {
     queue.cancel();
     ++metrics.clientsDisconnected;
-    return false;
   }
 
-  /// Hands the engine's tokens to the reply until the engine has ended every choice, polling the
-  /// client between waits; a client that went away cancels the request, and so does a reply
-  /// that can show nothing more (stop strings ended every choice, or the engine failed).
-  bool relay(TokenQueue &queue, ReplyStream &reply, httplib::DataSink &sink) {
-    const ReplyStream::Write write = [&sink](std::string_view bytes) {
-      return sink.write(bytes.data(), bytes.size());
-    };
-    bool started = false, failed = false;
+  enum class Relayed { Complete, Gone, Cut };
+
+  /// Hands the engine's tokens to the reply until the engine has ended every choice: a client
+  /// that went away (`gone`) cancels the request, and so does a reply that can show nothing more
+  /// (stop strings ended every choice, or the engine failed); the drain's deadline cuts it.
+  Relayed relay(TokenQueue &queue, ReplyStream &reply, const ReplyStream::Write &write,
+                const std::function<bool()> &gone) {
+    bool started = false;
     for (bool finished = false; !finished;) {
-      if (!sink.is_writable()) {
-        return abandon(queue);
+      if (gone()) {
+        abandon(queue);
+        return Relayed::Gone;
+      }
+      if (cut) {
+        queue.cancel();
+        ++cutReplies;
+        reply.interrupt(kCut, write);
+        return Relayed::Cut;
       }
       TokenQueue::Taken taken = queue.take(std::chrono::milliseconds(50));
       finished = taken.finished;
       if (!started && (!taken.tokens.empty() || !taken.ends.empty())) {
         started = true;
         if (!reply.begin(write)) {
-          return abandon(queue);
+          abandon(queue);
+          return Relayed::Gone;
         }
       }
       for (const TokenQueue::Token &t : taken.tokens) {
         if (!reply.token(t.choice, t.token, write)) {
-          return abandon(queue);
+          abandon(queue);
+          return Relayed::Gone;
         }
       }
       for (const TokenQueue::End &e : taken.ends) {
-        failed |= e.reason == runtime::FinishReason::Error;
         if (!reply.finish(e.choice, e.reason, e.error, write)) {
-          return abandon(queue);
+          abandon(queue);
+          return Relayed::Gone;
         }
       }
       if (reply.complete()) {
         queue.cancel();
       }
     }
-    if (failed) {
+    if (reply.engineFailure()) {
       ++metrics.requestsFailed;
     }
-    reply.end(write);
-    sink.done();
-    return true;
+    return Relayed::Complete;
   }
 
-  /// POST /v1/chat/completions and /v1/completions.
-  void generate(const httplib::Request &req, httplib::Response &res, Endpoint endpoint) {
-    ++metrics.requestsTotal;
-    if (!authorized(req, res)) {
-      return;
-    }
-    if (draining) {
-      return sendError(res, ApiError{503, "server_error", "server_shutting_down",
-                                     "the server is shutting down"});
-    }
+  /// Prepares `body` once fewer than maxPreparing requests are at it, freeing the body once
+  /// parsed.
+  std::variant<PreparedRequest, ApiError> prepareInTurn(Endpoint endpoint, RequestBody &body) {
+    PrepareTurn turn(*this);
     std::variant<PreparedRequest, ApiError> prepared =
-        prepareRequest(endpoint, req.body, model, limits());
+        prepareRequest(endpoint, std::move(body.text()), model, limits());
+    body.release();
+    return prepared;
+  }
+
+  /// One of the maxPreparing turns at building a prompt (or tokenizing), held while it lives.
+  struct PrepareTurn {
+    explicit PrepareTurn(Impl &impl) : impl(impl) {
+      std::unique_lock<std::mutex> lock(impl.preparingMutex);
+      impl.preparingFreed.wait(lock, [&] { return impl.preparing < impl.maxPreparing; });
+      ++impl.preparing;
+    }
+    ~PrepareTurn() {
+      {
+        std::lock_guard<std::mutex> lock(impl.preparingMutex);
+        --impl.preparing;
+      }
+      impl.preparingFreed.notify_one();
+    }
+    Impl &impl;
+  };
+
+  /// POST /v1/chat/completions and /v1/completions.
+  void generate(const httplib::Request &req, httplib::Response &res, Endpoint endpoint,
+                RequestBody &body) {
+    ++metrics.requestsTotal;
+    if (draining) {
+      return sendError(res, kShuttingDown);
+    }
+    std::variant<PreparedRequest, ApiError> prepared = prepareInTurn(endpoint, body);
     if (ApiError *error = std::get_if<ApiError>(&prepared)) {
       return sendError(res, *error);
     }
@@ -217,19 +318,56 @@ struct HttpServer::Impl {
     const bool stream = request.reply.stream;
     std::shared_ptr<ReplyStream> reply =
         ReplyStream::create(*model.tokenizer, std::move(request.reply), promptTokens);
-    // Even a whole JSON body is written through a chunked provider, not set_content, because only
-    // a provider can poll is_writable(): a client that gives up while its request waits,
-    // prefills or decodes cancels it (cpp-httplib 0.11.4 has no Request::is_connection_closed).
-    // The cost is that the 200 status is sent before generation; an engine failure then comes as
-    // an OpenAI error object in the body.
-    if (stream) {
-      res.set_header("Cache-Control", "no-cache");
+    if (!stream) {
+      return whole(*queue, *reply, res);
     }
+    res.set_header("Cache-Control", "no-cache");
     res.set_chunked_content_provider(
-        stream ? "text/event-stream" : "application/json",
+        "text/event-stream",
         [this, queue, reply, done = std::move(done)](size_t, httplib::DataSink &sink) {
-          return relay(*queue, *reply, sink);
+          const ReplyStream::Write write = [&sink](std::string_view bytes) {
+            return sink.write(bytes.data(), bytes.size());
+          };
+          // A stream's headers are out: a client that left resets the connection at the next
+          // write, or shows as one that cannot be written to.
+          const Relayed how = relay(*queue, *reply, write, [&] { return !sink.is_writable(); });
+          if (how == Relayed::Gone) {
+            return false; // cpp-httplib closes the connection
+          }
+          if (how == Relayed::Complete) {
+            reply->end(write);
+          }
+          sink.done();
+          return true;
         });
+  }
+
+  /// A non-streamed reply: generated while the handler waits, so that its status can say how it
+  /// ended (200, or the engine's failure: 503 for a lost rank, 500 otherwise; 503 for a shutdown)
+  /// and the client is watched meanwhile: one that leaves cancels its generation.
+  void whole(TokenQueue &queue, ReplyStream &reply, httplib::Response &res) {
+    std::string body;
+    const ReplyStream::Write write = [&body](std::string_view bytes) {
+      body.append(bytes);
+      return true;
+    };
+    ClientConnection *client = ClientConnection::current();
+    const Relayed how =
+        relay(queue, reply, write, [client] { return client != nullptr && client->gone(); });
+    if (how == Relayed::Gone) {
+      client->closeAfterReply();
+      res.status = 499; // nobody reads it: the connection closes
+      return;
+    }
+    if (how == Relayed::Cut) {
+      return sendError(res, kCut);
+    }
+    if (const std::optional<Status> &failure = reply.engineFailure()) {
+      return sendError(res, engineError(*failure));
+    }
+    reply.end(write);
+    res.status = 200;
+    res.set_content(body, "application/json");
   }
 
   void health(httplib::Response &res) {
@@ -240,6 +378,14 @@ struct HttpServer::Impl {
       return sendJson(res, 503, {{"status", "unavailable"}, {"error", health.message()}});
     }
     sendJson(res, 200, {{"status", "ok"}});
+  }
+
+  void metricsPage(const httplib::Request &req, httplib::Response &res) {
+    if (!options.metricsOpen && !authorized(req, res)) {
+      return;
+    }
+    res.set_content(metrics.render(engine.stats(), options.servedNames.front()),
+                    "text/plain; version=0.0.4");
   }
 
   void models(const httplib::Request &req, httplib::Response &res) {
@@ -262,83 +408,118 @@ struct HttpServer::Impl {
     sendJson(res, 200, modelJson(name, unixSeconds()));
   }
 
-  void tokenize(const httplib::Request &req, httplib::Response &res) {
-    if (!authorized(req, res)) {
-      return;
-    }
-    OrderedJson body = OrderedJson::parse(req.body, nullptr, false);
+  void tokenize(httplib::Response &res, const std::string &text) {
+    OrderedJson body = OrderedJson::parse(text, nullptr, false);
     if (!body.is_object() || !body.contains("prompt") || !body["prompt"].is_string()) {
       return sendError(res, ApiError{400, "invalid_request_error", "invalid_value",
                                      "expected {\"prompt\": string}", "prompt"});
     }
-    Expected<std::vector<TokenId>> ids = model.tokenizer->encode(body["prompt"].get<std::string>());
+    // Counted up to the window, like a prompt: more would never run.
+    int64_t atLeast = 0;
+    Expected<std::optional<std::vector<TokenId>>> ids = [&] {
+      PrepareTurn turn(*this);
+      return encodeWithin(*model.tokenizer, body["prompt"].get_ref<const std::string &>(),
+                          options.maxContext, atLeast);
+    }();
     if (!ids.ok()) {
       return sendError(res, ApiError{400, "invalid_request_error", "invalid_value",
                                      ids.status().message(), "prompt"});
     }
+    if (!*ids) {
+      return sendError(
+          res, ApiError{400, "invalid_request_error", "context_length_exceeded",
+                        strCat("This model's maximum context length is ", options.maxContext,
+                               " tokens; the prompt has more "
+                               "than ",
+                               atLeast),
+                        "prompt"});
+    }
     sendJson(res, 200,
-             {{"tokens", *ids}, {"count", ids->size()}, {"max_model_len", options.maxContext}});
+             {{"tokens", **ids}, {"count", (*ids)->size()}, {"max_model_len", options.maxContext}});
   }
 
-  void detokenize(const httplib::Request &req, httplib::Response &res) {
-    if (!authorized(req, res)) {
-      return;
-    }
-    OrderedJson body = OrderedJson::parse(req.body, nullptr, false);
-    std::vector<TokenId> ids;
-    bool valid = body.is_object() && body.contains("tokens") && body["tokens"].is_array();
-    if (valid) {
-      for (const OrderedJson &t : body["tokens"]) {
-        valid &= t.is_number_integer() && model.tokenizer->hasId(t.get<int32_t>());
-        if (valid) {
-          ids.push_back(t.get<int32_t>());
-        }
-      }
-    }
-    if (!valid) {
+  void detokenize(httplib::Response &res, const std::string &text) {
+    OrderedJson body = OrderedJson::parse(text, nullptr, false);
+    if (!body.is_object() || !body.contains("tokens") || !body["tokens"].is_array()) {
       return sendError(res, ApiError{400, "invalid_request_error", "invalid_value",
                                      "expected {\"tokens\": [ids in the vocabulary]}", "tokens"});
     }
-    Expected<std::string> text = model.tokenizer->decode(ids);
-    sendJson(res, 200, {{"prompt", text.ok() ? *text : std::string()}});
+    std::vector<TokenId> ids;
+    const OrderedJson &tokens = body["tokens"];
+    for (size_t i = 0; i < tokens.size(); ++i) {
+      // The id as the client wrote it, never narrowed: 4294967301 is not 5.
+      const OrderedJson &t = tokens[i];
+      const bool integral = t.is_number_integer();
+      const bool inRange =
+          integral && (t.is_number_unsigned()
+                           ? t.get<uint64_t>() < model.tokenizer->idCount()
+                           : t.get<int64_t>() >= 0 && static_cast<uint64_t>(t.get<int64_t>()) <
+                                                          model.tokenizer->idCount());
+      if (!inRange || !model.tokenizer->hasId(static_cast<TokenId>(t.get<int64_t>()))) {
+        return sendError(res, ApiError{400, "invalid_request_error", "invalid_value",
+                                       strCat("tokens[", i, "] is ",
+                                              integral ? t.dump() : std::string("not an integer"),
+                                              ": ids are integers in [0, ",
+                                              model.tokenizer->idCount(), ") of the vocabulary"),
+                                       strCat("tokens[", i, "]")});
+      }
+      ids.push_back(static_cast<TokenId>(t.get<int64_t>()));
+    }
+    Expected<std::string> decoded = model.tokenizer->decode(ids);
+    sendJson(res, 200, {{"prompt", decoded.ok() ? *decoded : std::string()}});
   }
 
   void install() {
-    http.set_payload_max_length(options.maxBodyBytes);
-    // cpp-httplib answers some errors itself with an empty body; give them OpenAI's shape.
-    http.set_error_handler([](const httplib::Request &, httplib::Response &res) {
-      if (!res.body.empty()) {
-        return;
-      }
-      const int status = res.status;
-      const char *message = status == 413   ? "the request body is too large"
-                            : status == 404 ? "no such endpoint"
-                                            : "bad request";
-      sendError(res,
-                ApiError{status, "invalid_request_error",
-                         status == 413 ? "request_too_large" : "invalid_request_error", message});
-    });
-    http.new_task_queue = [threads = options.threads] {
-      return new httplib::ThreadPool(static_cast<size_t>(threads));
-    };
-
     using Req = const httplib::Request &;
     using Res = httplib::Response &;
+    using Reader = const httplib::ContentReader &;
+    http.setGate([this](Req req, Res res) { return gate(req, res); });
+    // Every POST reads its body through readBody (bounded while it arrives, chunked too).
+    auto withBody = [this](std::function<void(Req, Res, RequestBody &)> handler) {
+      return [this, handler = std::move(handler)](Req req, Res res, Reader reader) {
+        RequestBody body;
+        if (http.readBody(req, reader, body, res)) {
+          handler(req, res, body);
+        }
+      };
+    };
     http.Get("/health", [this](Req, Res res) { health(res); });
+    http.Get("/metrics", [this](Req req, Res res) { metricsPage(req, res); });
     http.Get("/v1/models", [this](Req req, Res res) { models(req, res); });
     http.Get(R"(/v1/models/(.+))", [this](Req req, Res res) { oneModel(req, res); });
-    http.Post("/v1/chat/completions",
-              [this](Req req, Res res) { generate(req, res, Endpoint::ChatCompletions); });
-    http.Post("/v1/completions",
-              [this](Req req, Res res) { generate(req, res, Endpoint::Completions); });
+    http.Post("/v1/chat/completions", withBody([this](Req req, Res res, RequestBody &body) {
+                generate(req, res, Endpoint::ChatCompletions, body);
+              }));
+    http.Post("/v1/completions", withBody([this](Req req, Res res, RequestBody &body) {
+                generate(req, res, Endpoint::Completions, body);
+              }));
     for (const std::string prefix : {"", "/v1"}) {
-      http.Post(prefix + "/tokenize", [this](Req req, Res res) { tokenize(req, res); });
-      http.Post(prefix + "/detokenize", [this](Req req, Res res) { detokenize(req, res); });
+      http.Post(prefix + "/tokenize",
+                withBody([this](Req, Res res, RequestBody &body) { tokenize(res, body.text()); }));
+      http.Post(prefix + "/detokenize", withBody([this](Req, Res res, RequestBody &body) {
+                  detokenize(res, body.text());
+                }));
     }
-    http.Get("/metrics", [this](Req, Res res) {
-      res.set_content(metrics.render(engine.stats(), options.servedNames.front()),
-                      "text/plain; version=0.0.4");
+    // Any other POST: 404 without reading its body.
+    http.Post(".*", [](Req, Res res, Reader) {
+      if (ClientConnection *c = ClientConnection::current()) {
+        c->closeAfterReply();
+      }
+      res.set_header("Connection", "close");
+      sendError(
+          res, ApiError{404, "invalid_request_error", "invalid_request_error", "no such endpoint"});
     });
+    if (monitor) {
+      monitor->Get("/health", [this](Req, Res res) { health(res); });
+      monitor->Get("/metrics", [this](Req req, Res res) { metricsPage(req, res); });
+      monitor->Post(".*", [](Req, Res res, Reader) {
+        if (ClientConnection *c = ClientConnection::current()) {
+          c->closeAfterReply();
+        }
+        sendError(res, ApiError{404, "invalid_request_error", "invalid_request_error",
+                                "the monitoring port serves GET /health and /metrics"});
+      });
+    }
   }
 };
 
@@ -347,43 +528,60 @@ HttpServer::HttpServer(ServerOptions options, runtime::EngineApi &engine, Served
   impl_->install();
 }
 
-HttpServer::~HttpServer() = default;
-
-Expected<int> HttpServer::bind() {
-  // cpp-httplib enables SO_REUSEPORT, which lets a second server share the port silently.
-  impl_->http.set_socket_options([](int fd) {
-    int yes = 1;
-    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
-  });
-  if (impl_->options.port == 0) {
-    const int port = impl_->http.bind_to_any_port(impl_->options.host);
-    if (port <= 0) {
-      return Status(StatusCode::Unavailable, strCat("cannot bind ", impl_->options.host));
-    }
-    return port;
+HttpServer::~HttpServer() {
+  if (impl_->monitorThread.joinable()) {
+    impl_->monitor->halt();
+    impl_->monitorThread.join();
   }
-  if (!impl_->http.bind_to_port(impl_->options.host, impl_->options.port)) {
-    return Status(StatusCode::Unavailable, strCat("cannot bind ", impl_->options.host, ":",
-                                                  impl_->options.port, " (in use?)"));
-  }
-  return impl_->options.port;
 }
 
-void HttpServer::serve() { impl_->http.listen_after_bind(); }
+Expected<int> HttpServer::bind() {
+  GLM_ASSIGN_OR_RETURN(int port, impl_->http.bindTo(impl_->options.host, impl_->options.port));
+  if (impl_->monitor) {
+    GLM_ASSIGN_OR_RETURN(impl_->monitorPort, impl_->monitor->bindTo(impl_->options.monitorHost,
+                                                                    impl_->options.monitorPort));
+  }
+  return port;
+}
 
-void HttpServer::stop(int drainSeconds) {
-  impl_->draining = true;
-  // cpp-httplib's stop() cuts in-flight streams (server.md §4.1), so wait for the engine to
-  // finish what it has first.
+int HttpServer::monitorPort() const { return impl_->monitorPort; }
+
+void HttpServer::serve() {
+  if (impl_->monitor && !impl_->monitorThread.joinable()) {
+    impl_->monitorThread = std::thread([this] { impl_->monitor->listen_after_bind(); });
+  }
+  impl_->http.listen_after_bind();
+}
+
+int64_t HttpServer::stop(int drainSeconds) {
+  Impl &s = *impl_;
+  s.draining = true;
+  s.http.closeAfterCurrentRequests();
+  // cpp-httplib's stop() cuts in-flight streams (server.md §4.1): first the requests running
+  // finish, up to the deadline.
+  auto idle = [&] {
+    const runtime::SchedulerStats stats = s.engine.stats();
+    return stats.running == 0 && stats.waiting == 0 && s.inFlight.load() == 0;
+  };
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(drainSeconds);
-  while (std::chrono::steady_clock::now() < deadline) {
-    const runtime::SchedulerStats s = impl_->engine.stats();
-    if (s.running == 0 && s.waiting == 0 && impl_->inFlight.load() == 0) {
-      break;
-    }
+  while (!idle() && std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
-  impl_->http.stop();
+  if (s.inFlight.load() > 0) {
+    // The deadline: every reply still running ends now, with an error event and its finish,
+    // and its generation is cancelled; each relay sees the flag within its 50 ms wait. A client
+    // that reads none of it holds its reply no longer than the short grace.
+    s.cut = true;
+    const auto grace = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+    while (s.inFlight.load() > 0 && std::chrono::steady_clock::now() < grace) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+  }
+  s.http.halt();
+  if (s.monitor) {
+    s.monitor->halt();
+  }
+  return s.cutReplies.load();
 }
 
 } // namespace glm::server

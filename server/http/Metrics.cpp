@@ -51,6 +51,30 @@ std::string ServerMetrics::render(const runtime::SchedulerStats &engine,
   gauge("glmc:http_requests_failed_total", "counter", requestsFailed.load());
   gauge("vllm:http_requests_client_disconnected_total", "counter", clientsDisconnected.load());
   gauge("vllm:prompt_tokens_total", "counter", promptTokens.load());
+  // One family per line of TYPE, a series per listener (and per refusal reason).
+  const std::pair<const char *, const ConnectionStats *> listeners[] = {{"api", &connections},
+                                                                        {"monitor", &monitor}};
+  auto family = [&](const char *metric, const char *kind,
+                    int64_t (*value)(const ConnectionStats &)) {
+    text += strCat("# TYPE ", metric, " ", kind, "\n");
+    for (const auto &[listener, stats] : listeners) {
+      text += strCat(metric, "{model_name=\"", modelName, "\",listener=\"", listener, "\"} ",
+                     value(*stats), "\n");
+    }
+  };
+  family("glmc:http_connections", "gauge", [](const ConnectionStats &c) { return c.open.load(); });
+  text += "# TYPE glmc:http_connections_refused_total counter\n";
+  for (const auto &[listener, stats] : listeners) {
+    for (const auto &[reason, count] :
+         {std::pair{"busy", stats->refusedBusy.load()}, {"client", stats->refusedClient.load()}}) {
+      text += strCat("glmc:http_connections_refused_total{model_name=\"", modelName,
+                     "\",listener=\"", listener, "\",reason=\"", reason, "\"} ", count, "\n");
+    }
+  }
+  family("glmc:http_request_timeouts_total", "counter",
+         [](const ConnectionStats &c) { return c.timedOut.load(); });
+  family("glmc:http_requests_malformed_total", "counter",
+         [](const ConnectionStats &c) { return c.malformed.load(); });
   const std::string labels = "model_name=\"" + modelName + "\"";
   text += timeToFirstToken.render("vllm:time_to_first_token_seconds", labels);
   text += interTokenLatency.render("vllm:inter_token_latency_seconds", labels);

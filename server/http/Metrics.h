@@ -25,6 +25,15 @@ private:
   double sum_ = 0;
 };
 
+/// What one listener's connections did (BoundedServer counts them).
+struct ConnectionStats {
+  std::atomic<int64_t> open{0};          // connections open now
+  std::atomic<int64_t> refusedBusy{0};   // refused: the server had all its connections open
+  std::atomic<int64_t> refusedClient{0}; // refused: the client's address had all of its own
+  std::atomic<int64_t> timedOut{0};      // requests whose headers or body came too slowly
+  std::atomic<int64_t> malformed{0};     // requests refused for their framing, headers or size
+};
+
 /// What the server counts. Handlers and token queues update it from any thread; GET /metrics
 /// renders it beside the engine's own counts.
 struct ServerMetrics {
@@ -32,6 +41,8 @@ struct ServerMetrics {
   std::atomic<int64_t> requestsFailed{0};
   std::atomic<int64_t> clientsDisconnected{0};
   std::atomic<int64_t> promptTokens{0};
+  ConnectionStats connections; // the API listener's
+  ConnectionStats monitor;     // the monitoring listener's (--monitor-port)
   // Request latencies as vLLM names and buckets them (server.md §1.11, §3).
   Histogram timeToFirstToken{{0.001, 0.005, 0.01, 0.02,  0.04,  0.06,  0.08, 0.1,
                               0.25,  0.5,   0.75, 1.0,   2.5,   5.0,   7.5,  10.0,

@@ -11,6 +11,7 @@
 #include "server/tokenizer/Tokenizer.h"
 
 #include <cstdint>
+#include <optional>
 #include <string_view>
 #include <variant>
 #include <vector>
@@ -38,10 +39,24 @@ struct PreparedRequest {
 /// with seed = requestSeed(id), it draws the same tokens.
 uint64_t requestSeed(std::string_view requestId);
 
+/// Text's token ids, counted before they are all made: text that cannot fit in `limit` tokens
+/// is found out 64 KiB at a time, so that a body of any size costs the tokenizer about `limit`
+/// tokens' work, never the whole text's. Text that fits (or nearly: a chunked count is within a
+/// few tokens a cut of the whole's) is encoded whole, exactly as the tokenizer encodes it.
+/// nullopt when the text has more than `limit` tokens, `atLeast` then a lower bound on them;
+/// `limit` 0: no limit.
+Expected<std::optional<std::vector<TokenId>>>
+encodeWithin(const Tokenizer &tokenizer, std::string_view text, int64_t limit, int64_t &atLeast);
+
 /// Parses `body` as the endpoint's request and builds its prompt. Every error is the client's
 /// (400, or 404 for an unknown model): malformed or unsupported fields, a chat template or
 /// tokenizer failure, an empty prompt, a prompt plus max_tokens beyond `limits.maxContext`.
 std::variant<PreparedRequest, ApiError> prepareRequest(Endpoint endpoint, std::string_view body,
+                                                       const ServedModel &model,
+                                                       const ProtocolLimits &limits);
+/// The same, freeing `body` as soon as it is parsed (its content lives on in the parsed request):
+/// a large body is not held twice while its prompt is built.
+std::variant<PreparedRequest, ApiError> prepareRequest(Endpoint endpoint, std::string &&body,
                                                        const ServedModel &model,
                                                        const ProtocolLimits &limits);
 

@@ -18,14 +18,6 @@ namespace {
 
 using OrderedJson = nlohmann::ordered_json;
 
-/// A request the engine failed: 503 when the engine lost a part it needs (a tensor-parallel rank;
-/// the client may retry once /health is ok again), 500 otherwise.
-ApiError engineError(const Status &error) {
-  return error.code() == StatusCode::Unavailable
-             ? ApiError{503, "server_error", "engine_unavailable", error.message()}
-             : ApiError{500, "server_error", "engine_error", error.message()};
-}
-
 std::optional<std::string> unlessEmpty(const std::string &text) {
   return text.empty() ? std::nullopt : std::optional(text);
 }
@@ -207,6 +199,26 @@ public:
            std::all_of(choices_.begin(), choices_.end(), [](const Choice &c) { return c.closed; });
   }
 
+  const std::optional<Status> &engineFailure() const final { return error_; }
+
+  void interrupt(const ApiError &error, const Write &write) final {
+    if (!interruptible()) {
+      return;
+    }
+    writeEvent(error.toJson(), write);
+    for (size_t i = 0; i < choices_.size(); ++i) {
+      Choice &c = choices_[i];
+      if (!c.closed) {
+        c.closed = true;
+        c.finishReason = "length";
+        if (!completeChoice(static_cast<int>(i), write)) {
+          return;
+        }
+      }
+    }
+    write(kSseDone);
+  }
+
   void end(const Write &write) final {
     if (error_) {
       fail(engineError(*error_).toJson(), write);
@@ -247,6 +259,9 @@ protected:
   virtual void completeReply(const Usage &usage, const Write &write) = 0;
   /// Writes the engine's error in place of the rest of the reply.
   virtual void fail(const OrderedJson &error, const Write &write) = 0;
+  /// Whether interrupt() writes anything (a stream), and how it writes an event.
+  virtual bool interruptible() const { return false; }
+  virtual void writeEvent(const OrderedJson &, const Write &) {}
 
   /// The logprobs of `tokens` in the endpoint's shape.
   OrderedJson logprobsJson(const std::vector<TokenLogprobs> &tokens) const {
@@ -382,6 +397,8 @@ protected:
     event(error, write);
     write(kSseDone);
   }
+  bool interruptible() const override { return true; }
+  void writeEvent(const OrderedJson &json, const Write &write) override { event(json, write); }
 
 private:
   /// The logprobs of the choice's tokens not written yet, which go in the chunk being written;
@@ -458,6 +475,12 @@ private:
 };
 
 } // namespace
+
+ApiError engineError(const Status &error) {
+  return error.code() == StatusCode::Unavailable
+             ? ApiError{503, "server_error", "engine_unavailable", error.message()}
+             : ApiError{500, "server_error", "engine_error", error.message()};
+}
 
 std::unique_ptr<ReplyStream> ReplyStream::create(const Tokenizer &tokenizer, ReplyOptions options,
                                                  int64_t promptTokens) {

@@ -5,6 +5,7 @@
 
 #include "base/Status.h"
 #include "runtime/api/EngineApi.h"
+#include "server/openai/Protocol.h"
 #include "server/tokenizer/Tokenizer.h"
 
 #include <nlohmann/json.hpp>
@@ -12,6 +13,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -65,6 +67,18 @@ public:
   /// Once the engine ended every choice: the last chunks (or the whole body), or the engine's
   /// error.
   virtual void end(const Write &write) = 0;
+  /// The engine's first error, once it failed the request.
+  virtual const std::optional<Status> &engineFailure() const = 0;
+  /// Ends a reply the server cuts short (a shutdown's deadline): a stream gets `error` as an
+  /// event, every choice still open its finish chunk with finish_reason "length" (the reply is
+  /// truncated, as by max_tokens), then [DONE]. A whole reply writes nothing: its handler answers
+  /// with the error instead.
+  virtual void interrupt(const ApiError &error, const Write &write) = 0;
 };
+
+/// The HTTP error of a request the engine failed: 503 `engine_unavailable` when the engine lost a
+/// part it needs (a tensor-parallel rank; the client may retry once /health is ok), 500
+/// `engine_error` otherwise.
+ApiError engineError(const Status &error);
 
 } // namespace glm::server

@@ -12,11 +12,17 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <arpa/inet.h>
 #include <atomic>
 #include <chrono>
 #include <filesystem>
+#include <limits>
+#include <netinet/in.h>
+#include <poll.h>
+#include <set>
 #include <span>
 #include <sstream>
+#include <sys/socket.h>
 #include <thread>
 #include <unistd.h>
 
@@ -144,17 +150,26 @@ public:
     thread_ = std::thread([this] { server_->serve(); });
   }
   ~Running() { stop(); }
-  void stop() {
+  /// Stops as a SIGTERM does, draining for up to `drainSeconds`; the replies cut.
+  int64_t stop(int drainSeconds = 30) {
+    int64_t cut = 0;
     if (thread_.joinable()) {
-      server_->stop();
+      cut = server_->stop(drainSeconds);
       thread_.join();
     }
+    return cut;
   }
   httplib::Client client() const {
     httplib::Client c("127.0.0.1", port_);
     c.set_read_timeout(30, 0);
     return c;
   }
+  httplib::Client monitorClient() const {
+    httplib::Client c("127.0.0.1", server_->monitorPort());
+    c.set_read_timeout(30, 0);
+    return c;
+  }
+  int port() const { return port_; }
   const Tokenizer &tokenizer() const { return *tokenizer_; }
 
 private:
@@ -920,7 +935,8 @@ TEST(HttpServer, AnEngineFailureEndsTheReply) {
   engine.failure = Status(StatusCode::Internal, "the step failed");
   Json request = chat("Hi");
   request["n"] = 2;
-  Json r = post(server, "/v1/chat/completions", request, 200); // the status went before the failure
+  // A whole reply waits for the engine, so its status says how it ended: 500 for a failed step.
+  Json r = post(server, "/v1/chat/completions", request, 500);
   EXPECT_EQ(r["error"]["type"], "server_error");
   EXPECT_EQ(r["error"]["code"], "engine_error");
   EXPECT_EQ(r["error"]["message"], "the step failed");
@@ -959,6 +975,518 @@ TEST(HttpServer, LatenciesFollowTheFirstChoice) {
   EXPECT_NE(metrics->body.find(
                 "vllm:e2e_request_latency_seconds_bucket{model_name=\"tiny\",le=\"+Inf\"} 1"),
             std::string::npos);
+}
+
+//===------------------------------------------------------------------------------------------===//
+// Hostile clients (issue 26): deadlines, connection limits, framing, body limits, drain.
+//===------------------------------------------------------------------------------------------===//
+
+/// A raw TCP connection to the server, from loopback address `source` (127.0.0.x: the per-client
+/// limit counts connections by address).
+class RawClient {
+public:
+  explicit RawClient(int port, const char *source = "127.0.0.1") {
+    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in from{};
+    from.sin_family = AF_INET;
+    ::inet_pton(AF_INET, source, &from.sin_addr);
+    EXPECT_EQ(::bind(fd_, reinterpret_cast<sockaddr *>(&from), sizeof from), 0);
+    sockaddr_in to{};
+    to.sin_family = AF_INET;
+    to.sin_port = htons(static_cast<uint16_t>(port));
+    ::inet_pton(AF_INET, "127.0.0.1", &to.sin_addr);
+    connected_ = ::connect(fd_, reinterpret_cast<sockaddr *>(&to), sizeof to) == 0;
+  }
+  ~RawClient() { ::close(fd_); }
+  bool connected() const { return connected_; }
+  bool send(std::string_view bytes) {
+    return ::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL) ==
+           static_cast<ssize_t>(bytes.size());
+  }
+  void shutdownWrite() { ::shutdown(fd_, SHUT_WR); }
+  /// What the server sends until it closes the connection (or `timeoutMs` passes, a bound
+  /// never reached when the server behaves); `closed` says whether it closed.
+  std::string readAll(bool *closed = nullptr, int timeoutMs = 20000) {
+    std::string out;
+    const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeoutMs);
+    while (std::chrono::steady_clock::now() < until) {
+      pollfd p{fd_, POLLIN, 0};
+      if (::poll(&p, 1, 50) <= 0) {
+        continue;
+      }
+      char buffer[4096];
+      const ssize_t got = ::recv(fd_, buffer, sizeof buffer, 0);
+      if (got <= 0) {
+        if (closed != nullptr) {
+          *closed = true;
+        }
+        return out;
+      }
+      out.append(buffer, static_cast<size_t>(got));
+    }
+    if (closed != nullptr) {
+      *closed = false;
+    }
+    return out;
+  }
+  /// Reads until `needle` has arrived (or the connection ends).
+  std::string readUntil(std::string_view needle, int timeoutMs = 20000) {
+    std::string out;
+    const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeoutMs);
+    while (out.find(needle) == std::string::npos && std::chrono::steady_clock::now() < until) {
+      pollfd p{fd_, POLLIN, 0};
+      if (::poll(&p, 1, 50) <= 0) {
+        continue;
+      }
+      char buffer[4096];
+      const ssize_t got = ::recv(fd_, buffer, sizeof buffer, 0);
+      if (got <= 0) {
+        break;
+      }
+      out.append(buffer, static_cast<size_t>(got));
+    }
+    return out;
+  }
+
+private:
+  int fd_ = -1;
+  bool connected_ = false;
+};
+
+/// The status of the first response in `reply` ("HTTP/1.1 200 OK..."), past any interim 100s.
+int statusOf(const std::string &reply) {
+  size_t at = 0;
+  while (true) {
+    if (reply.compare(at, 9, "HTTP/1.1 ") != 0 || reply.size() < at + 12) {
+      return -1;
+    }
+    const int status = std::stoi(reply.substr(at + 9, 3));
+    if (status != 100) {
+      return status;
+    }
+    at = reply.find("\r\n\r\n", at);
+    if (at == std::string::npos) {
+      return -1;
+    }
+    at += 4;
+  }
+}
+
+std::string bodyOf(const std::string &reply) {
+  // The last header block's end: interim responses come first.
+  size_t at = 0, end;
+  while ((end = reply.find("\r\n\r\n", at)) != std::string::npos &&
+         reply.compare(at, 12, "HTTP/1.1 100") == 0) {
+    at = end + 4;
+  }
+  end = reply.find("\r\n\r\n", at);
+  return end == std::string::npos ? "" : reply.substr(end + 4);
+}
+
+/// A raw request's reply status and body, the connection closed by the server after.
+std::pair<int, std::string> rawRequest(int port, const std::string &request) {
+  RawClient c(port);
+  EXPECT_TRUE(c.send(request));
+  const std::string reply = c.readUntil("\r\n\r\n");
+  const std::string rest = c.readAll();
+  return {statusOf(reply), bodyOf(reply + rest)};
+}
+
+std::string chatBody() { return chat("Hi").dump(); }
+
+/// A client that sends its headers a line at a time gets 408 once the header deadline passes,
+/// and its connection is closed; the deadline counts the whole of the headers, not each read.
+TEST(HttpServerHostile, SlowHeadersGet408AtTheDeadline) {
+  FakeEngine engine;
+  ServerOptions options;
+  options.connections.headerTimeoutMs = 400;
+  Running server(engine, options);
+  RawClient slow(server.port());
+  ASSERT_TRUE(slow.send("POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n"));
+  std::atomic<bool> stop{false};
+  // One header line every 100 ms: each read comes well within any per-read timeout.
+  std::thread trickle([&] {
+    for (int i = 0; i < 200 && !stop; ++i) {
+      if (!slow.send(strCat("X-Slow-", i, ": y\r\n"))) {
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+  });
+  bool closed = false;
+  const std::string reply = slow.readAll(&closed);
+  stop = true;
+  trickle.join();
+  EXPECT_EQ(statusOf(reply), 408) << reply;
+  EXPECT_TRUE(closed);
+  EXPECT_NE(bodyOf(reply).find("request_timeout"), std::string::npos) << reply;
+  // A connection that sends nothing at all is closed at the same deadline.
+  RawClient silent(server.port());
+  closed = false;
+  silent.readAll(&closed);
+  EXPECT_TRUE(closed);
+}
+
+/// A slow body is bounded by its own deadline.
+TEST(HttpServerHostile, ASlowBodyGets408) {
+  FakeEngine engine;
+  ServerOptions options;
+  options.connections.bodyTimeoutMs = 400;
+  Running server(engine, options);
+  RawClient slow(server.port());
+  ASSERT_TRUE(slow.send("POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: "
+                        "100000\r\n\r\n{"));
+  bool closed = false;
+  const std::string reply = slow.readAll(&closed);
+  EXPECT_EQ(statusOf(reply), 408) << reply;
+  EXPECT_TRUE(closed);
+}
+
+/// Connections beyond the per-address limit get 429, beyond the server's limit 503, at once;
+/// meanwhile the monitoring port answers /health, and once the slow clients are gone the API does
+/// again. Nothing here waits on a deadline.
+TEST(HttpServerHostile, ConnectionLimitsRefuseAtOnceAndTheMonitorAnswers) {
+  FakeEngine engine;
+  ServerOptions options;
+  options.connections.maxConnections = 4;
+  options.connections.maxPerClient = 2;
+  options.connections.headerTimeoutMs = 60000; // the slow clients hold their connections
+  options.monitorPort = 0;
+  Running server(engine, options);
+  std::vector<std::unique_ptr<RawClient>> slow;
+  for (const char *source : {"127.0.0.2", "127.0.0.2", "127.0.0.3", "127.0.0.3"}) {
+    slow.push_back(std::make_unique<RawClient>(server.port(), source));
+    ASSERT_TRUE(slow.back()->connected());
+    ASSERT_TRUE(slow.back()->send("GET /health HTTP/1.1\r\n")); // never finished
+  }
+  // The server counts a connection once its thread takes it; wait until all four are counted.
+  for (int i = 0; i < 400; ++i) {
+    auto metrics = server.monitorClient().Get("/metrics");
+    ASSERT_TRUE(metrics);
+    if (metrics->body.find("glmc:http_connections{model_name=\"tiny\",listener=\"api\"} 4") !=
+        std::string::npos) {
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  {
+    RawClient third(server.port(), "127.0.0.3");
+    const std::string reply = third.readAll();
+    EXPECT_EQ(statusOf(reply), 503) << reply; // the server is full before the address counts
+  }
+  slow.pop_back(); // 127.0.0.3 now has one; the server three
+  for (int i = 0; i < 400; ++i) {
+    auto metrics = server.monitorClient().Get("/metrics");
+    ASSERT_TRUE(metrics);
+    if (metrics->body.find("glmc:http_connections{model_name=\"tiny\",listener=\"api\"} 3") !=
+        std::string::npos) {
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  {
+    RawClient third(server.port(), "127.0.0.2");
+    ASSERT_TRUE(third.send("GET /health HTTP/1.1\r\nHost: x\r\n\r\n"));
+    const std::string reply = third.readAll();
+    EXPECT_EQ(statusOf(reply), 429) << reply;
+    EXPECT_NE(bodyOf(reply).find("too_many_connections"), std::string::npos) << reply;
+  }
+  auto health = server.monitorClient().Get("/health");
+  ASSERT_TRUE(health);
+  EXPECT_EQ(health->status, 200);
+  auto metrics = server.monitorClient().Get("/metrics");
+  ASSERT_TRUE(metrics);
+  EXPECT_NE(metrics->body.find("glmc:http_connections_refused_total{model_name=\"tiny\",listener="
+                               "\"api\",reason=\"busy\"} 1"),
+            std::string::npos)
+      << metrics->body;
+  EXPECT_NE(metrics->body.find("glmc:http_connections_refused_total{model_name=\"tiny\",listener="
+                               "\"api\",reason=\"client\"} 1"),
+            std::string::npos)
+      << metrics->body;
+  slow.clear();
+  auto api = server.client().Get("/health");
+  ASSERT_TRUE(api);
+  EXPECT_EQ(api->status, 200);
+}
+
+/// A kept-alive connection that sends no next request is closed after the idle timeout.
+TEST(HttpServerHostile, AnIdleKeptAliveConnectionIsClosed) {
+  FakeEngine engine;
+  ServerOptions options;
+  options.connections.idleTimeoutMs = 200;
+  Running server(engine, options);
+  RawClient c(server.port());
+  ASSERT_TRUE(c.send("GET /health HTTP/1.1\r\nHost: x\r\n\r\n"));
+  bool closed = false;
+  const std::string reply = c.readAll(&closed);
+  EXPECT_EQ(statusOf(reply), 200) << reply;
+  EXPECT_TRUE(closed);
+}
+
+/// Framings two readers could read two ways are refused before any body is read, and so are
+/// headers no proxy would pass on as they are.
+TEST(HttpServerHostile, SmugglingAndMalformedHeadersAreRefused) {
+  FakeEngine engine;
+  engine.script = {1};
+  Running server(engine);
+  const std::string body = chatBody();
+  const std::string start = "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n";
+  const std::string length = strCat("Content-Length: ", body.size(), "\r\n");
+  struct Case {
+    std::string name, request;
+    int status;
+  };
+  const std::vector<Case> cases = {
+      {"two lengths",
+       start + length + strCat("Content-Length: ", body.size() + 1, "\r\n\r\n") + body, 400},
+      {"a length list", start + strCat("Content-Length: ", body.size(), ", 7\r\n\r\n") + body, 400},
+      {"a signed length", start + "Content-Length: +5\r\n\r\n" + body, 400},
+      {"length and chunked", start + length + "Transfer-Encoding: chunked\r\n\r\n" + body, 400},
+      {"another coding", start + "Transfer-Encoding: gzip, chunked\r\n\r\n0\r\n\r\n", 501},
+      {"no length", start + "\r\n" + body, 411},
+      {"no colon", start + length + "X-Broken\r\n\r\n" + body, 400},
+      {"a NUL", start + length + std::string("X-Nul: a\0b\r\n\r\n", 14) + body, 400},
+      {"a bare LF", start + length + "X-Lf: a\n\r\n" + body, 400},
+      {"folding", start + length + "X-A: a\r\n  folded\r\n\r\n" + body, 400},
+      {"a space before the colon", start + "Content-Length : 5\r\n\r\nhello", 400},
+  };
+  for (const Case &c : cases) {
+    const auto [status, reply] = rawRequest(server.port(), c.request);
+    EXPECT_EQ(status, c.status) << c.name << ": " << reply;
+    EXPECT_TRUE(Json::parse(reply, nullptr, false).contains("error")) << c.name << ": " << reply;
+  }
+  std::string many = "GET /health HTTP/1.1\r\nHost: x\r\n";
+  for (int i = 0; i < 200; ++i) {
+    many += strCat("X-", i, ": y\r\n");
+  }
+  EXPECT_EQ(rawRequest(server.port(), many + "\r\n").first, 431);
+  EXPECT_EQ(rawRequest(server.port(),
+                       "GET /health HTTP/1.1\r\nX-Big: " + std::string(40000, 'a') + "\r\n\r\n")
+                .first,
+            431);
+  // A well-framed request on the same server is served.
+  EXPECT_EQ(rawRequest(server.port(), start + length + "Connection: close\r\n\r\n" + body).first,
+            200);
+}
+
+/// The body limit holds while the body arrives: a chunked body over it gets 413 (no length to
+/// check first), one within it is served.
+TEST(HttpServerHostile, ChunkedBodiesOverTheLimitGet413) {
+  FakeEngine engine;
+  engine.script = {1};
+  ServerOptions options;
+  options.maxBodyBytes = 4096;
+  Running server(engine, options);
+  auto chunked = [](const std::string &body) {
+    std::string out;
+    for (size_t at = 0; at < body.size(); at += 1000) {
+      const std::string piece = body.substr(at, 1000);
+      char size[16];
+      std::snprintf(size, sizeof size, "%zx\r\n", piece.size());
+      out += size + piece + "\r\n";
+    }
+    return out + "0\r\n\r\n";
+  };
+  const std::string head = "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: "
+                           "chunked\r\nConnection: close\r\n\r\n";
+  Json big = chat(std::string(8000, 'a'));
+  const auto [tooLarge, reply] = rawRequest(server.port(), head + chunked(big.dump()));
+  EXPECT_EQ(tooLarge, 413) << reply;
+  EXPECT_EQ(Json::parse(reply, nullptr, false)["error"]["code"], "request_too_large") << reply;
+  EXPECT_EQ(rawRequest(server.port(), head + chunked(chatBody())).first, 200);
+  // A declared length over the limit is refused before the body is sent.
+  RawClient declared(server.port());
+  ASSERT_TRUE(declared.send("POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: "
+                            "1000000000\r\n\r\n"));
+  EXPECT_EQ(statusOf(declared.readAll()), 413);
+}
+
+/// A client that half-closes its socket after the whole request still gets its reply.
+TEST(HttpServerHostile, AHalfClosedClientGetsItsReply) {
+  FakeEngine engine;
+  Running server(engine);
+  engine.script = encode(server.tokenizer(), "</think>half closed");
+  engine.delayMs = 20;
+  RawClient c(server.port());
+  const std::string body = chatBody();
+  ASSERT_TRUE(c.send(strCat("POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: ",
+                            body.size(), "\r\n\r\n", body)));
+  c.shutdownWrite();
+  const std::string reply = c.readAll();
+  ASSERT_EQ(statusOf(reply), 200) << reply;
+  EXPECT_EQ(Json::parse(bodyOf(reply), nullptr, false)["choices"][0]["message"]["content"],
+            "half closed")
+      << reply;
+}
+
+/// The API key guards a POST before its body is read.
+TEST(HttpServerHostile, TheKeyIsCheckedBeforeTheBody) {
+  FakeEngine engine;
+  ServerOptions options;
+  options.apiKeys = {"sk-test"};
+  Running server(engine, options);
+  RawClient c(server.port());
+  ASSERT_TRUE(c.send("POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: "
+                     "1000000\r\n\r\n"));
+  const std::string reply = c.readAll(); // no body sent: a reply now, not at the body deadline
+  EXPECT_EQ(statusOf(reply), 401) << reply;
+}
+
+TEST(HttpServerHostile, DetokenizeRefusesIdsOutsideTheVocabularyByIndex) {
+  FakeEngine engine;
+  Running server(engine);
+  const int64_t ids = static_cast<int64_t>(server.tokenizer().idCount());
+  for (const Json &bad : {Json(4294967301ll), Json(-1), Json(ids), Json(1.5), Json("5"),
+                          Json(std::numeric_limits<uint64_t>::max())}) {
+    Json e = post(server, "/detokenize", {{"tokens", {1, bad}}}, 400)["error"];
+    EXPECT_EQ(e["param"], "tokens[1]") << bad.dump();
+  }
+  EXPECT_EQ(post(server, "/detokenize", {{"tokens", {5}}}, 200)["prompt"],
+            std::move(server.tokenizer().decode(std::vector<int32_t>{5})).value());
+}
+
+TEST(HttpServerHostile, MetricsNeedTheKeyUnlessOpened) {
+  FakeEngine engine;
+  for (bool open : {false, true}) {
+    ServerOptions options;
+    options.apiKeys = {"sk-test"};
+    options.metricsOpen = open;
+    options.monitorPort = 0;
+    Running server(engine, options);
+    for (bool monitor : {false, true}) {
+      httplib::Client c = monitor ? server.monitorClient() : server.client();
+      auto bare = c.Get("/metrics");
+      ASSERT_TRUE(bare);
+      EXPECT_EQ(bare->status, open ? 200 : 401);
+      auto keyed = c.Get("/metrics", {{"Authorization", "Bearer sk-test"}});
+      ASSERT_TRUE(keyed);
+      EXPECT_EQ(keyed->status, 200);
+      auto health = c.Get("/health"); // always open
+      ASSERT_TRUE(health);
+      EXPECT_EQ(health->status, 200);
+    }
+  }
+}
+
+/// A lost rank on a whole (non-streamed) reply: 503 with OpenAI's error, the kind to retry.
+TEST(HttpServerHostile, AnEngineUnavailableMidReplyIs503) {
+  FakeEngine engine;
+  Running server(engine);
+  engine.script = encode(server.tokenizer(), "</think>one two three");
+  engine.failure = Status(StatusCode::Unavailable, "tensor-parallel rank 1 is not connected");
+  Json r = post(server, "/v1/chat/completions", chat("Hi"), 503);
+  EXPECT_EQ(r["error"]["type"], "server_error");
+  EXPECT_EQ(r["error"]["code"], "engine_unavailable");
+  EXPECT_EQ(r["error"]["message"], "tensor-parallel rank 1 is not connected");
+}
+
+/// A prompt far beyond the window is refused without tokenizing all of it; one of several
+/// counting chunks that fits is tokenized exactly as a whole.
+TEST(HttpServerHostile, PromptsAreCountedUpToTheWindow) {
+  FakeEngine engine;
+  engine.script = {1};
+  ServerOptions options;
+  options.maxContext = 64;
+  options.maxBodyBytes = 8u << 20;
+  {
+    Running server(engine, options);
+    std::string text;
+    while (text.size() < (4u << 20)) {
+      text += "many words of a very long prompt ";
+    }
+    Json e = post(server, "/v1/completions", {{"model", "tiny"}, {"prompt", text}}, 400)["error"];
+    EXPECT_EQ(e["code"], "context_length_exceeded");
+    EXPECT_NE(e["message"].get<std::string>().find("more than"), std::string::npos) << e.dump();
+  }
+  options.maxContext = 1 << 22;
+  Running server(engine, options);
+  std::string text;
+  for (int i = 0; text.size() < (200u << 10); ++i) {
+    text += strCat("word", i % 97, i % 7 == 0 ? ".\n" : " ");
+  }
+  post(server, "/v1/completions", {{"model", "tiny"}, {"prompt", text}, {"max_tokens", 1}}, 200);
+  EXPECT_EQ(engine.last.prompt, encode(server.tokenizer(), text));
+}
+
+/// SIGTERM's drain with replies longer than its deadline: admission stops at once, and at the
+/// deadline each stream ends with an error event, its finish_reason and [DONE], the whole reply
+/// with a 503, and their generations are cancelled.
+TEST(HttpServerHostile, TheDrainDeadlineEndsEveryReplyCleanly) {
+  FakeEngine engine;
+  engine.delayMs = 20; // 300 tokens: 6 s, beyond the 1 s deadline
+  Running server(engine);
+  std::string longReply = "</think>";
+  for (int i = 0; i < 300; ++i) {
+    longReply += " word";
+  }
+  engine.script = encode(server.tokenizer(), longReply);
+  std::vector<std::string> streams(2);
+  std::vector<std::thread> clients;
+  for (size_t i = 0; i < streams.size(); ++i) {
+    clients.emplace_back([&, i] {
+      Json request = chat("Hi");
+      request["stream"] = true;
+      request["n"] = 2;
+      auto res = server.client().Post("/v1/chat/completions", request.dump(), "application/json");
+      if (res) {
+        streams[i] = res->body;
+      }
+    });
+  }
+  int wholeStatus = 0;
+  std::string wholeBody;
+  clients.emplace_back([&] {
+    auto res = server.client().Post("/v1/chat/completions", chatBody(), "application/json");
+    if (res) {
+      wholeStatus = res->status;
+      wholeBody = res->body;
+    }
+  });
+  while (engine.running.load() < 3) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  std::thread late([&] {
+    // Once draining, a new request is refused.
+    while (true) {
+      auto health = server.client().Get("/health");
+      if (!health || health->status == 503) {
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    auto refused = server.client().Post("/v1/chat/completions", chatBody(), "application/json");
+    if (refused) {
+      EXPECT_EQ(refused->status, 503);
+      EXPECT_EQ(Json::parse(refused->body, nullptr, false)["error"]["code"],
+                "server_shutting_down");
+    }
+  });
+  EXPECT_EQ(server.stop(1), 3);
+  late.join();
+  for (std::thread &t : clients) {
+    t.join();
+  }
+  for (const std::string &body : streams) {
+    std::vector<Json> ev = events(body);
+    ASSERT_GE(ev.size(), 4u) << body;
+    EXPECT_EQ(ev.back(), "[DONE]");
+    // The error event, then a finish chunk for each of the two choices.
+    const size_t error = ev.size() - 4;
+    EXPECT_EQ(ev[error]["error"]["code"], "server_shutting_down") << body;
+    std::set<int> finished;
+    for (size_t e = error + 1; e + 1 < ev.size(); ++e) {
+      EXPECT_EQ(ev[e]["choices"][0]["finish_reason"], "length") << ev[e].dump();
+      finished.insert(ev[e]["choices"][0]["index"].get<int>());
+    }
+    EXPECT_EQ(finished, (std::set<int>{0, 1}));
+  }
+  EXPECT_EQ(wholeStatus, 503) << wholeBody;
+  EXPECT_EQ(Json::parse(wholeBody, nullptr, false)["error"]["code"], "server_shutting_down");
+  while (engine.running.load() != 0) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_EQ(engine.cancelled.load(), 3);
 }
 
 TEST(HttpServerEndToEnd, GreedyRepliesMatchTheEngineAndStreamsRunConcurrently) {

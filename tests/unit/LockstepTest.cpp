@@ -495,8 +495,8 @@ TEST(Lockstep, AKilledWorkerFailsTheRequestInFlightAndARestartedOneIsTakenBack) 
   gate->release.set_value();
   httplib::Result failed = inFlight.get();
   ASSERT_TRUE(failed);
-  // The status line went out before generation (see HttpServer's non-streamed replies); the
-  // failure is the body's error, the 503 kind.
+  // A whole reply's status says how it ended: 503, OpenAI's error, the rank named.
+  EXPECT_EQ(failed->status, 503) << failed->body;
   const Json error = Json::parse(failed->body);
   ASSERT_TRUE(error.contains("error")) << failed->body;
   EXPECT_EQ(error["error"]["code"], "engine_unavailable") << failed->body;

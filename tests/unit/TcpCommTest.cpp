@@ -1,6 +1,7 @@
 // TcpComm over localhost: the collectives give the loopback group's bits for 2 and 4 ranks, and a
 // peer that closes or goes quiet fails the collective with an error naming it, within the timeout.
 #include "runtime/comm/TcpComm.h"
+#include "runtime/comm/Hmac.h"
 #include "runtime/comm/LoopbackComm.h"
 
 #include <gtest/gtest.h>
@@ -12,6 +13,11 @@
 #include <future>
 #include <random>
 #include <thread>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 namespace glm::runtime {
 namespace {
@@ -304,6 +310,162 @@ TEST(TcpComm, CheckPeersDropsHeartbeatsAndFindsASilentPeer) {
   EXPECT_NE(seen.message().find("tensor-parallel rank 2 sent nothing for"), std::string::npos)
       << seen.message();
   EXPECT_NE(seen.message().find("during a wait"), std::string::npos) << seen.message();
+}
+
+std::string hexDigest(const Sha256Digest &d) { return hexOf(d.data(), d.size()); }
+
+TEST(TcpComm, Sha256AndHmacMatchThePublishedVectors) {
+  // FIPS 180-4 examples.
+  EXPECT_EQ(hexDigest(Sha256().add("abc").finish()),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  EXPECT_EQ(hexDigest(Sha256().finish()),
+            "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+  EXPECT_EQ(
+      hexDigest(Sha256().add("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq").finish()),
+      "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
+  // A million 'a's, added in pieces that straddle the 64-byte blocks.
+  Sha256 million;
+  const std::string piece(1000, 'a');
+  for (int i = 0; i < 1000; ++i) {
+    million.add(piece);
+  }
+  EXPECT_EQ(hexDigest(million.finish()),
+            "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
+  // RFC 4231 test cases 1, 2, 3, 4, 6 and 7 (5 is a truncated MAC).
+  struct Case {
+    std::string key, data, mac;
+  };
+  std::string key4;
+  for (int i = 1; i <= 25; ++i) {
+    key4 += static_cast<char>(i);
+  }
+  const std::vector<Case> cases = {
+      {std::string(20, '\x0b'), "Hi There",
+       "b0344c61d8db38535ca8afceaf0bf12b881dc200c9833da726e9376c2e32cff7"},
+      {"Jefe", "what do ya want for nothing?",
+       "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843"},
+      {std::string(20, '\xaa'), std::string(50, '\xdd'),
+       "773ea91e36800e46854db8ebd09181a72959098b3ef8c122d9635514ced565fe"},
+      {key4, std::string(50, '\xcd'),
+       "82558a389a443c0ea4cc819899f2083a85f0faa3e578f8077a2e3ff46729665b"},
+      {std::string(131, '\xaa'), "Test Using Larger Than Block-Size Key - Hash Key First",
+       "60e431591ee0b67f0d8a26aacbf5b77f8e0bc6213728c5140546040f0ee37f54"},
+      {std::string(131, '\xaa'),
+       "This is a test using a larger than block-size key and a larger than block-size data. "
+       "The key needs to be hashed before being used by the HMAC algorithm.",
+       "9b09ffa71b942fcb27635fbcd5b0e944bfdc63644f0713938a7f51535c3a35e2"},
+  };
+  for (size_t i = 0; i < cases.size(); ++i) {
+    EXPECT_EQ(hexDigest(hmacSha256(cases[i].key, cases[i].data)), cases[i].mac) << "case " << i;
+  }
+  Sha256Digest a = hmacSha256("k", "m"), b = a;
+  EXPECT_TRUE(digestsEqual(a, b));
+  b[31] ^= 1;
+  EXPECT_FALSE(digestsEqual(a, b));
+}
+
+/// A raw connection to rank 0's port that sends `bytes` (maybe none) and stays open.
+class RawPeer {
+public:
+  RawPeer(int port, const std::string &bytes) {
+    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in to{};
+    to.sin_family = AF_INET;
+    to.sin_port = htons(static_cast<uint16_t>(port));
+    ::inet_pton(AF_INET, "127.0.0.1", &to.sin_addr);
+    EXPECT_EQ(::connect(fd_, reinterpret_cast<sockaddr *>(&to), sizeof to), 0);
+    if (!bytes.empty()) {
+      EXPECT_EQ(::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL),
+                static_cast<ssize_t>(bytes.size()));
+    }
+  }
+  ~RawPeer() { ::close(fd_); }
+
+private:
+  int fd_ = -1;
+};
+
+TEST(TcpComm, OnlyAWorkerHoldingTheSecretJoins) {
+  TcpCommOptions secret;
+  secret.secret = "the group's secret, as a file holds it";
+  auto head = std::move(TcpComm::listen("127.0.0.1", 0, 2, secret)).value();
+  for (const char *other : {"", "another secret, of another group"}) {
+    TcpCommOptions wrong;
+    wrong.secret = other;
+    auto impostor =
+        std::move(TcpComm::worker("127.0.0.1", head->port(), 1, 2, "id", wrong)).value();
+    std::thread accept([&] {
+      Expected<int> r = head->acceptPending(20000, admitAll());
+      EXPECT_FALSE(r.ok());
+    });
+    // Rank 0 proves the secret first: the worker finds that rank 0's MAC is not its own, and
+    // gives up for good (a retry would not change the secrets).
+    Status refused = impostor->connect(20000);
+    accept.join();
+    EXPECT_EQ(refused.code(), StatusCode::InvalidArgument) << refused.toString();
+    EXPECT_NE(refused.message().find("shared secret"), std::string::npos) << refused.message();
+    EXPECT_FALSE(head->complete());
+  }
+  auto member = std::move(TcpComm::worker("127.0.0.1", head->port(), 1, 2, "id", secret)).value();
+  std::thread accept([&] { EXPECT_EQ(*head->acceptPending(20000, admitAll()), 1); });
+  EXPECT_TRUE(member->connect(20000).ok());
+  accept.join();
+  EXPECT_TRUE(head->complete());
+}
+
+TEST(TcpComm, AWorkerThatCannotProveTheSecretIsRefusedByRankZero) {
+  // A client that answers the challenge with a wrong MAC (it holds no secret but replays what it
+  // can): rank 0 refuses it without admitting it.
+  TcpCommOptions secret;
+  secret.secret = "the group's secret, as a file holds it";
+  auto head = std::move(TcpComm::listen("127.0.0.1", 0, 2, secret)).value();
+  // A hello of the current protocol, then a proof of 32 zero bytes, sent without reading the
+  // challenge.
+  std::string hello(12 + 32, '\0');
+  const uint32_t version = 2;
+  const int32_t rank = 1, world = 2;
+  std::memcpy(hello.data(), &version, 4);
+  std::memcpy(hello.data() + 4, &rank, 4);
+  std::memcpy(hello.data() + 8, &world, 4);
+  auto frame = [](uint32_t kind, const std::string &payload) {
+    struct {
+      uint32_t magic, kind;
+      uint64_t bytes;
+    } header{0x544d4c47, kind, payload.size()};
+    return std::string(reinterpret_cast<const char *>(&header), sizeof header) + payload;
+  };
+  RawPeer forger(head->port(), frame(1, hello) + frame(17, std::string(32, '\0')));
+  Expected<int> r = head->acceptPending(20000, admitAll());
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("did not prove the tensor-parallel shared secret"),
+            std::string::npos)
+      << r.status().message();
+  EXPECT_FALSE(head->complete());
+}
+
+TEST(TcpComm, SilentAndGarbageConnectionsDoNotHoldUpAJoiningWorker) {
+  // Their handshakes would last a minute; the worker's completes meanwhile, at once.
+  TcpCommOptions options;
+  options.helloTimeoutMs = 60000;
+  auto head = std::move(TcpComm::listen("127.0.0.1", 0, 2, options)).value();
+  RawPeer silent(head->port(), "");
+  RawPeer partial(head->port(), "GLMT"); // the start of a frame, never finished
+  auto worker = std::move(TcpComm::worker("127.0.0.1", head->port(), 1, 2, "id", options)).value();
+  std::thread join([&] { EXPECT_TRUE(worker->connect(20000).ok()); });
+  Expected<int> joined = head->acceptPending(20000, admitAll());
+  join.join();
+  ASSERT_TRUE(joined.ok()) << joined.status().toString();
+  EXPECT_EQ(*joined, 1);
+  EXPECT_TRUE(head->complete());
+  // Garbage is dropped as soon as it shows.
+  RawPeer garbage(head->port(), "GET / HTTP/1.1\r\nHost: x\r\n\r\n");
+  std::optional<Expected<TcpComm::Candidate>> dropped;
+  while (!dropped) {
+    dropped = head->handshake(20000);
+  }
+  ASSERT_FALSE(dropped->ok());
+  EXPECT_NE(dropped->status().message().find("not a glmc TCP frame"), std::string::npos)
+      << dropped->status().message();
 }
 
 TEST(TcpComm, RefusedIdentitiesAndRejoins) {

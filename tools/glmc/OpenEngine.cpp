@@ -7,6 +7,8 @@
 #include "runtime/engine/LockstepEngine.h"
 
 #include <cstdlib>
+#include <fstream>
+#include <iterator>
 #include <thread>
 
 namespace glm::tools {
@@ -143,6 +145,57 @@ runtime::TcpCommOptions tpTimeoutOption(std::optional<int64_t> seconds) {
   return options;
 }
 
+void addTpOptions(CommandLine &cl) {
+  cl.option("tp-timeout", "S",
+            "seconds a rank may be busy before the call in flight fails\n(default 30; a silent "
+            "rank fails it after 5 s)")
+      .option("tp-secret-file", "FILE",
+              "the tensor-parallel group's shared secret, the file's contents (a\ntrailing "
+              "newline dropped): each side proves it by HMAC-SHA256 over\nnonces")
+      .option("tp-secret", "S",
+              "the shared secret given inline (visible to other users in the\nprocess list: "
+              "prefer --tp-secret-file)")
+      .option("tp-hello-timeout", "S",
+              "seconds rank 0 gives a new connection to prove the secret before it\ndrops it "
+              "(default 5)");
+}
+
+Expected<runtime::TcpCommOptions> tpOptionsFrom(const CommandLine &cl) {
+  GLM_ASSIGN_OR_RETURN(std::optional<int64_t> seconds,
+                       cl.getInt("tp-timeout", kMinTpTimeoutS, kMaxTpTimeoutS));
+  runtime::TcpCommOptions options = tpTimeoutOption(seconds);
+  GLM_ASSIGN_OR_RETURN(std::optional<int64_t> hello, cl.getInt("tp-hello-timeout", 1, 3600));
+  if (hello) {
+    options.helloTimeoutMs = static_cast<int>(*hello * 1000);
+  }
+  if (cl.get("tp-secret") && cl.get("tp-secret-file")) {
+    return invalidArgument("--tp-secret and --tp-secret-file are two ways to give one secret: "
+                           "give one");
+  }
+  if (std::optional<std::string> secret = cl.get("tp-secret")) {
+    options.secret = *secret;
+  }
+  if (std::optional<std::string> path = cl.get("tp-secret-file")) {
+    std::ifstream in(*path, std::ios::binary);
+    if (!in) {
+      return invalidArgument("--tp-secret-file: cannot read ", *path);
+    }
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    if (text.size() > (64u << 10)) {
+      return invalidArgument("--tp-secret-file: ", *path, " holds more than 64 KiB");
+    }
+    while (!text.empty() && (text.back() == '\n' || text.back() == '\r')) {
+      text.pop_back();
+    }
+    options.secret = std::move(text);
+  }
+  if ((cl.get("tp-secret") || cl.get("tp-secret-file")) && options.secret.size() < 16) {
+    return invalidArgument("the tensor-parallel secret is ", options.secret.size(),
+                           " bytes: give at least 16 (e.g. `head -c 32 /dev/urandom | base64`)");
+  }
+  return options;
+}
+
 Expected<ProcessRank> openProcessRank(std::unique_ptr<runtime::PlanFile> plan,
                                       const Checkpoint &checkpoint, runtime::TcpComm &comm,
                                       int device, runtime::DeviceTransport transport,
@@ -191,10 +244,22 @@ openLockstepEngine(std::unique_ptr<runtime::PlanFile> plan, const Checkpoint &ch
   const std::string identity = runtime::lockstepIdentity(*plan, checkpoint, weights.ablation);
   GLM_ASSIGN_OR_RETURN(std::unique_ptr<runtime::TcpComm> comm,
                        runtime::TcpComm::listen(address.first, address.second, world, commOptions));
+  // Rank 0's load also digests every worker's part of the checkpoint, which the workers' own
+  // digests must equal.
+  std::vector<uint32_t> ranks;
+  for (int r = 1; r < world; ++r) {
+    ranks.push_back(static_cast<uint32_t>(r));
+  }
+  WeightDigest digest(ranks);
+  WeightLoadOptions load = weights;
+  load.digest = &digest;
   GLM_ASSIGN_OR_RETURN(ProcessRank rank,
-                       openProcessRank(std::move(plan), checkpoint, *comm, 0, transport, weights));
+                       openProcessRank(std::move(plan), checkpoint, *comm, 0, transport, load));
   runtime::LockstepOptions options;
   options.formGroup = std::move(rank.formGroup);
+  for (int r = 0; r < world; ++r) {
+    options.weightDigests.push_back(digest.hex(static_cast<uint32_t>(r)));
+  }
   GLM_ASSIGN_OR_RETURN(std::unique_ptr<runtime::LockstepEngine> engine,
                        runtime::LockstepEngine::create(std::move(comm), std::move(rank.engine),
                                                        identity, std::move(options)));

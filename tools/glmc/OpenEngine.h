@@ -9,6 +9,7 @@
 #include "runtime/engine/Engine.h"
 #include "runtime/plan/PlanFile.h"
 #include "runtime/weights/SafeTensors.h"
+#include "tools/glmc/CommandLine.h"
 
 #include <functional>
 #include <memory>
@@ -48,6 +49,11 @@ Expected<std::vector<std::shared_ptr<runtime::NcclComm>>> ncclGroup(int world);
 /// shorter). Rank 0 pings idle workers every second, so it must be at least kMinTpTimeoutS.
 constexpr int64_t kMinTpTimeoutS = 2, kMaxTpTimeoutS = 86400;
 runtime::TcpCommOptions tpTimeoutOption(std::optional<int64_t> seconds);
+/// The tensor-parallel options `glmc serve --tp-listen` and `glmc worker` share: --tp-timeout,
+/// --tp-secret / --tp-secret-file (TcpCommOptions::secret, at least 16 bytes) and
+/// --tp-hello-timeout (TcpCommOptions::helloTimeoutMs).
+void addTpOptions(CommandLine &cl);
+Expected<runtime::TcpCommOptions> tpOptionsFrom(const CommandLine &cl);
 
 /// One rank of a tensor-parallel group across processes: its engine over `comm` (this rank's
 /// TcpComm, which must outlive it), and what the rank runs each time the group forms
@@ -66,7 +72,8 @@ Expected<ProcessRank> openProcessRank(std::unique_ptr<runtime::PlanFile> plan,
 
 /// Rank 0 of a tensor-parallel group across processes (`glmc serve --tp-listen`): listens on
 /// `listenAddress` (HOST:PORT) for the `glmc worker` ranks and returns a LockstepEngine over rank
-/// 0's engine (openProcessRank, on device 0 for a GPU plan). It serves once every worker has
+/// 0's engine (openProcessRank, on device 0 for a GPU plan), whose load digests every rank's part
+/// of the weights (a worker must present its own digest). It serves once every worker has
 /// joined and the group has formed (Engine::health says who is missing). `comm` bounds how long
 /// a worker may keep a call waiting (TcpCommOptions); `transport` is how a GPU
 /// plan's device collectives travel (`glmc serve --tp-transport`).

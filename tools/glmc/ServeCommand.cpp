@@ -10,9 +10,12 @@
 #include "tools/glmc/Commands.h"
 #include "tools/glmc/OpenEngine.h"
 
+#include <atomic>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
+#include <malloc.h>
 #include <pthread.h>
 #include <thread>
 
@@ -30,13 +33,36 @@ int runServe(const std::vector<std::string> &args) {
       .option("api-key", "K", "require `Authorization: Bearer K` on the API")
       .option("served-name", "NAME", "the model name /v1/models reports")
       .option("max-waiting", "N", "requests queued beyond the running ones before 503")
+      .option("max-connections", "N",
+              "open connections at most (default 256); one more gets 503 at once")
+      .option("max-client-connections", "N",
+              "open connections from one client address at most (default 32); one\nmore gets "
+              "429")
+      .option("header-timeout", "S",
+              "seconds a request's line and headers may take to arrive (default 10);\nlater: "
+              "408, and the connection closes")
+      .option("body-timeout", "S", "seconds a request's body may take to arrive (default 30)")
+      .option("idle-timeout", "S",
+              "seconds a kept-alive connection may wait for its next request\n(default 5)")
+      .option("max-body-bytes", "N",
+              "request bodies at most (default 33554432, 32 MiB); 413 beyond")
+      .option("max-body-memory", "N",
+              "bytes of request bodies held at once, all connections together\n(default "
+              "805306368, 768 MiB); a body beyond gets 503")
+      .option("monitor-port", "P",
+              "also serve GET /health and /metrics on port P, with connections of\ntheir own "
+              "that neither generation nor slow API clients can hold")
+      .option("monitor-host", "H", "the monitoring listener's address (default 127.0.0.1)")
+      .flag("metrics-open", "serve /metrics without the API key (for scrapers)")
+      .option("drain-timeout", "S",
+              "on SIGTERM/SIGINT, seconds running requests may take to finish\n(default 30); "
+              "then each ends with an error event, its finish_reason and\n[DONE], and the "
+              "server exits 0; a second signal exits at once")
       .option("tp-listen", "HOST:PORT", "rank 0 runs here and takes worker ranks at HOST:PORT")
-      .option("tp-timeout", "S",
-              "seconds a worker may be busy before the call in flight fails\n(default 30; a "
-              "silent worker fails it after 5 s)")
       .option("tp-transport", "nccl|tcp",
               "how a GPU plan's ranks exchange: NCCL, one GPU each (default), or\nhost memory "
               "over the workers' connections (no NCCL, ranks may share a GPU, slow)");
+  addTpOptions(cl);
   addAblateOptions(cl);
   cl.positional(1, 1);
   if (std::optional<int> exit = cl.parseOrExit(args)) {
@@ -48,10 +74,29 @@ int runServe(const std::vector<std::string> &args) {
   const std::string modelDir = *cl.get("model");
   Expected<std::optional<int64_t>> port = cl.getInt("port", 0, 65535);
   Expected<std::optional<int64_t>> maxWaiting = cl.getInt("max-waiting", 1, 1 << 20);
-  if (!port.ok() || !maxWaiting.ok()) {
-    return cl.fail(!port.ok() ? port.status() : maxWaiting.status());
+  Expected<std::optional<int64_t>> maxConnections = cl.getInt("max-connections", 1, 1 << 16);
+  Expected<std::optional<int64_t>> maxClient = cl.getInt("max-client-connections", 1, 1 << 16);
+  Expected<std::optional<int64_t>> headerTimeout = cl.getInt("header-timeout", 1, 3600);
+  Expected<std::optional<int64_t>> bodyTimeout = cl.getInt("body-timeout", 1, 86400);
+  Expected<std::optional<int64_t>> idleTimeout = cl.getInt("idle-timeout", 1, 3600);
+  Expected<std::optional<int64_t>> maxBody = cl.getInt("max-body-bytes", 1024, int64_t{1} << 32);
+  Expected<std::optional<int64_t>> maxBodyMemory =
+      cl.getInt("max-body-memory", 1 << 20, int64_t{1} << 40);
+  Expected<std::optional<int64_t>> monitorPort = cl.getInt("monitor-port", 0, 65535);
+  Expected<std::optional<int64_t>> drainTimeout = cl.getInt("drain-timeout", 0, 86400);
+  for (const auto *value :
+       {&port, &maxWaiting, &maxConnections, &maxClient, &headerTimeout, &bodyTimeout, &idleTimeout,
+        &maxBody, &maxBodyMemory, &monitorPort, &drainTimeout}) {
+    if (!value->ok()) {
+      return cl.fail(value->status());
+    }
   }
 
+  // Request bodies and the strings made from them are megabytes each: served from mmap, they go
+  // back to the system once freed. glibc's default threshold rises to 32 MiB after the first such
+  // free, and the memory of every later one then stays with the process (its RSS never returns
+  // to idle after a burst of large requests).
+  mallopt(M_MMAP_THRESHOLD, 1 << 20);
   // Block the stop signals in every thread; one thread waits for them and stops the server.
   sigset_t stopSignals;
   sigemptyset(&stopSignals);
@@ -98,14 +143,27 @@ int runServe(const std::vector<std::string> &args) {
   // ranks 1..N-1 in `glmc worker` processes that join there.
   const int tp = static_cast<int>((*plan)->root().tp());
   const std::optional<std::string> tpListen = cl.get("tp-listen");
-  if (cl.get("tp-timeout") && !tpListen) {
-    return cl.fail(invalidArgument("--tp-timeout bounds the waits of --tp-listen's workers: it "
-                                   "needs --tp-listen"));
+  for (const char *tpOption : {"tp-timeout", "tp-secret", "tp-secret-file", "tp-hello-timeout"}) {
+    if (cl.get(tpOption) && !tpListen) {
+      return cl.fail(
+          invalidArgument("--", tpOption, " is for --tp-listen's workers: it needs --tp-listen"));
+    }
   }
-  Expected<std::optional<int64_t>> tpTimeout =
-      cl.getInt("tp-timeout", kMinTpTimeoutS, kMaxTpTimeoutS);
-  if (!tpTimeout.ok()) {
-    return cl.fail(tpTimeout.status());
+  Expected<runtime::TcpCommOptions> tpOptions = tpOptionsFrom(cl);
+  if (!tpOptions.ok()) {
+    return cl.fail(tpOptions.status());
+  }
+  if (tpListen && tpOptions->secret.empty()) {
+    // Anyone who can reach the port could join the group and see (and steer) every request.
+    Expected<std::pair<std::string, int>> address = runtime::parseHostPort(*tpListen);
+    const std::string host = address.ok() ? address->first : *tpListen;
+    if (host != "127.0.0.1" && host != "localhost" && host != "::1") {
+      return cl.fail(invalidArgument("--tp-listen ", *tpListen,
+                                     " is reachable from other machines: give the group a "
+                                     "secret (--tp-secret-file FILE, every rank the same)"));
+    }
+    std::fprintf(stderr, "glmc serve: warning: --tp-listen without --tp-secret-file: any local "
+                         "user may join the tensor-parallel group\n");
   }
   if (cl.get("tp-transport") && !tpListen) {
     return cl.fail(invalidArgument("--tp-transport says how --tp-listen's GPU ranks exchange: it "
@@ -117,8 +175,8 @@ int runServe(const std::vector<std::string> &args) {
     return cl.fail(transport.status().withContext("--tp-transport"));
   }
   Expected<std::unique_ptr<runtime::Engine>> engine =
-      tpListen ? openLockstepEngine(std::move(plan).value(), **checkpoint, *tpListen,
-                                    tpTimeoutOption(*tpTimeout), *transport, engineOptions.weights)
+      tpListen ? openLockstepEngine(std::move(plan).value(), **checkpoint, *tpListen, *tpOptions,
+                                    *transport, engineOptions.weights)
                : openEngine(std::move(plan).value(), **checkpoint, engineOptions);
   if (!engine.ok()) {
     return cl.fail(engine.status());
@@ -145,6 +203,22 @@ int runServe(const std::vector<std::string> &args) {
       cl.get("served-name")
           .value_or(std::filesystem::path(modelDir).lexically_normal().filename().string())};
   options.maxContext = maxContext;
+  options.connections.maxConnections = static_cast<int>(maxConnections->value_or(256));
+  options.connections.maxPerClient = static_cast<int>(maxClient->value_or(32));
+  options.connections.headerTimeoutMs = static_cast<int>(headerTimeout->value_or(10) * 1000);
+  options.connections.bodyTimeoutMs = static_cast<int>(bodyTimeout->value_or(30) * 1000);
+  options.connections.idleTimeoutMs = static_cast<int>(idleTimeout->value_or(5) * 1000);
+  options.maxBodyBytes = static_cast<size_t>(maxBody->value_or(32 << 20));
+  options.connections.maxBodyMemory = static_cast<size_t>(maxBodyMemory->value_or(768 << 20));
+  if (options.connections.maxBodyMemory < options.maxBodyBytes) {
+    return cl.fail(invalidArgument("--max-body-memory (", options.connections.maxBodyMemory,
+                                   ") is below --max-body-bytes (", options.maxBodyBytes,
+                                   "): no body of the largest size could be read"));
+  }
+  options.monitorPort = static_cast<int>(monitorPort->value_or(-1));
+  options.monitorHost = cl.get("monitor-host").value_or("127.0.0.1");
+  options.metricsOpen = cl.has("metrics-open");
+  const int drainSeconds = static_cast<int>(drainTimeout->value_or(30));
   server::ServedModel model{
       &*tokenizer, &*chatTemplate, *tokenizerConfig,
       std::vector<int32_t>(config->eosTokenIds.begin(), config->eosTokenIds.end())};
@@ -160,21 +234,49 @@ int runServe(const std::vector<std::string> &args) {
   std::printf("glmc serve: ready on http://%s:%d, model '%s' (%lld tokens of context)\n",
               options.host.c_str(), *bound, options.servedNames.front().c_str(),
               static_cast<long long>(maxContext));
+  if (http.monitorPort() >= 0) {
+    std::printf("glmc serve: /health and /metrics also on http://%s:%d\n",
+                options.monitorHost.c_str(), http.monitorPort());
+  }
   std::printf("  curl http://%s:%d/v1/chat/completions -H 'Content-Type: application/json' "
               "-d '{\"model\": \"%s\", \"messages\": [{\"role\": \"user\", \"content\": "
               "\"Hello!\"}], \"max_tokens\": 32}'\n",
               options.host.c_str(), *bound, options.servedNames.front().c_str());
   std::fflush(stdout);
+  // The first signal drains (on a thread of its own, so that this one still hears a second);
+  // a second exits at once.
+  std::atomic<bool> serving{true};
+  std::thread drain;
   std::thread signals([&] {
     int signal = 0;
     sigwait(&stopSignals, &signal);
-    std::fprintf(stderr, "glmc serve: stopping (signal %d)\n", signal);
-    http.stop();
+    if (!serving) {
+      return;
+    }
+    std::fprintf(stderr,
+                 "glmc serve: signal %d: draining (requests running get up to %d s; a second "
+                 "signal exits at once)\n",
+                 signal, drainSeconds);
+    drain = std::thread([&] {
+      const int64_t cut = http.stop(drainSeconds);
+      std::fprintf(stderr, "glmc serve: stopped (%lld requests cut at the drain deadline)\n",
+                   static_cast<long long>(cut));
+    });
+    sigwait(&stopSignals, &signal);
+    if (!serving) {
+      return;
+    }
+    std::fprintf(stderr, "glmc serve: signal %d again: exiting now\n", signal);
+    std::_Exit(128 + signal);
   });
   http.serve();
   // serve() also returns if the listener fails; wake the signal thread so it can be joined.
+  serving = false;
   pthread_kill(signals.native_handle(), SIGTERM);
   signals.join();
+  if (drain.joinable()) {
+    drain.join();
+  }
   return 0;
 }
 

@@ -1,6 +1,7 @@
-// `glmc worker`: one tensor-parallel rank in its own process. It loads its weight slices, joins
-// rank 0 (`glmc serve --tp-listen`), proves it has the same plan and checkpoint, then makes the
-// engine calls rank 0 sends, in lockstep; when rank 0 drops it, it rejoins.
+// `glmc worker`: one tensor-parallel rank in its own process. It loads its weight slices (digesting
+// their bytes as it copies them), joins rank 0 (`glmc serve --tp-listen`), proves it holds the
+// group's secret, the same plan and checkpoint and the weight bytes rank 0 expects for its rank,
+// then makes the engine calls rank 0 sends, in lockstep; when rank 0 drops it, it rejoins.
 #include "models/glm53/Config.h"
 #include "runtime/comm/TcpComm.h"
 #include "runtime/engine/LockstepEngine.h"
@@ -22,8 +23,8 @@ int runWorker(const std::vector<std::string> &args) {
       .option("rank", "R", "this process's rank, 1 to N-1")
       .option("head", "HOST:PORT", "rank 0's --tp-listen address")
       .option("wait", "SECONDS", "exit when rank 0 cannot be reached for this long (default 300)")
-      .option("tp-timeout", "S", "as serve's")
       .option("device", "N", "the CUDA device of a GPU plan (default 0)");
+  addTpOptions(cl);
   cl.positional(1, 1);
   addAblateOptions(cl);
   if (std::optional<int> exit = cl.parseOrExit(args)) {
@@ -42,10 +43,9 @@ int runWorker(const std::vector<std::string> &args) {
   }
   // How long to keep trying to reach rank 0, at start and after losing it.
   const int waitMs = static_cast<int>(wait->value_or(300) * 1000);
-  Expected<std::optional<int64_t>> tpTimeout =
-      cl.getInt("tp-timeout", kMinTpTimeoutS, kMaxTpTimeoutS);
-  if (!tpTimeout.ok()) {
-    return cl.fail(tpTimeout.status());
+  Expected<runtime::TcpCommOptions> tpOptions = tpOptionsFrom(cl);
+  if (!tpOptions.ok()) {
+    return cl.fail(tpOptions.status());
   }
   Expected<std::pair<std::string, int>> head = runtime::parseHostPort(*cl.get("head"));
   if (!head.ok()) {
@@ -76,10 +76,12 @@ int runWorker(const std::vector<std::string> &args) {
   if (*ablation) {
     weights.ablation = &**ablation;
   }
-  Expected<std::unique_ptr<runtime::TcpComm>> comm =
-      runtime::TcpComm::worker(head->first, head->second, static_cast<int>(**rank), world,
-                               runtime::lockstepIdentity(**plan, **checkpoint, weights.ablation),
-                               tpTimeoutOption(*tpTimeout));
+  // The load digests the weight bytes it reads, which the identity presents to rank 0.
+  WeightDigest digest;
+  weights.digest = &digest;
+  const std::string identity = runtime::lockstepIdentity(**plan, **checkpoint, weights.ablation);
+  Expected<std::unique_ptr<runtime::TcpComm>> comm = runtime::TcpComm::worker(
+      head->first, head->second, static_cast<int>(**rank), world, identity, *tpOptions);
   if (!comm.ok()) {
     return cl.fail(comm.status().withContext((*plan)->source()));
   }
@@ -90,6 +92,8 @@ int runWorker(const std::vector<std::string> &args) {
   if (!engine.ok()) {
     return cl.fail(engine.status());
   }
+  (*comm)->setIdentity(
+      runtime::withWeightDigest(identity, digest.hex(static_cast<uint32_t>(**rank))));
   auto log = [](const std::string &message) {
     std::fprintf(stderr, "glmc worker: %s\n", message.c_str());
   };
