@@ -54,7 +54,7 @@ Status countTokensCheck(const OpStep &step) {
   c.stepContext(1, /*paged=*/false);
   c.operandIs(3, DType::I32, {step.batch(), kSampleParamWords});
   c.check(c.ok() && step.state(0).unitBytes > 0, "state 0 holds no token counts");
-  c.stateHolds(0, DType::I32, vocabOf(step));
+  c.stateHolds(0, DType::I32, c.ok() ? vocabOf(step) : 0);
   return c.status();
 }
 

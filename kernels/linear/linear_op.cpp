@@ -93,7 +93,7 @@ Status linearCheck(const OpStep &step) {
           " features, the input has ", x[1]);
   c.resultIs(0, c.activation(), {x[0], w[0]});
   if (c.ok() && step.weight(0).exl3) {
-    const Exl3Geometry &g = step.weight(0).exl3Geometry;
+    const Exl3Geometry g = step.weight(0).exl3Geometry;
     c.check(g.matrices == 1 && g.in == x[1] && g.out == w[0], "EXL3 weight 0 is ", g.matrices,
             " matrices of [", g.out, ", ", g.in, "], its op reads one [", w[0], ", ", x[1], "]");
   }
