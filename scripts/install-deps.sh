@@ -22,6 +22,9 @@ PACKAGES=(
   libibverbs-dev
   # tests
   libgtest-dev libgmock-dev curl
+  # fuzzing (scripts/fuzz.sh): clang with libFuzzer and the sanitizer runtimes (a recommendation
+  # of clang, so named here), llvm-symbolizer for readable stacks
+  clang libclang-rt-dev llvm
 )
 
 if [[ $(id -u) -ne 0 ]]; then
