@@ -69,9 +69,9 @@ if ((build)); then
       -DGLM_SANITIZE=address,undefined -DGLM_FUZZ=ON >/dev/null
   fi
   if ((${#targets[@]})); then
-    cmake --build "$build_dir" -j "${GLM_FUZZ_BUILD_JOBS:-2}" --target "${targets[@]}"
+    cmake --build "$build_dir" -j "${GLM_FUZZ_BUILD_JOBS:-$(nproc)}" --target "${targets[@]}"
   else
-    cmake --build "$build_dir" -j "${GLM_FUZZ_BUILD_JOBS:-2}" --target glm_fuzz
+    cmake --build "$build_dir" -j "${GLM_FUZZ_BUILD_JOBS:-$(nproc)}" --target glm_fuzz
   fi
 fi
 if ((${#targets[@]} == 0)); then
@@ -178,11 +178,11 @@ if ((fuzz)); then
          -artifact_prefix="$work/" "${extra[@]}" "$work/corpus" \
          "tests/fuzz/corpus/$(corpus_of "$t")" >"$log" 2>&1; then rc=0; else rc=$?; fi
     local execs crashes
-    execs="$(grep -m1 -o 'stat::number_of_executed_units: [0-9]*' "$log" | awk '{print $2}')"
+    execs="$(grep -m1 -o 'stat::number_of_executed_units: [0-9]*' "$log" | awk '{print $2}' || true)"
     if ((keep_going)); then
       # Fork mode prints "#EXECS: cov: ... oom/timeout/crash: O/T/C ..." lines instead.
-      execs="$(grep -E '^#[0-9]+: cov:' "$log" | tail -1 | sed -E 's/^#([0-9]+):.*/\1/')"
-      crashes="$(grep -E '^#[0-9]+: cov:' "$log" | tail -1 |
+      execs="$( (grep -E '^#[0-9]+: cov:' "$log" || true) | tail -1 | sed -E 's/^#([0-9]+):.*/\1/')"
+      crashes="$( (grep -E '^#[0-9]+: cov:' "$log" || true) | tail -1 |
                  sed -E 's|.*oom/timeout/crash: ([0-9/]+).*|\1|')"
       printf '%-20s %10s execs %5ss  oom/timeout/crash %s  (%s)\n' "$t" "${execs:-?}" \
         $((SECONDS - start)) "${crashes:-?}" "$work" >>"$summary"
@@ -193,7 +193,7 @@ if ((fuzz)); then
       printf '%-20s %10s execs %5ss  ok\n' "$t" "${execs:-?}" $((SECONDS - start)) >>"$summary"
     else
       printf '%-20s %10s execs %5ss  CRASH %s: %s\n' "$t" "${execs:-?}" $((SECONDS - start)) \
-        "$(grep -m1 -o "artifact_prefix=[^;]*; Test unit written to [^ ]*" "$log" |
+        "$( (grep -m1 -o "artifact_prefix=[^;]*; Test unit written to [^ ]*" "$log" || true) |
            sed 's/.*written to //')" "$(why "$log" "$rc")" >>"$summary"
     fi
   }

@@ -416,6 +416,64 @@ bool mutateOnce(fp::PlanT &plan, Rng &rng) {
   }
 }
 
+/// Whether every 8-byte vector of the plan (shapes, attribute ints) starts 8-aligned. flatbuffers'
+/// verifier checks only their 4-byte length, so a byte-mutated plan can hold one that does not,
+/// and unpacking it would be a misaligned load in the mutator itself (the validator meeting such a
+/// plan is the finding; the mutator then mutates its bytes instead).
+bool vectorsAligned(const fp::Plan &plan) {
+  auto ok = [](const flatbuffers::Vector<int64_t> *v) {
+    return v == nullptr || reinterpret_cast<uintptr_t>(v->Data()) % alignof(int64_t) == 0;
+  };
+  auto tensorOk = [&](const fp::TensorRef *t) { return t == nullptr || ok(t->shape()); };
+  if (plan.weights()) {
+    for (const fp::WeightBinding *w : *plan.weights()) {
+      if (!ok(w->global_shape()) || !ok(w->rank_shape())) {
+        return false;
+      }
+    }
+  }
+  if (plan.states()) {
+    for (const fp::StateLayout *st : *plan.states()) {
+      if (!ok(st->unit_shape())) {
+        return false;
+      }
+    }
+  }
+  if (plan.programs()) {
+    for (const fp::Program *program : *plan.programs()) {
+      if (program->io()) {
+        for (const fp::IoSlot *io : *program->io()) {
+          if (!tensorOk(io->tensor())) {
+            return false;
+          }
+        }
+      }
+      if (!program->steps()) {
+        continue;
+      }
+      for (const fp::Step *step : *program->steps()) {
+        for (const auto *list : {step->operands(), step->results()}) {
+          if (list) {
+            for (const fp::TensorRef *t : *list) {
+              if (!tensorOk(t)) {
+                return false;
+              }
+            }
+          }
+        }
+        if (step->attributes()) {
+          for (const fp::Attribute *a : *step->attributes()) {
+            if (!ok(a->ints())) {
+              return false;
+            }
+          }
+        }
+      }
+    }
+  }
+  return true;
+}
+
 /// libFuzzer's byte-level mutation; half its mutants that still verify are sealed again, since a
 /// hostile file computes its hash: only those reach the validator past the hash check (unaligned
 /// 8-byte vectors, which flatbuffers' verifier lets through, among them).
@@ -437,7 +495,7 @@ size_t mutatePlan(uint8_t *data, size_t size, size_t maxSize, unsigned seed) {
   flatbuffers::Verifier verifier(data, size, /*max_depth=*/64, /*max_tables=*/10'000'000);
   // Byte-level changes too: the flatbuffers verifier, the hash check and truncated files need
   // them.
-  if (oneIn(rng, 6) || !fp::VerifyPlanBuffer(verifier)) {
+  if (oneIn(rng, 6) || !fp::VerifyPlanBuffer(verifier) || !vectorsAligned(*fp::GetPlan(data))) {
     return mutateBytes(data, size, maxSize, rng);
   }
   std::unique_ptr<fp::PlanT> plan = fp::UnPackPlan(data);
