@@ -113,7 +113,7 @@ def GlmToPlanPass : Pass<"glm-to-plan", "mlir::ModuleOp"> {
     Option<"precision", "precision", "std::string", /*default=*/"\"bf16\"", "f32 or bf16 activations">,
     Option<"kv", "kv", "std::string", /*default=*/"\"bf16\"", "bf16 or fp8 MLA latent cache">,
     Option<"maxSeqs", "max-seqs", "int64_t", /*default=*/"4", "sequences held at once">,
-    Option<"maxContext", "max-context", "int64_t", /*default=*/"131072", "tokens of context the page pool holds">,
+    Option<"maxContext", "max-context", "int64_t", /*default=*/"131072", "each request's window in tokens">,
     Option<"pageTokens", "page-tokens", "int64_t", /*default=*/"64", "tokens per page of the state pool">,
     Option<"exl3Bits", "exl3-bits", "int64_t", /*default=*/"4", "bits per weight of EXL3 tensors">,
   ];
@@ -132,6 +132,23 @@ def PlanAssignArenasPass : Pass<"plan-assign-arenas", "mlir::ModuleOp"> {
   }];
   let options = [
     Option<"alignment", "alignment", "int64_t", /*default=*/"256", "byte alignment of every slice">,
+  ];
+}
+
+def PlanSizeStatePoolPass : Pass<"plan-size-state-pool", "mlir::ModuleOp"> {
+  let summary = "sizes the page pool apart from the per-request window";
+  let description = [{
+    max_context is each request's window; the pool of pages all sequences
+    share holds pool-tokens tokens when given, else as many pages as the
+    target's memory holds after the host reserve and every other arena (up
+    to max_sequences full windows), else (the CPU) one window. Runs after
+    plan-select-kernels, which adds the workspace arena.
+  }];
+  let options = [
+    Option<"poolTokens", "pool-tokens", "int64_t", /*default=*/"0",
+           "tokens the pool holds; 0: as many as the target's memory allows">,
+    Option<"hostReserve", "host-reserve", "int64_t", /*default=*/"0",
+           "bytes of the target's memory left to the host and the server">,
   ];
 }
 

@@ -5,6 +5,7 @@
 #include "base/Progress.h"
 #include "compiler/Passes.h"
 #include "compiler/pipelines/EmitPlan.h"
+#include "compiler/target/Target.h"
 #include "ir/plan/PlanOps.h"
 #include "models/glm53/Budget.h"
 
@@ -90,6 +91,12 @@ void buildCompilePipeline(mlir::OpPassManager &pm, const CompileOptions &options
   // GPU targets: each step's kernels, grids and argument structs, the kernel table, the
   // workspace arena.
   pm.addPass(createPlanSelectKernelsPass());
+  // The pool of pages all sequences share, apart from each request's window.
+  PlanSizeStatePoolPassOptions pool;
+  pool.poolTokens = options.poolTokens;
+  pool.hostReserve = options.hostReserve.value_or(
+      findTarget(options.target) ? findTarget(options.target)->hostReserveBytes : 0);
+  pm.addPass(createPlanSizeStatePoolPass(pool));
   // One CUDA graph per run of steps between the points where the host must act.
   pm.addPass(createPlanFormSegmentsPass());
   // Slices inside arenas, no live overlap, segments, launches within the target's limits,

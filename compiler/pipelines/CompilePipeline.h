@@ -20,7 +20,12 @@ struct CompileOptions {
   int64_t tp = 2;
   std::string precision = "bf16";
   int64_t maxSeqs = 4;
-  int64_t maxContext = 131072;
+  int64_t maxContext = 131072; // each request's window
+  /// Tokens of the page pool all sequences share; 0: as many as the target's memory holds after
+  /// `hostReserve` and the other arenas (a target without memory, the CPU: one window).
+  int64_t poolTokens = 0;
+  /// Bytes of the target's memory left to the host; unset: the target's (TargetDesc).
+  std::optional<int64_t> hostReserve;
   std::string kv = "bf16";
   int64_t exl3Bits = 4;
   /// How the weights arena holds the dense linears and the head (glm-choose-dense-formats): bf16

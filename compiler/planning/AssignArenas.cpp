@@ -5,7 +5,8 @@
 //    holds page_tokens tokens of every paged state: each MLA latent layer's
 //    rows and each indexer's pooled keys (page_tokens / kpool of them). The
 //    pool holds ceil(max_context / page_tokens) pages plus one partly filled
-//    page per sequence.
+//    page per sequence: one window (plan-size-state-pool sizes it for the
+//    target once every other arena is known).
 // 3. Activations: per program, first fit by liveness; the arena is sized for
 //    the largest program, since programs never run at once. Io buffers are
 //    laid out one after another per program, sharing the io arena the same way.

@@ -15,6 +15,9 @@ struct TargetDesc {
   int64_t sharedMemoryPerBlock = 0; // bytes, opt-in maximum
   int64_t memoryBytes = 0;          // per rank; 0 = not checked (the CPU reference)
   double bandwidthBytesPerS = 0;    // peak memory bandwidth, for projections
+  /// Memory a plan leaves to the host and the server (kept prompt states, CUDA graphs, NCCL's
+  /// buffers, the OS where memory is unified): the page pool fills the rest.
+  int64_t hostReserveBytes = 0;
 };
 
 /// The targets `glmc compile --target` accepts.

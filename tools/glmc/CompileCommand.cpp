@@ -36,7 +36,12 @@ int runCompile(const std::vector<std::string> &args) {
             "activation precision (default bf16 on a GPU, f32 on the CPU, whose\nreference "
             "kernels compute in f32)")
       .option("max-seqs", "N", "sequences served at once")
-      .option("max-context", "N", "tokens the state pool holds for all sequences together")
+      .option("max-context", "N", "each request's window in tokens (default 131072)")
+      .option("pool-tokens", "N",
+              "tokens of sparse-attention state the sequences share (default: as\nmany as the "
+              "target's memory holds after the host reserve; the CPU:\none window)")
+      .option("host-reserve", "BYTES",
+              "memory left to the host and server (default sm_121a 12 GiB, sm_90a\n4 GiB)")
       .option("kv", "bf16|fp8", "the sparse-attention latent cache's element type")
       .positional(1, 1);
   if (std::optional<int> exit = cl.parseOrExit(args)) {
@@ -87,6 +92,15 @@ int runCompile(const std::vector<std::string> &args) {
       *out = **value;
     }
   }
+  Expected<std::optional<int64_t>> poolTokens = cl.getInt("pool-tokens", 1, int64_t(1) << 32);
+  Expected<std::optional<int64_t>> hostReserve = cl.getInt("host-reserve", 0, int64_t(1) << 50);
+  for (const auto *value : {&poolTokens, &hostReserve}) {
+    if (!value->ok()) {
+      return cl.fail(value->status());
+    }
+  }
+  options.poolTokens = poolTokens->value_or(0);
+  options.hostReserve = *hostReserve;
   const std::string modelDir = cl.positionals()[0];
   Expected<glm53::Glm53Config> config = glm53::loadGlm53Config(modelDir);
   if (!config.ok()) {

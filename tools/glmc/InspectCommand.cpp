@@ -43,6 +43,14 @@ using OrderedJson = nlohmann::ordered_json;
 
 std::string str(const flatbuffers::String *s) { return s ? s->str() : ""; }
 
+/// Tokens the page pool holds for all sequences together, less the partly filled page each
+/// sequence may hold (what the compiler was asked for, plan-size-state-pool).
+uint64_t poolTokens(const plan::StatePool &pool) {
+  const uint64_t pages =
+      pool.page_count() > pool.max_sequences() ? pool.page_count() - pool.max_sequences() : 0;
+  return pages * pool.page_tokens();
+}
+
 std::string bytesText(uint64_t bytes) {
   return ProgressReporter::formatAmount(bytes, ProgressReporter::Unit::Bytes);
 }
@@ -97,6 +105,11 @@ OrderedJson toJson(const plan::Plan &p) {
   }
   j["weight_encodings"] = byKind;
   j["states"] = p.states() ? p.states()->size() : 0;
+  if (const plan::StatePool *pool = p.state_pool()) {
+    j["max_sequences"] = pool->max_sequences();
+    j["window_tokens"] = pool->max_context();
+    j["pool_tokens"] = poolTokens(*pool);
+  }
   OrderedJson kernels = OrderedJson::array();
   if (p.kernels()) {
     for (const plan::Kernel *k : *p.kernels()) {
@@ -189,9 +202,11 @@ void printText(const plan::Plan &p, bool allSteps) {
   }
   std::printf("\n");
   if (const plan::StatePool *pool = p.state_pool()) {
-    std::printf("state: %u sequences, %llu tokens of context, %u pages of %u tokens (%s each)\n",
+    std::printf("state: %u sequences, a window of %llu tokens each, a pool of %llu tokens (%u "
+                "pages of %u tokens, %s each)\n",
                 pool->max_sequences(), static_cast<unsigned long long>(pool->max_context()),
-                pool->page_count(), pool->page_tokens(), bytesText(pool->page_bytes()).c_str());
+                static_cast<unsigned long long>(poolTokens(*pool)), pool->page_count(),
+                pool->page_tokens(), bytesText(pool->page_bytes()).c_str());
   }
   std::printf("weights: %u bindings; states: %u layouts\n", p.weights() ? p.weights()->size() : 0,
               p.states() ? p.states()->size() : 0);
