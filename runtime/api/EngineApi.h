@@ -5,6 +5,7 @@
 
 #include "base/Status.h"
 #include "runtime/api/SamplingParams.h"
+#include "runtime/api/TokenConstraint.h"
 
 #include <cstdint>
 #include <memory>
@@ -40,6 +41,9 @@ struct SequenceRequest {
   /// Choices: the prompt is prefilled once and its state forked; choice i draws with the key
   /// sampling.seed + i, so it equals the n = 1 reply with that seed.
   int32_t n = 1;
+  /// Structured outputs: the tokens each choice may sample, step by step (null: unconstrained).
+  /// The scheduler clones it per choice; the prototype itself is never advanced.
+  std::shared_ptr<const TokenConstraint> constraint;
 };
 
 /// Where a request's tokens go, choice by choice (0 .. n-1). Called on the engine's thread:
@@ -51,6 +55,12 @@ public:
   virtual bool onToken(int choice, const SampledToken &token) = 0;
   /// Called once per choice.
   virtual void onFinish(int choice, FinishReason reason, const Status &error) = 0;
+  /// The first `tokens` tokens of the prompt came from a kept state instead of a prefill
+  /// (usage.prompt_tokens_details.cached_tokens). Called at most once, before the first token.
+  virtual void onPromptCached(int64_t /*tokens*/) {}
+  /// The request left the waiting queue for a sequence slot: its prefill begins (the end of
+  /// vLLM's queue time, the start of its prefill time). Called at most once, before any token.
+  virtual void onScheduled() {}
   /// True once the consumer is gone. Asked of waiting requests, so that one whose client left
   /// is dropped before it costs a prefill. May be called from any thread.
   virtual bool cancelled() const { return false; }
@@ -62,6 +72,13 @@ struct SchedulerStats {
   int64_t finished = 0;
   int64_t generatedTokens = 0;
   int64_t preemptions = 0; // sequences that gave their state back to be recomputed
+  // Prefix reuse, in tokens as vLLM counts them: prompt tokens looked up, and those found kept.
+  int64_t prefixQueryTokens = 0;
+  int64_t prefixHitTokens = 0;
+  int64_t keptStates = 0; // kept prompt states held now
+  /// The state pool's pages in use, 0 to 1 (vLLM's kv_cache_usage_perc): pages that only kept
+  /// states hold count as free, as vLLM counts its cached blocks; 0 for a plan without a pool.
+  double kvCacheUsage = 0.0;
 };
 
 class EngineApi {

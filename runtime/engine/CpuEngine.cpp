@@ -120,6 +120,50 @@ Status CpuEngine::copyState(int from, int to) {
   return Status::success();
 }
 
+Status CpuEngine::saveKept(int slot, int kept) {
+  if (kept_.size() <= static_cast<size_t>(kept)) {
+    kept_.resize(static_cast<size_t>(kept) + 1);
+  }
+  std::vector<uint8_t> &copy = kept_[static_cast<size_t>(kept)];
+  copy.assign(static_cast<size_t>(keptStateBytes()), 0);
+  size_t at = 0;
+  for (const plan::StateLayout *s : *plan().states()) {
+    if (!s->paged()) {
+      std::memcpy(copy.data() + at, address(*s->slice()) + slot * s->unit_bytes(), s->unit_bytes());
+      if (s->kind() == plan::StateKind::TokenCounts) {
+        countsAsPrompt({reinterpret_cast<uint32_t *>(copy.data() + at), s->unit_bytes() / 4});
+      }
+      at += s->unit_bytes();
+    }
+  }
+  return Status::success();
+}
+
+Status CpuEngine::loadKept(int kept, int slot) {
+  const std::vector<uint8_t> &copy = kept_[static_cast<size_t>(kept)];
+  size_t at = 0;
+  for (const plan::StateLayout *s : *plan().states()) {
+    if (!s->paged()) {
+      std::memcpy(address(*s->slice()) + slot * s->unit_bytes(), copy.data() + at, s->unit_bytes());
+      at += s->unit_bytes();
+    }
+  }
+  return Status::success();
+}
+
+void CpuEngine::freeKept(int kept) {
+  if (static_cast<size_t>(kept) < kept_.size()) {
+    kept_[static_cast<size_t>(kept)] = {};
+  }
+}
+
+Status CpuEngine::copyPage(int32_t from, int32_t to) {
+  const plan::StatePool *pool = plan().state_pool();
+  uint8_t *base = address(*pool->slice());
+  std::memcpy(base + to * pool->page_bytes(), base + from * pool->page_bytes(), pool->page_bytes());
+  return Status::success();
+}
+
 Expected<CpuEngine::RunOutput> CpuEngine::run(const plan::Program &program,
                                               std::span<const int32_t> tokens,
                                               const std::vector<RowGroup> &groups, LogitsBack back,

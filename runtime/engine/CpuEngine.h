@@ -48,6 +48,10 @@ private:
   CpuEngine() = default;
   Status clearSlots(int slot) override;
   Status copyState(int from, int to) override;
+  Status saveKept(int slot, int kept) override;
+  Status loadKept(int kept, int slot) override;
+  void freeKept(int kept) override;
+  Status copyPage(int32_t from, int32_t to) override;
 
   Expected<RunOutput> run(const plan::Program &program, std::span<const int32_t> tokens,
                           const std::vector<RowGroup> &groups, LogitsBack back,
@@ -68,6 +72,7 @@ private:
   std::unique_ptr<PlanFile> plan_;
   CpuEngineOptions options_;
   std::vector<std::vector<uint64_t>> arenas_; // 8-byte aligned storage per arena
+  std::vector<std::vector<uint8_t>> kept_;    // per kept state: its per-sequence slots in order
   int64_t runs_ = 0;
   int rank_ = 0;
 };

@@ -422,6 +422,62 @@ Status CudaEngine::copyState(int from, int to) {
   return Status::success();
 }
 
+Status CudaEngine::saveKept(int slot, int kept) {
+  GLM_RETURN_IF_ERROR(ctx_->makeCurrent());
+  const CudaDriver &d = ctx_->driver();
+  if (kept_.size() <= static_cast<size_t>(kept)) {
+    kept_.resize(static_cast<size_t>(kept) + 1);
+  }
+  if (kept_[static_cast<size_t>(kept)].bytes() == 0) {
+    GLM_ASSIGN_OR_RETURN(kept_[static_cast<size_t>(kept)],
+                         ctx_->allocate(static_cast<size_t>(keptStateBytes())));
+  }
+  CUdeviceptr at = kept_[static_cast<size_t>(kept)].ptr();
+  for (const plan::StateLayout *s : *plan().states()) {
+    if (s->paged()) {
+      continue;
+    }
+    const CUdeviceptr from = address(*s->slice()) + static_cast<uint64_t>(slot) * s->unit_bytes();
+    if (s->kind() == plan::StateKind::TokenCounts) {
+      // A few hundred KB a sequence: through the host, where countsAsPrompt is defined once.
+      counts_.resize(s->unit_bytes() / 4);
+      GLM_CU(&d, cuMemcpyDtoHAsync(counts_.data(), from, s->unit_bytes(), ctx_->stream()));
+      GLM_RETURN_IF_ERROR(waitForStream());
+      countsAsPrompt(counts_);
+      GLM_CU(&d, cuMemcpyHtoDAsync(at, counts_.data(), s->unit_bytes(), ctx_->stream()));
+      GLM_RETURN_IF_ERROR(waitForStream()); // counts_ is reused by the next keep
+    } else {
+      GLM_CU(&d, cuMemcpyDtoDAsync(at, from, s->unit_bytes(), ctx_->stream()));
+    }
+    at += s->unit_bytes();
+  }
+  return Status::success();
+}
+
+Status CudaEngine::loadKept(int kept, int slot) {
+  GLM_RETURN_IF_ERROR(ctx_->makeCurrent());
+  CUdeviceptr at = kept_[static_cast<size_t>(kept)].ptr();
+  for (const plan::StateLayout *s : *plan().states()) {
+    if (!s->paged()) {
+      GLM_CU(&ctx_->driver(),
+             cuMemcpyDtoDAsync(address(*s->slice()) + static_cast<uint64_t>(slot) * s->unit_bytes(),
+                               at, s->unit_bytes(), ctx_->stream()));
+      at += s->unit_bytes();
+    }
+  }
+  return Status::success();
+}
+
+Status CudaEngine::copyPage(int32_t from, int32_t to) {
+  GLM_RETURN_IF_ERROR(ctx_->makeCurrent());
+  const plan::StatePool *pool = plan().state_pool();
+  const CUdeviceptr base = address(*pool->slice());
+  GLM_CU(&ctx_->driver(), cuMemcpyDtoDAsync(base + static_cast<uint64_t>(to) * pool->page_bytes(),
+                                            base + static_cast<uint64_t>(from) * pool->page_bytes(),
+                                            pool->page_bytes(), ctx_->stream()));
+  return Status::success();
+}
+
 Expected<CudaEngine::RunOutput> CudaEngine::run(const plan::Program &p,
                                                 std::span<const int32_t> tokens,
                                                 const std::vector<RowGroup> &groups,

@@ -106,6 +106,9 @@ private:
   CudaEngine() = default;
   Status clearSlots(int slot) override;
   Status copyState(int from, int to) override;
+  Status saveKept(int slot, int kept) override;
+  Status loadKept(int kept, int slot) override;
+  Status copyPage(int32_t from, int32_t to) override;
   Status prepare(Program &program);
   /// Appends `step`'s kernel launches to the program's, with their argument structs' addresses
   /// filled in.
@@ -141,6 +144,11 @@ private:
   std::unique_ptr<runtime::PlanFile> plan_;
   std::unique_ptr<CudaContext> ctx_;
   std::vector<DeviceMemory> arenas_;
+  /// Per kept state id: its per-sequence slots in order, on the device. Allocated when an id is
+  /// first kept and reused by the ids kept later (the scheduler bounds how many there are), so
+  /// that keeping a state never waits for an allocation or a free.
+  std::vector<DeviceMemory> kept_;
+  std::vector<uint32_t> counts_;                 // host staging for a kept state's token counts
   int64_t workspaceArena_ = -1;                  // the plan's workspace arena, if it has one
   std::vector<std::unique_ptr<Module>> modules_; // one per plan kernel
   std::vector<Program> programs_;

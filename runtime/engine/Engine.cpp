@@ -8,7 +8,9 @@ namespace glm::runtime {
 
 void SequenceTable::init(int64_t maxSequences, const plan::StatePool *pool) {
   sequences_.assign(static_cast<size_t>(std::max<int64_t>(maxSequences, 1)), Sequence{});
+  kept_.clear();
   freePages_.clear();
+  holders_.clear();
   // A model without sparse MLA layers has no paged state: its sequences hold no pages.
   paged_ = pool != nullptr && pool->page_bytes() > 0;
   if (pool != nullptr) {
@@ -18,7 +20,24 @@ void SequenceTable::init(int64_t maxSequences, const plan::StatePool *pool) {
     for (int32_t page = static_cast<int32_t>(pool->page_count()) - 1; page >= 0; --page) {
       freePages_.push_back(page);
     }
+    holders_.assign(pool->page_count(), 0);
   }
+}
+
+void SequenceTable::take(std::vector<int32_t> &pages) {
+  for (int32_t page : pages) {
+    ++holders_[static_cast<size_t>(page)];
+  }
+}
+
+void SequenceTable::release(std::vector<int32_t> &pages) {
+  // Freed in reverse, so that a sequence's pages are handed out again lowest first.
+  for (auto it = pages.rbegin(); it != pages.rend(); ++it) {
+    if (--holders_[static_cast<size_t>(*it)] == 0) {
+      freePages_.push_back(*it);
+    }
+  }
+  pages.clear();
 }
 
 Expected<int> SequenceTable::open() {
@@ -35,8 +54,15 @@ Expected<int> SequenceTable::open() {
 void SequenceTable::close(int slot) {
   if (active(slot)) {
     Sequence &s = sequences_[static_cast<size_t>(slot)];
-    freePages_.insert(freePages_.end(), s.pages.begin(), s.pages.end());
+    release(s.pages);
     s = Sequence{};
+  }
+}
+
+void SequenceTable::empty(int slot) {
+  if (active(slot)) {
+    release(sequences_[static_cast<size_t>(slot)].pages);
+    sequences_[static_cast<size_t>(slot)].length = 0;
   }
 }
 
@@ -75,6 +101,7 @@ Status SequenceTable::reserve(int slot, int64_t tokens) {
     }
     pages.push_back(freePages_.back());
     freePages_.pop_back();
+    holders_[static_cast<size_t>(pages.back())] = 1;
   }
   return Status::success();
 }
@@ -86,6 +113,79 @@ int64_t SequenceTable::pagesNeeded(int slot, int64_t more) const {
   const int64_t held = static_cast<int64_t>(pages(slot).size());
   const int64_t needed = (length(slot) + more + pageTokens_ - 1) / pageTokens_;
   return std::max<int64_t>(needed - held, 0);
+}
+
+int SequenceTable::keep(int slot) {
+  const Sequence &s = sequences_[static_cast<size_t>(slot)];
+  Sequence k{true, s.length, {}};
+  if (paged_) {
+    const size_t held = static_cast<size_t>((s.length + pageTokens_ - 1) / pageTokens_);
+    k.pages.assign(s.pages.begin(), s.pages.begin() + static_cast<std::ptrdiff_t>(held));
+    take(k.pages);
+  }
+  for (size_t id = 0; id < kept_.size(); ++id) {
+    if (!kept_[id].active) {
+      kept_[id] = std::move(k);
+      return static_cast<int>(id);
+    }
+  }
+  kept_.push_back(std::move(k));
+  return static_cast<int>(kept_.size() - 1);
+}
+
+void SequenceTable::drop(int id) {
+  if (kept(id)) {
+    Sequence &k = kept_[static_cast<size_t>(id)];
+    release(k.pages);
+    k = Sequence{};
+  }
+}
+
+bool SequenceTable::kept(int id) const {
+  return id >= 0 && static_cast<size_t>(id) < kept_.size() && kept_[static_cast<size_t>(id)].active;
+}
+
+int64_t SequenceTable::keptLength(int id) const {
+  return kept(id) ? kept_[static_cast<size_t>(id)].length : 0;
+}
+
+int64_t SequenceTable::pagesOnlyKept() const {
+  std::vector<int32_t> byKept(holders_.size(), 0);
+  for (const Sequence &k : kept_) {
+    for (int32_t page : k.pages) {
+      ++byKept[static_cast<size_t>(page)];
+    }
+  }
+  int64_t only = 0;
+  for (size_t page = 0; page < holders_.size(); ++page) {
+    only += byKept[page] > 0 && byKept[page] == holders_[page];
+  }
+  return only;
+}
+
+Expected<SequenceTable::PageCopy> SequenceTable::resume(int id, int slot) {
+  const Sequence &k = kept_[static_cast<size_t>(id)];
+  Sequence &s = sequences_[static_cast<size_t>(slot)];
+  PageCopy copy;
+  std::vector<int32_t> pages = k.pages;
+  if (paged_ && k.length % pageTokens_ != 0) {
+    if (freePages_.empty()) {
+      return Status(StatusCode::Unavailable, "the state pool has no free page to resume into");
+    }
+    copy.from = pages.back();
+    copy.to = freePages_.back();
+    freePages_.pop_back();
+    pages.back() = copy.to;
+    pages.pop_back();
+    take(pages);
+    pages.push_back(copy.to);
+    holders_[static_cast<size_t>(copy.to)] = 1;
+  } else {
+    take(pages);
+  }
+  s.pages = std::move(pages);
+  s.length = k.length;
+  return copy;
 }
 
 Expected<int> Engine::newSequence() {
@@ -232,6 +332,73 @@ Expected<int> Engine::forkSequence(int from) {
   }
   sequences_.advance(to, length);
   return to;
+}
+
+Expected<int> Engine::keepState(int slot) {
+  if (!sequences_.active(slot)) {
+    return invalidArgument("sequence slot ", slot, " is not in use");
+  }
+  const int kept = sequences_.keep(slot);
+  if (Status s = saveKept(slot, kept); !s.ok()) {
+    dropState(kept);
+    return s;
+  }
+  return kept;
+}
+
+Status Engine::resumeState(int kept, int slot) {
+  if (!sequences_.kept(kept)) {
+    return invalidArgument("kept state ", kept, " does not exist");
+  }
+  if (!sequences_.active(slot) || sequences_.length(slot) != 0 || !sequences_.pages(slot).empty()) {
+    return invalidArgument("sequence slot ", slot, " is not a new sequence");
+  }
+  GLM_ASSIGN_OR_RETURN(SequenceTable::PageCopy copy, sequences_.resume(kept, slot));
+  Status s = copy.from >= 0 ? copyPage(copy.from, copy.to) : Status::success();
+  if (s.ok()) {
+    s = loadKept(kept, slot);
+  }
+  if (!s.ok()) {
+    // Back to a new sequence: its pages let go, its slots cleared.
+    sequences_.empty(slot);
+    (void)clearSlots(slot);
+  }
+  return s;
+}
+
+void Engine::dropState(int kept) {
+  if (sequences_.kept(kept)) {
+    freeKept(kept);
+    sequences_.drop(kept);
+  }
+}
+
+int64_t Engine::keptStateBytes() const {
+  int64_t bytes = 0;
+  for (const plan::StateLayout *s : *plan().states()) {
+    if (!s->paged()) {
+      bytes += static_cast<int64_t>(s->unit_bytes());
+    }
+  }
+  return bytes;
+}
+
+Status Engine::saveKept(int, int) {
+  return internalError("this engine does not keep states itself");
+}
+
+Status Engine::loadKept(int, int) {
+  return internalError("this engine does not keep states itself");
+}
+
+Status Engine::copyPage(int32_t, int32_t) {
+  return internalError("this engine does not copy pages itself");
+}
+
+void Engine::countsAsPrompt(std::span<uint32_t> counts) {
+  for (uint32_t &c : counts) {
+    c = c != 0 ? kernels::kPromptSeenBit : 0;
+  }
 }
 
 Status Engine::checkSampling(const SamplingParams &p) const {

@@ -15,7 +15,10 @@
 
 namespace glm::runtime {
 
-/// Sequence slots and the pages of the plan's state pool each sequence holds.
+/// Sequence slots, kept states and the pages of the plan's state pool each holds. A page may be
+/// held by several: a kept state shares the pages of the sequence it was taken from and lends them
+/// to every sequence that resumes from it, since a sequence writes only the rows at or past its
+/// own length (causal state); a page returns to the free list when its last holder lets it go.
 class SequenceTable {
 public:
   /// `pool` may be null (a plan without paged state).
@@ -24,6 +27,8 @@ public:
   /// A free slot, or Unavailable when all are taken.
   Expected<int> open();
   void close(int slot);
+  /// Sequence `slot` holds nothing again: length 0, its pages let go.
+  void empty(int slot);
   bool active(int slot) const;
 
   int64_t length(int slot) const;
@@ -36,14 +41,37 @@ public:
   int64_t pageTokens() const { return pageTokens_; }
   int64_t capacity() const { return static_cast<int64_t>(sequences_.size()); }
 
+  /// A kept state of sequence `slot` at its length: the pages holding its tokens are shared.
+  int keep(int slot);
+  /// Lets a kept state's pages go (a page no one else holds is free again).
+  void drop(int kept);
+  bool kept(int kept) const;
+  int64_t keptLength(int kept) const;
+  /// Pages only kept states hold: what dropping every kept state would free.
+  int64_t pagesOnlyKept() const;
+  /// The page a sequence resuming from a kept state copies into a page of its own: the last,
+  /// when the kept length ends inside it (the sequence will write that page's later rows).
+  struct PageCopy {
+    int32_t from = -1;
+    int32_t to = -1;
+  };
+  /// Sequence `slot` (open, empty) takes kept state `kept`'s length and pages: the full ones
+  /// shared, a partly filled last one replaced by a free page the caller copies into (returned;
+  /// from < 0 when there is none). Unavailable when no page is free for it.
+  Expected<PageCopy> resume(int kept, int slot);
+
 private:
   struct Sequence {
     bool active = false;
     int64_t length = 0;
     std::vector<int32_t> pages;
   };
+  void take(std::vector<int32_t> &pages);
+  void release(std::vector<int32_t> &pages);
   std::vector<Sequence> sequences_;
+  std::vector<Sequence> kept_; // kept states, by id; inactive entries are free ids
   std::vector<int32_t> freePages_;
+  std::vector<int32_t> holders_; // per page: the sequences and kept states holding it
   int64_t pageTokens_ = 1;
   int64_t maxContext_ = 0;
   bool paged_ = false;
@@ -77,6 +105,28 @@ public:
   virtual Expected<int> forkSequence(int from);
   /// Tokens a sequence holds.
   virtual int64_t length(int slot) const { return sequences_.length(slot); }
+
+  // Kept states (prefix reuse, runtime/engine/PrefixCache.h): a sequence's state at its current
+  // length, kept after it moves on or ends, and resumed by a new sequence whose tokens begin with
+  // the same ones. A resumed sequence continues exactly as one prefilled with those tokens
+  // would: its per-sequence slots are copied back and it reads the same pages. The token counts
+  // the penalties read come back as those of prompt tokens, which is what the kept tokens are to
+  // any request that resumes from them.
+
+  /// Keeps sequence `slot`'s state at its length; returns the kept state's id. Its per-sequence
+  /// slots are copied (on the device for a GPU engine), its pages shared.
+  virtual Expected<int> keepState(int slot);
+  /// A new sequence (from newSequence, nothing in it yet) takes kept state `kept`: its length,
+  /// slots and pages. Unavailable when the pool has no page for a partly filled last page.
+  virtual Status resumeState(int kept, int slot);
+  /// Frees a kept state's copy and lets its pages go.
+  virtual void dropState(int kept);
+  /// Tokens a kept state holds (0 for an id not kept).
+  virtual int64_t keptLength(int kept) const { return sequences_.keptLength(kept); }
+  /// Pages that only kept states hold: what the pool gains when every kept state is dropped.
+  virtual int64_t pagesOnlyKept() const { return sequences_.pagesOnlyKept(); }
+  /// Bytes one kept state's copy of the per-sequence slots takes.
+  int64_t keptStateBytes() const;
   /// State-pool pages a sequence must still take to hold `more` further tokens (0 for a plan
   /// without a pool), and the pages free now: the scheduler admits and preempts by them.
   virtual int64_t pagesNeeded(int slot, int64_t more) const {
@@ -151,6 +201,18 @@ protected:
   /// Copies sequence `from`'s per-sequence state slots to `to`'s, and its pages' contents to
   /// `to`'s pages (same count, in order). forkSequence calls it.
   virtual Status copyState(int from, int to) = 0;
+  /// Kept states' storage: copies sequence `slot`'s per-sequence slots into kept state `kept`'s
+  /// (allocated on first use; token counts made those of prompt tokens: countsAsPrompt), back
+  /// into a sequence's slots, and frees it. A backend that forwards the kept-state calls instead
+  /// (LockstepEngine) need not implement them.
+  virtual Status saveKept(int slot, int kept);
+  virtual Status loadKept(int kept, int slot);
+  virtual void freeKept(int) {}
+  /// Copies one page of the pool to another (a resumed sequence's partly filled last page).
+  virtual Status copyPage(int32_t from, int32_t to);
+  /// A token_counts slot's words as a prompt of the same tokens leaves them: the prompt bit for
+  /// every token seen, no generated counts (kernels/count_tokens/count_tokens.h).
+  static void countsAsPrompt(std::span<uint32_t> counts);
 
   /// Reads what every backend needs of the plan: the largest prefill program, the vocabulary,
   /// the state pool. `source` names the plan in errors.

@@ -19,14 +19,17 @@ enum class Op : uint32_t {
   EndSequence = 3,
   Prefill = 4,
   Decode = 5,
-  Form = 6, // the group has formed: every rank runs its formGroup
-  Fork = 7, // slot: the sequence forked; count: rank 0's new slot
+  Form = 6,   // the group has formed: every rank runs its formGroup
+  Fork = 7,   // slot: the sequence forked; count: rank 0's new slot
+  Keep = 8,   // slot: the sequence kept; count: rank 0's kept-state id
+  Resume = 9, // slot: the new sequence; count: the kept-state id it resumes
+  Drop = 10,  // count: the kept-state id dropped
 };
 
 /// What lockstepIdentity presents, so that ranks that would not understand each other's commands
 /// (a glmc of another protocol version) are refused at the door. 2: the Form command. 3: Fork,
-/// and prefill / decode calls that sample (rows = 2).
-constexpr int kLockstepProtocol = 3;
+/// and prefill / decode calls that sample (rows = 2). 4: Keep, Resume and Drop (kept states).
+constexpr int kLockstepProtocol = 4;
 
 constexpr uint32_t kMaxCommandCount = 1u << 24;
 
@@ -46,6 +49,12 @@ const char *opName(uint32_t op) {
     return "forming the group";
   case Op::Fork:
     return "forkSequence";
+  case Op::Keep:
+    return "keepState";
+  case Op::Resume:
+    return "resumeState";
+  case Op::Drop:
+    return "dropState";
   }
   return "an unknown call";
 }
@@ -578,6 +587,72 @@ Expected<int> LockstepEngine::forkSequence(int from) {
   return slot;
 }
 
+Expected<int> LockstepEngine::keepState(int slot) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  GLM_RETURN_IF_ERROR(health());
+  GLM_RETURN_IF_ERROR(checkCurrent(slot));
+  GLM_ASSIGN_OR_RETURN(int kept, local_->keepState(slot));
+  LockstepCommand command;
+  command.op = static_cast<uint32_t>(Op::Keep);
+  command.slot = slot;
+  command.count = static_cast<uint32_t>(kept);
+  Status s = begin(command, {});
+  if (s.ok()) {
+    s = finish(Status::success(), "keepState");
+  }
+  if (!s.ok()) {
+    local_->dropState(kept);
+    return s;
+  }
+  keptGeneration_[kept] = generation_;
+  return kept;
+}
+
+Status LockstepEngine::resumeState(int kept, int slot) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  GLM_RETURN_IF_ERROR(checkCurrent(slot));
+  if (auto it = keptGeneration_.find(kept);
+      it == keptGeneration_.end() || it->second != generation_) {
+    return Status(StatusCode::Unavailable,
+                  strCat("kept state ", kept, " was lost when the tensor-parallel group broke"));
+  }
+  LockstepCommand command;
+  command.op = static_cast<uint32_t>(Op::Resume);
+  command.slot = slot;
+  command.count = static_cast<uint32_t>(kept);
+  GLM_RETURN_IF_ERROR(begin(command, {}));
+  return finish(local_->resumeState(kept, slot), "resumeState");
+}
+
+void LockstepEngine::dropState(int kept) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  local_->dropState(kept);
+  auto it = keptGeneration_.find(kept);
+  const bool current = it != keptGeneration_.end() && it->second == generation_;
+  if (it != keptGeneration_.end()) {
+    keptGeneration_.erase(it);
+  }
+  if (!current || !comm_->complete()) {
+    return; // the workers dropped it when the group broke
+  }
+  LockstepCommand command;
+  command.op = static_cast<uint32_t>(Op::Drop);
+  command.count = static_cast<uint32_t>(kept);
+  if (begin(command, {}).ok()) {
+    (void)finish(Status::success(), "dropState");
+  }
+}
+
+int64_t LockstepEngine::keptLength(int kept) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return local_->keptLength(kept);
+}
+
+int64_t LockstepEngine::pagesOnlyKept() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return local_->pagesOnlyKept();
+}
+
 Status runLockstepWorker(Comm &comm, Engine &engine,
                          const std::function<void(const std::string &)> &log,
                          const std::function<Status(Comm &control)> &formGroup) {
@@ -588,9 +663,17 @@ Status runLockstepWorker(Comm &comm, Engine &engine,
     auto it = slots.find(slot);
     return it == slots.end() ? -1 : it->second;
   };
+  std::map<int, int> kept; // rank 0's kept-state ids -> this engine's, likewise
+  auto localKept = [&](int id) {
+    auto it = kept.find(id);
+    return it == kept.end() ? -1 : it->second;
+  };
   auto endAll = [&](Status why) {
     for (const auto &[remote, mine] : slots) {
       engine.endSequence(mine);
+    }
+    for (const auto &[remote, mine] : kept) {
+      engine.dropState(mine);
     }
     return why;
   };
@@ -672,6 +755,32 @@ Status runLockstepWorker(Comm &comm, Engine &engine,
       }
       break;
     }
+    case Op::Keep: {
+      const int remote = static_cast<int>(command.count);
+      if (int old = localKept(remote); old >= 0) {
+        engine.dropState(old);
+        kept.erase(remote);
+      }
+      Expected<int> id = engine.keepState(local(command.slot));
+      result = id.status();
+      if (id.ok()) {
+        kept[remote] = *id;
+      }
+      break;
+    }
+    case Op::Resume:
+      result =
+          localKept(static_cast<int>(command.count)) < 0
+              ? Status(StatusCode::Unavailable,
+                       strCat("kept state ", command.count, " is not on this rank"))
+              : engine.resumeState(localKept(static_cast<int>(command.count)), local(command.slot));
+      break;
+    case Op::Drop:
+      if (int mine = localKept(static_cast<int>(command.count)); mine >= 0) {
+        engine.dropState(mine);
+        kept.erase(static_cast<int>(command.count));
+      }
+      break;
     default:
       return endAll(
           Status(StatusCode::Unavailable, strCat("rank 0 sent unknown command ", command.op)));

@@ -100,6 +100,11 @@ public:
                                                    std::span<const RowSampling> sampling,
                                                    std::vector<float> *logits = nullptr) override;
   Expected<int> forkSequence(int from) override;
+  Expected<int> keepState(int slot) override;
+  Status resumeState(int kept, int slot) override;
+  void dropState(int kept) override;
+  int64_t keptLength(int kept) const override;
+  int64_t pagesOnlyKept() const override;
   const plan::Plan &plan() const override { return local_->plan(); }
   /// Unavailable, naming the missing ranks, until every worker has joined; for ranks in this
   /// process, once their group has ended, with the reason.
@@ -149,6 +154,7 @@ private:
   std::condition_variable joined_;
   uint64_t generation_ = 0;                // counts the times the full group formed
   std::map<int, uint64_t> slotGeneration_; // the generation each open slot belongs to
+  std::map<int, uint64_t> keptGeneration_; // likewise for kept states
   std::chrono::steady_clock::time_point lastCall_;
   std::atomic<bool> stopping_{false};
   /// Whether the group of processes has formed (every rank ran its formGroup) since it last

@@ -8,6 +8,18 @@
 // The engine samples: a step returns tokens, never logits. A request of n > 1 choices prefills its
 // prompt but the last token once, in choice 0's sequence; the other choices then fork that state
 // and all n decode the last prompt token together, each drawing with its own key (seed + choice).
+//
+// Prefix reuse: the engine keeps a sequence's state (Engine::keepState) where a later request is
+// likely to begin with the same tokens, and a sequence given a slot resumes from the longest kept
+// state that begins its tokens. The kept tokens' state is exactly what a prefill of them leaves,
+// and every prefill chunk runs the same program row by row, so a resumed prompt's logits equal a
+// cold prefill's bit for bit. States are kept where the prefill leaves them, at no cost but a copy
+// of the per-sequence slots (pages are shared): at the end of each prompt (the next turn of a
+// conversation extends it), at the end of each reply (an agent's next request holds the reply),
+// and at the prompt's last two chunk boundaries before its end (the same prompt sent again, or
+// another conversation sharing its opening, resumes there; a KDA state exists only where the
+// prefill stopped, so no other position can be resumed). Kept states are evicted least recently
+// used, when the cache is full and before any running sequence would give its pages back.
 #include "runtime/engine/Scheduler.h"
 
 #include <algorithm>
@@ -54,6 +66,8 @@ struct Scheduler::Active {
   int64_t promptTokens = 0;
   int64_t inEngine = 0;  // tokens[0, inEngine) are in the engine's state
   int64_t generated = 0; // tokens delivered
+  std::vector<uint64_t> boundaries; // cache entries at its prompt's chunk boundaries, oldest first
+  bool lookedUp = false;       // its prompt was looked up among the kept states
 
   const SequenceRequest &request() const { return shared->request; }
   TokenSink &sink() const { return *shared->sink; }
@@ -72,10 +86,34 @@ struct Scheduler::Active {
   RowSampling rowSampling() const {
     return {generated < request().minTokens ? &banned : &sampling, promptTokens};
   }
+  /// rowSampling() with the structured-output constraint's mask for the next token, when it has
+  /// one this step (only constrained rows pay for a mask).
+  RowSampling stepSampling(int64_t vocab) {
+    RowSampling row = rowSampling();
+    if (!constraint) {
+      return row;
+    }
+    masked = *row.params;
+    masked.allowedTokens.assign(static_cast<size_t>((vocab + 31) / 32), 0u);
+    if (!constraint->fillAllowed(masked.allowedTokens)) {
+      return row;
+    }
+    row.params = &masked;
+    return row;
+  }
+  std::unique_ptr<TokenConstraint> constraint; // this choice's clone of the request's, or null
+  SamplingParams masked;                       // rowSampling()'s with the constraint's mask
 };
 
-Scheduler::Scheduler(std::unique_ptr<Engine> engine, int64_t maxWaiting)
-    : engine_(std::move(engine)), maxWaiting_(maxWaiting) {
+namespace {
+/// Kept states at one prompt's chunk boundaries (besides its end): see the file's header.
+constexpr size_t kKeptBoundaries = 2;
+} // namespace
+
+Scheduler::Scheduler(std::unique_ptr<Engine> engine, int64_t maxWaiting, size_t keptStates)
+    : engine_(std::move(engine)), maxWaiting_(maxWaiting), cache_(keptStates) {
+  // Nothing holds a page yet: every page of the pool is free.
+  totalPages_ = engine_->freePages();
   worker_ = std::thread([this] { loop(); });
 }
 
@@ -138,8 +176,19 @@ bool Scheduler::deliver(Active &a, const SampledToken &token) {
     std::lock_guard<std::mutex> lock(mutex_);
     ++stats_.generatedTokens;
   }
+  if (a.constraint && !a.constraint->advance(token.id)) {
+    a.sink().onFinish(a.choice, FinishReason::Error,
+                      Status(StatusCode::Internal,
+                             strCat("the sampled token ", token.id,
+                                    " breaks the request's structured-output constraint")));
+    return false;
+  }
   if (!a.sink().onToken(a.choice, token)) {
     a.sink().onFinish(a.choice, FinishReason::Cancelled, Status::success());
+    return false;
+  }
+  if (a.constraint && a.constraint->complete()) {
+    a.sink().onFinish(a.choice, FinishReason::Stop, Status::success()); // nothing may follow
     return false;
   }
   if (a.generated >= r.maxTokens) {
@@ -147,6 +196,66 @@ bool Scheduler::deliver(Active &a, const SampledToken &token) {
     return false;
   }
   a.tokens.push_back(token.id);
+  return true;
+}
+
+void Scheduler::resume(Active &a) {
+  if (cache_.capacity() == 0) {
+    return;
+  }
+  // A prompt's first token comes from its last prefilled row: at least one row is prefilled.
+  const bool firstTokenFromPrefill = a.generated == 0 && !a.forks();
+  const int64_t longest = a.prefillTarget() - (firstTokenFromPrefill ? 1 : 0);
+  std::optional<PrefixCache::Hit> hit = cache_.find(a.tokens, longest);
+  // Counted once per request, as vLLM counts its queries (a preempted prompt looks again).
+  const bool fresh = a.generated == 0 && a.choice == 0 && !a.lookedUp;
+  a.lookedUp = true;
+  if (hit && !engine_->resumeState(hit->kept, a.slot).ok()) {
+    hit.reset(); // no page for its last one: prefilled cold
+  }
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (fresh) {
+    stats_.prefixQueryTokens += a.promptTokens;
+    stats_.prefixHitTokens += hit ? hit->length : 0;
+  }
+  if (hit) {
+    a.inEngine = hit->length;
+    if (fresh) {
+      a.sink().onPromptCached(hit->length);
+    }
+  }
+}
+
+std::optional<uint64_t> Scheduler::keep(const Active &a) {
+  if (cache_.capacity() == 0 || a.slot < 0 || a.inEngine == 0) {
+    return std::nullopt;
+  }
+  const auto tokens =
+      std::span<const int32_t>(a.tokens).first(static_cast<size_t>(a.inEngine));
+  if (cache_.contains(tokens)) {
+    return std::nullopt;
+  }
+  if (cache_.full() && !evictKept()) {
+    return std::nullopt;
+  }
+  Expected<int> kept = engine_->keepState(a.slot);
+  if (!kept.ok()) {
+    return std::nullopt; // reuse is an optimisation: a state that cannot be kept is not
+  }
+  const uint64_t serial = cache_.insert(std::vector<int32_t>(tokens.begin(), tokens.end()), *kept);
+  std::lock_guard<std::mutex> lock(mutex_);
+  stats_.keptStates = static_cast<int64_t>(cache_.size());
+  return serial;
+}
+
+bool Scheduler::evictKept() {
+  std::optional<int> kept = cache_.evict();
+  if (!kept) {
+    return false;
+  }
+  engine_->dropState(*kept);
+  std::lock_guard<std::mutex> lock(mutex_);
+  stats_.keptStates = static_cast<int64_t>(cache_.size());
   return true;
 }
 
@@ -175,6 +284,14 @@ void Scheduler::loop() {
       }
     }
     step(running);
+    if (totalPages_ > 0) {
+      // Read on the scheduler's thread, which alone changes the pages.
+      const double used = static_cast<double>(totalPages_ - engine_->freePages() -
+                                              engine_->pagesOnlyKept()) /
+                          static_cast<double>(totalPages_);
+      std::lock_guard<std::mutex> lock(mutex_);
+      stats_.kvCacheUsage = std::clamp(used, 0.0, 1.0);
+    }
   }
   for (auto &a : running) {
     a->sink().onFinish(a->choice, FinishReason::Cancelled, Status::success());
@@ -192,13 +309,18 @@ void Scheduler::loop() {
 }
 
 void Scheduler::step(std::vector<std::unique_ptr<Active>> &running) {
-  auto finish = [&](size_t i) {
+  // Ends running[i]. With `keepState`, after a reply that ended as asked, its state is kept: the
+  // prompt and the reply but the last token, which never entered the engine.
+  auto finish = [&](size_t i, bool keepState = false) {
     for (auto &other : running) {
       if (other->awaitingFork && other->shared == running[i]->shared) {
         other->awaitingFork = false; // no prompt to fork: it is prefilled from its own tokens
       }
     }
     if (running[i]->slot >= 0) {
+      if (keepState) {
+        keep(*running[i]);
+      }
       engine_->endSequence(running[i]->slot);
     }
     running.erase(running.begin() + static_cast<std::ptrdiff_t>(i));
@@ -253,8 +375,10 @@ void Scheduler::step(std::vector<std::unique_ptr<Active>> &running) {
         break;
       }
       a->slot = *slot;
+      resume(*a);
     }
   }
+  const size_t admitted = running.size();
   while (!slotless) {
     std::lock_guard<std::mutex> lock(mutex_);
     if (waiting_.empty()) {
@@ -277,6 +401,7 @@ void Scheduler::step(std::vector<std::unique_ptr<Active>> &running) {
     shared->sink = std::move(waiting_.front().second);
     waiting_.pop_front();
     --stats_.waiting;
+    shared->sink->onScheduled();
     const SequenceRequest &r = shared->request;
     for (int choice = 0; choice < r.n; ++choice) {
       auto a = std::make_unique<Active>();
@@ -287,12 +412,22 @@ void Scheduler::step(std::vector<std::unique_ptr<Active>> &running) {
       if (r.minTokens > 0) {
         a->banned = withEndTokensBanned(a->sampling, r.eosIds);
       }
+      if (r.constraint) {
+        a->constraint = r.constraint->clone();
+      }
       a->tokens = r.prompt;
       a->promptTokens = static_cast<int64_t>(r.prompt.size());
       a->slot = choice == 0 ? *slot : -1;
       a->awaitingFork = choice > 0;
       ++stats_.running;
       running.push_back(std::move(a));
+    }
+  }
+  // Choice 0 of each request just admitted resumes what is kept of its prompt (outside the
+  // queue's lock: resume takes it for the statistics).
+  for (size_t i = admitted; i < running.size(); ++i) {
+    if (running[i]->slot >= 0) {
+      resume(*running[i]);
     }
   }
 
@@ -325,6 +460,9 @@ void Scheduler::step(std::vector<std::unique_ptr<Active>> &running) {
     if (n > budget) {
       break;
     }
+    // Kept states give their pages up before a prefill waits for them.
+    while (engine_->pagesNeeded(a.slot, n) > engine_->freePages() - reserved && evictKept()) {
+    }
     if (engine_->pagesNeeded(a.slot, n) > engine_->freePages() - reserved) {
       blocked = &a;
       break;
@@ -334,7 +472,7 @@ void Scheduler::step(std::vector<std::unique_ptr<Active>> &running) {
         engine_->prefillSample(a.slot,
                                std::span<const int32_t>(a.tokens).subspan(
                                    static_cast<size_t>(a.inEngine), static_cast<size_t>(n)),
-                               a.rowSampling());
+                               a.stepSampling(engine_->vocabSize()));
     if (!token.ok()) {
       a.sink().onFinish(a.choice, FinishReason::Error, token.status());
       finish(i);
@@ -342,10 +480,26 @@ void Scheduler::step(std::vector<std::unique_ptr<Active>> &running) {
     }
     prefilled = true;
     a.inEngine += n;
+    if (a.generated == 0 && a.inEngine < target) {
+      // A chunk boundary inside the prompt: kept, the one kept kKeptBoundaries chunks ago let go.
+      if (std::optional<uint64_t> serial = keep(a)) {
+        a.boundaries.push_back(*serial);
+        if (a.boundaries.size() > kKeptBoundaries) {
+          if (std::optional<int> old = cache_.remove(a.boundaries.front())) {
+            engine_->dropState(*old);
+            std::lock_guard<std::mutex> lock(mutex_);
+            stats_.keptStates = static_cast<int64_t>(cache_.size());
+          }
+          a.boundaries.erase(a.boundaries.begin());
+        }
+      }
+    } else if (a.generated == 0) {
+      keep(a); // the prompt's end
+    }
     if (a.inEngine == target && a.generated == 0 && !a.forks()) {
       // The prompt is in: its last row gives the first token.
       if (!deliver(a, *token)) {
-        finish(i);
+        finish(i, true);
         continue;
       }
     }
@@ -373,7 +527,8 @@ void Scheduler::step(std::vector<std::unique_ptr<Active>> &running) {
         needed += engine_->pagesNeeded(running[i]->slot, 1);
       }
     }
-    if (needed <= engine_->freePages() || !preemptNewest(nullptr)) {
+    // Kept states give their pages up first; then the newest running sequence.
+    if (needed <= engine_->freePages() || (!evictKept() && !preemptNewest(nullptr))) {
       break;
     }
   }
@@ -401,7 +556,7 @@ void Scheduler::step(std::vector<std::unique_ptr<Active>> &running) {
   for (size_t i : decoding) {
     slots.push_back(running[i]->slot);
     tokens.push_back(running[i]->tokens.back());
-    sampling.push_back(running[i]->rowSampling());
+    sampling.push_back(running[i]->stepSampling(engine_->vocabSize()));
   }
   Expected<std::vector<SampledToken>> picked = engine_->decodeSample(slots, tokens, sampling);
   // Backwards, so that finishing one does not move the indices still to come.
@@ -414,7 +569,7 @@ void Scheduler::step(std::vector<std::unique_ptr<Active>> &running) {
     }
     ++running[i]->inEngine;
     if (!deliver(*running[i], (*picked)[k])) {
-      finish(i);
+      finish(i, true);
     }
   }
 }

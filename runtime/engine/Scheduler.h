@@ -5,6 +5,7 @@
 #include "base/Status.h"
 #include "runtime/api/EngineApi.h"
 #include "runtime/engine/Engine.h"
+#include "runtime/engine/PrefixCache.h"
 
 #include <atomic>
 #include <condition_variable>
@@ -13,6 +14,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <thread>
 #include <vector>
@@ -22,8 +24,9 @@ namespace glm::runtime {
 /// Implements the engine interface the server calls (runtime/api), over any Engine.
 class Scheduler final : public EngineApi {
 public:
-  /// Takes the engine; at most `maxWaiting` requests wait for a free sequence slot.
-  Scheduler(std::unique_ptr<Engine> engine, int64_t maxWaiting);
+  /// Takes the engine; at most `maxWaiting` requests wait for a free sequence slot. With
+  /// `keptStates` > 0, up to that many prompt states are kept for reuse (see the .cpp's header).
+  Scheduler(std::unique_ptr<Engine> engine, int64_t maxWaiting, size_t keptStates = 0);
   /// Stops the worker; requests still running finish with FinishReason::Cancelled.
   ~Scheduler();
 
@@ -44,14 +47,24 @@ private:
   void fork(std::vector<std::unique_ptr<Active>> &running, Active &source);
   /// Delivers `token`; returns false once the choice is over (and reports why).
   bool deliver(Active &a, const SampledToken &token);
+  /// A sequence just given a slot, with nothing in it, resumes from the longest kept state that
+  /// begins its tokens, if any.
+  void resume(Active &a);
+  /// Keeps `a`'s state at its length unless one of the same tokens is kept; returns the cache
+  /// entry's serial.
+  std::optional<uint64_t> keep(const Active &a);
+  /// Drops the least recently used kept state; false when none is kept.
+  bool evictKept();
 
   std::unique_ptr<Engine> engine_;
   int64_t maxWaiting_;
+  PrefixCache cache_; // the worker's only
   mutable std::mutex mutex_;
   std::condition_variable wake_;
   std::deque<std::pair<SequenceRequest, std::shared_ptr<TokenSink>>> waiting_;
   std::atomic<bool> stopping_{false};
   SchedulerStats stats_;
+  int64_t totalPages_ = 0; // the pool's pages, all free when the scheduler starts
   std::thread worker_;
 };
 
