@@ -2,6 +2,7 @@
 #include "server/http/PreparedRequest.h"
 
 #include "base/Hash.h"
+#include "server/http/StructuredRequest.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -236,6 +237,17 @@ std::variant<PreparedRequest, ApiError> prepare(std::variant<Request, ApiError> 
           settleSequence(request.sampling, chat ? "messages" : "prompt", model, limits.maxContext,
                          out.reply.id, out.sequence)) {
     return std::move(*error);
+  }
+  if (std::optional<grammar::ConstraintSpec> spec = constraintSpec(request)) {
+    if (!model.structured) {
+      return ApiError{400, "invalid_request_error", "unsupported_value",
+                      "structured outputs are not available on this server", spec->path};
+    }
+    if (std::optional<ApiError> error =
+            attachConstraint(*spec, *model.structured, *model.tokenizer,
+                             out.reply.startsInReasoning, out.sequence)) {
+      return std::move(*error);
+    }
   }
   return out;
 }

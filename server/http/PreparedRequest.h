@@ -6,11 +6,13 @@
 #include "runtime/api/EngineApi.h"
 #include "server/chat/ChatPrompt.h"
 #include "server/chat/ChatTemplate.h"
+#include "server/grammar/StructuredOutputs.h"
 #include "server/http/ReplyStream.h"
 #include "server/openai/Protocol.h"
 #include "server/tokenizer/Tokenizer.h"
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string_view>
 #include <variant>
@@ -24,6 +26,9 @@ struct ServedModel {
   const ChatTemplate *chatTemplate = nullptr;
   ChatTokenizerConfig tokenizerConfig;
   std::vector<int32_t> eosIds;
+  /// Structured outputs over the tokenizer's vocabulary (makeStructuredOutputs); HttpServer makes
+  /// it when not given. Null: constrained requests are refused.
+  std::shared_ptr<grammar::StructuredOutputs> structured;
 };
 
 enum class Endpoint { ChatCompletions, Completions };

@@ -577,37 +577,10 @@ MaybeError refusePresent(const Json &body, const char *key, std::string_view why
   return std::nullopt;
 }
 
-/// Constraints and outputs we do not implement. Silently ignoring a constraint would return
-/// unconstrained text as if it were constrained (vLLM's "fails open", server.md §0 item 3).
+/// Outputs we do not implement. Silently ignoring a field would return something else than asked
+/// as if it were it (vLLM's "fails open", server.md §0 item 3). Constraints (response_format,
+/// guided_*, structured_outputs) are read by readOutputConstraint.
 MaybeError refuseUnsupported(const Json &body, bool chat) {
-  static constexpr const char *kConstraintFields[] = {
-      "guided_json", "guided_regex", "guided_choice", "guided_grammar", "structured_outputs"};
-  for (const char *key : kConstraintFields) {
-    if (MaybeError e = refusePresent(body, key,
-                                     "constrained decoding is not supported yet; the request is "
-                                     "refused rather than answered unconstrained")) {
-      return e;
-    }
-  }
-  if (const Json *format = field(body, "response_format")) {
-    if (!format->is_object()) {
-      return typeError("response_format", "an object", *format);
-    }
-    const Json *type = field(*format, "type");
-    if (!type) {
-      return missingError("response_format.type");
-    }
-    if (!type->is_string()) {
-      return typeError("response_format.type", "a string", *type);
-    }
-    if (type->get_ref<const std::string &>() != "text") {
-      return unsupportedValue("response_format.type",
-                              "only {\"type\": \"text\"} is supported yet (no JSON mode or JSON "
-                              "schema); the request is refused rather than answered "
-                              "unconstrained");
-    }
-  }
-
   if (const Json *bestOf = field(body, "best_of")) {
     if (!bestOf->is_number()) {
       return typeError("best_of", "an integer", *bestOf);
@@ -959,10 +932,11 @@ MaybeError checkTools(const Json &body, Json &out) {
   return std::nullopt;
 }
 
-/// "auto" and "none" only; a forced call ("required" or a named function) needs constrained
-/// decoding, which does not exist yet, and must not be answered with an unforced reply.
-MaybeError checkToolChoice(const Json &body, bool &none) {
-  none = false;
+/// tool_choice: "auto", "none", "required" or {"type": "function", "function": {"name"}}; a forced
+/// call needs tools, and a named one must be among them.
+MaybeError checkToolChoice(const Json &body, const Json &tools, ToolChoice &out,
+                           std::string &name) {
+  out = ToolChoice::Auto;
   const Json *choice = field(body, "tool_choice");
   if (!choice) {
     return std::nullopt;
@@ -973,19 +947,49 @@ MaybeError checkToolChoice(const Json &body, bool &none) {
       return std::nullopt;
     }
     if (text == "none") {
-      none = true;
+      out = ToolChoice::None;
       return std::nullopt;
     }
     if (text == "required") {
-      return unsupportedValue("tool_choice", "\"required\" is not supported yet; use \"auto\"");
+      if (tools.is_null()) {
+        return valueError("tool_choice", "\"required\" needs a non-empty 'tools' array");
+      }
+      out = ToolChoice::Required;
+      return std::nullopt;
     }
     return valueError("tool_choice", "must be \"auto\", \"none\" or \"required\"");
   }
   if (choice->is_object()) {
-    return unsupportedValue("tool_choice",
-                            "forcing a named tool is not supported yet; use \"auto\"");
+    const Json *type = field(*choice, "type");
+    if (!type || !type->is_string() || type->get_ref<const std::string &>() != "function") {
+      return valueError("tool_choice.type", "must be \"function\"");
+    }
+    const Json *function = field(*choice, "function");
+    if (!function) {
+      return missingError("tool_choice.function");
+    }
+    if (!function->is_object()) {
+      return typeError("tool_choice.function", "an object", *function);
+    }
+    const Json *named = field(*function, "name");
+    if (!named) {
+      return missingError("tool_choice.function.name");
+    }
+    if (!named->is_string()) {
+      return typeError("tool_choice.function.name", "a string", *named);
+    }
+    bool found = false;
+    for (const Json &tool : tools.is_array() ? tools : Json::array()) {
+      found = found || tool["function"]["name"] == *named;
+    }
+    if (!found) {
+      return valueError("tool_choice.function.name", "names no tool in 'tools'");
+    }
+    out = ToolChoice::Named;
+    name = named->get<std::string>();
+    return std::nullopt;
   }
-  return typeError("tool_choice", "a string", *choice);
+  return typeError("tool_choice", "a string or an object", *choice);
 }
 
 MaybeError checkChatExtras(const Json &body) {
@@ -1163,12 +1167,23 @@ std::variant<ChatRequest, ApiError> parseChatRequest(std::string_view body,
     if (MaybeError e = checkTools(root, request.tools)) {
       return *e;
     }
-    bool toolChoiceNone = false;
-    if (MaybeError e = checkToolChoice(root, toolChoiceNone)) {
+    if (MaybeError e =
+            checkToolChoice(root, request.tools, request.toolChoice, request.toolChoiceName)) {
       return *e;
     }
-    if (toolChoiceNone) {
+    if (request.toolChoice == ToolChoice::None) {
       request.tools = nullptr;
+    }
+    if (MaybeError e = readBool(root, "parallel_tool_calls", request.parallelToolCalls)) {
+      return *e;
+    }
+    if (MaybeError e = readOutputConstraint(root, request.constraint)) {
+      return *e;
+    }
+    if (request.constraint.kind != OutputConstraint::Kind::None &&
+        (request.toolChoice == ToolChoice::Required || request.toolChoice == ToolChoice::Named)) {
+      return valueError(request.constraint.param,
+                        "a forced tool call (tool_choice) already constrains the reply");
     }
     if (MaybeError e = checkChatExtras(root)) {
       return *e;
@@ -1217,6 +1232,9 @@ std::variant<CompletionRequest, ApiError> parseCompletionRequest(std::string_vie
                                       "prompt logprobs are not supported");
     }
     if (MaybeError e = refuseUnsupported(root, /*chat=*/false)) {
+      return *e;
+    }
+    if (MaybeError e = readOutputConstraint(root, request.constraint)) {
       return *e;
     }
     return request;

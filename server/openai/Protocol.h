@@ -2,6 +2,7 @@
 // and errors (reference/server.md §1). No HTTP here: server/http calls these.
 #pragma once
 
+#include "server/openai/ConstraintFields.h"
 #include "server/openai/ToolCallParser.h"
 
 #include <nlohmann/json.hpp>
@@ -69,6 +70,15 @@ struct ChatRequest {
   SamplingOptions sampling;
   nlohmann::ordered_json tools; // the tools array, for the tool-call parser: null if none, or
                                 // if tool_choice is "none" (the template still sees them in body)
+  /// Structured outputs: what the reply (after its reasoning) must be; kind None: free text.
+  OutputConstraint constraint;
+  /// tool_choice. Required and Named force the reply (after its reasoning) to be GLM tool calls
+  /// of the tools (Named: of `toolChoiceName` only) with arguments that satisfy their schemas;
+  /// they exclude `constraint`.
+  ToolChoice toolChoice = ToolChoice::Auto;
+  std::string toolChoiceName;
+  /// parallel_tool_calls: false allows one call where calls are forced.
+  bool parallelToolCalls = true;
 };
 
 struct CompletionRequest {
@@ -79,12 +89,13 @@ struct CompletionRequest {
   bool includeUsage = false;
   bool echo = false;
   SamplingOptions sampling;
+  OutputConstraint constraint; // structured outputs (vLLM's fields, response_format)
 };
 
 /// Parses and validates a request body. Every error is a 400 `invalid_request_error` naming the
 /// `param` (malformed JSON with its position, wrong types, NaN/Inf, out-of-range values,
-/// unsupported fields such as best_of, prompt logprobs or constraints like response_format
-/// json_schema/guided_*), or 404 `model_not_found`. Unknown other fields are ignored.
+/// unsupported fields such as best_of or prompt logprobs), or 404 `model_not_found`. Constraint
+/// fields are read into `constraint` (their schemas compile later, PreparedRequest). Unknown other fields are ignored.
 std::variant<ChatRequest, ApiError> parseChatRequest(std::string_view body,
                                                      const ProtocolLimits &limits);
 std::variant<CompletionRequest, ApiError> parseCompletionRequest(std::string_view body,
