@@ -26,7 +26,12 @@ LAYERS = {
     "server/tokenizer": ["base"],
     # The protocol validates requests against the engine API's limits (top_logprobs, logit_bias).
     "server/openai": ["base", "runtime/api"],
-    "server/http": ["base", "runtime/api", "server/chat", "server/tokenizer", "server/openai"],
+    # Anthropic's Messages API translates into the OpenAI protocol's chat requests.
+    "server/anthropic": ["base", "runtime/api", "server/openai"],
+    # The grammar engine compiles schemas to automata and token masks over the vocabulary's bytes.
+    "server/grammar": ["base", "runtime/api"],
+    "server/http": ["base", "runtime/api", "server/chat", "server/tokenizer", "server/openai",
+                    "server/anthropic", "server/grammar"],
     "ir": ["mlir", "llvm"],
     "models": ["base", "kernels", "runtime/weights", "ir", "mlir", "llvm"],
     # The compiler links nothing of runtime/ but the schema and the weights reader it needs for

@@ -232,6 +232,20 @@ Expected<Json> chatTemplateVariables(const Json &request, const ChatTokenizerCon
       variables[key] = value;
     }
   }
+  // GLM-5.3's template knows the efforts "low", "high" and "max" (anything else renders as
+  // "Max"): OpenAI's finer levels map to the nearest, as the peers map them (medium to high,
+  // minimal to low, xhigh to max; reference/peers.md §2.1). "none" disables thinking.
+  if (auto effort = variables.find("reasoning_effort");
+      effort != variables.end() && effort->is_string()) {
+    const std::string level = effort->get<std::string>();
+    if (level == "medium") {
+      *effort = "high";
+    } else if (level == "minimal") {
+      *effort = "low";
+    } else if (level == "xhigh") {
+      *effort = "max";
+    }
+  }
   return variables;
 }
 

@@ -1,11 +1,16 @@
 // The transport: cpp-httplib's setup, auth, the route table and the hand-off to streaming.
 // PreparedRequest builds a generation and ReplyStream writes it; relay() feeds one to the other.
 #include "server/http/HttpServer.h"
+#include "server/http/StructuredRequest.h"
 
+#include "server/anthropic/Messages.h"
+#include "server/http/MessagesReply.h"
 #include "server/http/Metrics.h"
 #include "server/http/ReplyStream.h"
+#include "server/http/ResponsesReply.h"
 #include "server/http/TokenQueue.h"
 #include "server/openai/Protocol.h"
+#include "server/openai/Responses.h"
 
 #include <httplib.h>
 
@@ -15,6 +20,7 @@
 #include <functional>
 #include <mutex>
 #include <optional>
+#include <random>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -30,8 +36,27 @@ void sendJson(httplib::Response &res, int status, const OrderedJson &body) {
   res.set_content(body.dump(), "application/json");
 }
 
-void sendError(httplib::Response &res, const ApiError &error) {
-  sendJson(res, error.status, error.toJson());
+/// Which API's error shape a route answers in: OpenAI's, or Anthropic's on /v1/messages.
+enum class Shape { OpenAI, Anthropic };
+
+void sendError(httplib::Response &res, const ApiError &error, Shape shape = Shape::OpenAI) {
+  sendJson(res, error.status,
+           shape == Shape::Anthropic ? anthropic::errorJson(error) : error.toJson());
+}
+
+Shape shapeOf(const std::string &path) {
+  return path.starts_with("/v1/messages") ? Shape::Anthropic : Shape::OpenAI;
+}
+
+/// A response or message id: the prefix and 24 random hex digits.
+std::string newId(const char *prefix) {
+  static std::mutex mutex;
+  static std::mt19937_64 rng(std::random_device{}());
+  std::lock_guard<std::mutex> lock(mutex);
+  char hex[25];
+  std::snprintf(hex, sizeof hex, "%016llx%08llx", static_cast<unsigned long long>(rng()),
+                static_cast<unsigned long long>(rng() & 0xFFFFFFFFull));
+  return std::string(prefix) + hex;
 }
 
 bool isWordChar(char c) {
@@ -93,6 +118,7 @@ struct HttpServer::Impl {
   runtime::EngineApi &engine;
   ServedModel model;
   ServerMetrics metrics; // before the listeners, which count into it
+  ResponseStore responses; // what GET /v1/responses/{id} and previous_response_id read
   BoundedServer http;
   std::unique_ptr<BoundedServer> monitor;
   int monitorPort = -1;
@@ -109,6 +135,7 @@ struct HttpServer::Impl {
 
   Impl(ServerOptions o, runtime::EngineApi &e, ServedModel m)
       : options(std::move(o)), engine(e), model(std::move(m)),
+        responses(options.maxStoredResponses, options.maxStoredResponseBytes),
         http(apiLimits(options), metrics.connections),
         maxPreparing(
             options.maxPreparing > 0
@@ -116,6 +143,9 @@ struct HttpServer::Impl {
                 : std::clamp(static_cast<int>(std::thread::hardware_concurrency()), 2, 4)) {
     if (options.monitorPort >= 0) {
       monitor = std::make_unique<BoundedServer>(monitorLimits(apiLimits(options)), metrics.monitor);
+    }
+    if (!model.structured && model.tokenizer) {
+      model.structured = makeStructuredOutputs(*model.tokenizer); // token bytes, decoded once
     }
   }
 
@@ -154,8 +184,10 @@ struct HttpServer::Impl {
       return true;
     }
     res.set_header("WWW-Authenticate", "Bearer");
-    sendError(res, ApiError{401, "invalid_request_error", "invalid_api_key",
-                            "Incorrect API key provided."});
+    sendError(res,
+              ApiError{401, "invalid_request_error", "invalid_api_key",
+                       "Incorrect API key provided."},
+              shapeOf(req.path));
     return false;
   }
 
@@ -165,14 +197,16 @@ struct HttpServer::Impl {
     if (req.method != "POST") {
       return httplib::Server::HandlerResponse::Unhandled;
     }
-    const bool generation = req.path == "/v1/chat/completions" || req.path == "/v1/completions";
-    const bool guarded = generation || req.path.find("tokenize") != std::string::npos;
+    const bool generation = req.path == "/v1/chat/completions" || req.path == "/v1/completions" ||
+                            req.path == "/v1/responses" || req.path == "/v1/messages";
+    const bool guarded = generation || req.path.find("tokenize") != std::string::npos ||
+                         req.path == "/v1/messages/count_tokens";
     if (!guarded) {
       return httplib::Server::HandlerResponse::Unhandled;
     }
     if (!authorized(req, res) || (generation && draining)) {
       if (res.body.empty()) {
-        sendError(res, kShuttingDown);
+        sendError(res, kShuttingDown, shapeOf(req.path));
       }
       if (generation) {
         ++metrics.requestsTotal;
@@ -188,13 +222,16 @@ struct HttpServer::Impl {
 
   /// Submits; answers and returns null when the engine refuses: 400 naming the field for a
   /// request it can never run, 503 (with Retry-After) when it cannot take it now.
-  std::shared_ptr<TokenQueue> submit(runtime::SequenceRequest request, httplib::Response &res) {
+  std::shared_ptr<TokenQueue> submit(runtime::SequenceRequest request, httplib::Response &res,
+                                     Shape shape) {
     auto queue = std::make_shared<TokenQueue>(metrics, request.n);
     const bool severalChoices = request.n > 1, biased = !request.sampling.logitBias.empty();
     Status s = engine.submit(std::move(request), queue);
     if (s.code() == StatusCode::InvalidArgument) {
-      sendError(res, ApiError{400, "invalid_request_error", "invalid_value", s.message(),
-                              refusedParam(s, severalChoices, biased)});
+      sendError(res,
+                ApiError{400, "invalid_request_error", "invalid_value", s.message(),
+                         refusedParam(s, severalChoices, biased)},
+                shape);
       return nullptr;
     }
     if (!s.ok()) {
@@ -204,7 +241,8 @@ struct HttpServer::Impl {
       const bool engineDown = !engine.health().ok();
       sendError(res,
                 ApiError{503, "server_error",
-                         engineDown ? "engine_unavailable" : "server_overloaded", s.message()});
+                         engineDown ? "engine_unavailable" : "server_overloaded", s.message()},
+                shape);
       ++metrics.requestsFailed;
       return nullptr;
     }
@@ -307,7 +345,17 @@ struct HttpServer::Impl {
     }
     PreparedRequest &request = std::get<PreparedRequest>(prepared);
     const int64_t promptTokens = static_cast<int64_t>(request.sequence.prompt.size());
-    std::shared_ptr<TokenQueue> queue = submit(std::move(request.sequence), res);
+    const bool stream = request.reply.stream;
+    std::shared_ptr<ReplyStream> reply =
+        ReplyStream::create(*model.tokenizer, std::move(request.reply), promptTokens);
+    run(res, std::move(request.sequence), std::move(reply), stream, Shape::OpenAI);
+  }
+
+  /// Submits a prepared generation and writes its reply, whole or streamed.
+  void run(httplib::Response &res, runtime::SequenceRequest sequence,
+           std::shared_ptr<ReplyStream> reply, bool stream, Shape shape) {
+    const int64_t promptTokens = static_cast<int64_t>(sequence.prompt.size());
+    std::shared_ptr<TokenQueue> queue = submit(std::move(sequence), res, shape);
     if (!queue) {
       return;
     }
@@ -315,11 +363,8 @@ struct HttpServer::Impl {
     // Counted until the response is written, so a graceful stop waits for it.
     ++inFlight;
     auto done = std::shared_ptr<void>(nullptr, [this](void *) { --inFlight; });
-    const bool stream = request.reply.stream;
-    std::shared_ptr<ReplyStream> reply =
-        ReplyStream::create(*model.tokenizer, std::move(request.reply), promptTokens);
     if (!stream) {
-      return whole(*queue, *reply, res);
+      return whole(*queue, *reply, res, shape);
     }
     res.set_header("Cache-Control", "no-cache");
     res.set_chunked_content_provider(
@@ -342,10 +387,134 @@ struct HttpServer::Impl {
         });
   }
 
+  /// A chat body translated from another API, prepared as a chat request (in one of the
+  /// preparing turns); errors name the client's fields through `params`, the conversation's
+  /// as `conversationParam`.
+  std::variant<PreparedRequest, ApiError> prepareTranslated(const nlohmann::ordered_json &chatBody,
+                                                            const ParamMap &params,
+                                                            const std::string &conversationParam,
+                                                            const std::string &id) {
+    std::variant<PreparedRequest, ApiError> prepared =
+        prepareRequest(Endpoint::ChatCompletions, chatBody.dump(), model, limits());
+    if (ApiError *error = std::get_if<ApiError>(&prepared)) {
+      return params.toClient(std::move(*error), conversationParam);
+    }
+    // Neither API has a seed: the sampling key derives from the id the client sees, so the
+    // reply can be replayed from it.
+    std::get<PreparedRequest>(prepared).sequence.sampling.seed = requestSeed(id);
+    return prepared;
+  }
+
+  static ReplyTextOptions textOptions(const ReplyOptions &reply) {
+    return ReplyTextOptions{true, reply.startsInReasoning, reply.tools, reply.stop};
+  }
+
+  /// POST /v1/responses.
+  void createResponse(httplib::Response &res, RequestBody &body) {
+    ++metrics.requestsTotal;
+    if (draining) {
+      return sendError(res, kShuttingDown);
+    }
+    const std::string id = newId("resp_");
+    std::optional<ResponsesRequest> request;
+    std::variant<PreparedRequest, ApiError> prepared = [&]() -> decltype(prepared) {
+      PrepareTurn turn(*this);
+      std::variant<ResponsesRequest, ApiError> parsed = parseResponsesRequest(
+          body.text(), [this](const std::string &previous) {
+            return responses.conversation(previous);
+          });
+      body.release();
+      if (ApiError *error = std::get_if<ApiError>(&parsed)) {
+        return std::move(*error);
+      }
+      request = std::move(std::get<ResponsesRequest>(parsed));
+      return prepareTranslated(request->chatBody, request->params, "input", id);
+    }();
+    if (ApiError *error = std::get_if<ApiError>(&prepared)) {
+      return sendError(res, *error);
+    }
+    PreparedRequest &ready = std::get<PreparedRequest>(prepared);
+    ResponsesReplyOptions options;
+    options.text = textOptions(ready.reply);
+    options.id = id;
+    options.echo = std::move(request->echo);
+    options.stream = request->stream;
+    options.encryptedReasoning = request->encryptedReasoning;
+    if (request->store) {
+      options.onComplete = [this, id, conversation = std::move(request->conversation)](
+                               const OrderedJson &response, const OrderedJson &output) {
+        OrderedJson items = conversation;
+        for (const OrderedJson &item : output) {
+          items.push_back(item);
+        }
+        responses.put(id, response, std::move(items));
+      };
+    }
+    const int64_t promptTokens = static_cast<int64_t>(ready.sequence.prompt.size());
+    std::shared_ptr<ReplyStream> reply =
+        createResponsesReply(*model.tokenizer, std::move(options), promptTokens);
+    run(res, std::move(ready.sequence), std::move(reply), request->stream, Shape::OpenAI);
+  }
+
+  /// GET /v1/responses/{id}.
+  void getResponse(const httplib::Request &req, httplib::Response &res) {
+    if (!authorized(req, res)) {
+      return;
+    }
+    const std::string id = req.matches[1];
+    if (std::optional<OrderedJson> response = responses.response(id)) {
+      return sendJson(res, 200, *response);
+    }
+    sendError(res, responseNotFound(id));
+  }
+
+  /// POST /v1/messages and /v1/messages/count_tokens, answering in Anthropic's shapes.
+  void createMessage(httplib::Response &res, RequestBody &body, bool countTokens) {
+    if (!countTokens) {
+      ++metrics.requestsTotal;
+    }
+    if (draining && !countTokens) {
+      return sendError(res, kShuttingDown, Shape::Anthropic);
+    }
+    const std::string id = newId("msg_");
+    std::optional<anthropic::MessagesRequest> request;
+    std::variant<PreparedRequest, ApiError> prepared = [&]() -> decltype(prepared) {
+      PrepareTurn turn(*this);
+      std::variant<anthropic::MessagesRequest, ApiError> parsed =
+          anthropic::parseMessagesRequest(body.text(), countTokens);
+      body.release();
+      if (ApiError *error = std::get_if<ApiError>(&parsed)) {
+        return std::move(*error);
+      }
+      request = std::move(std::get<anthropic::MessagesRequest>(parsed));
+      if (countTokens) {
+        // Counted as a one-token reply would be: the prompt must fit the context.
+        request->chatBody["max_tokens"] = 1;
+      }
+      return prepareTranslated(request->chatBody, request->params, "messages", id);
+    }();
+    if (ApiError *error = std::get_if<ApiError>(&prepared)) {
+      return sendError(res, *error, Shape::Anthropic);
+    }
+    PreparedRequest &ready = std::get<PreparedRequest>(prepared);
+    const int64_t promptTokens = static_cast<int64_t>(ready.sequence.prompt.size());
+    if (countTokens) {
+      return sendJson(res, 200, {{"input_tokens", promptTokens}});
+    }
+    MessagesReplyOptions options;
+    options.text = textOptions(ready.reply);
+    options.id = id;
+    options.model = request->model;
+    options.stream = request->stream;
+    std::shared_ptr<ReplyStream> reply =
+        createMessagesReply(*model.tokenizer, std::move(options), promptTokens);
+    run(res, std::move(ready.sequence), std::move(reply), request->stream, Shape::Anthropic);
+  }
+
   /// A non-streamed reply: generated while the handler waits, so that its status can say how it
   /// ended (200, or the engine's failure: 503 for a lost rank, 500 otherwise; 503 for a shutdown)
   /// and the client is watched meanwhile: one that leaves cancels its generation.
-  void whole(TokenQueue &queue, ReplyStream &reply, httplib::Response &res) {
+  void whole(TokenQueue &queue, ReplyStream &reply, httplib::Response &res, Shape shape) {
     std::string body;
     const ReplyStream::Write write = [&body](std::string_view bytes) {
       body.append(bytes);
@@ -360,10 +529,10 @@ struct HttpServer::Impl {
       return;
     }
     if (how == Relayed::Cut) {
-      return sendError(res, kCut);
+      return sendError(res, kCut, shape);
     }
     if (const std::optional<Status> &failure = reply.engineFailure()) {
-      return sendError(res, engineError(*failure));
+      return sendError(res, engineError(*failure), shape);
     }
     reply.end(write);
     res.status = 200;
@@ -492,6 +661,16 @@ struct HttpServer::Impl {
               }));
     http.Post("/v1/completions", withBody([this](Req req, Res res, RequestBody &body) {
                 generate(req, res, Endpoint::Completions, body);
+              }));
+    http.Post("/v1/responses", withBody([this](Req, Res res, RequestBody &body) {
+                createResponse(res, body);
+              }));
+    http.Get(R"(/v1/responses/([^/]+))", [this](Req req, Res res) { getResponse(req, res); });
+    http.Post("/v1/messages", withBody([this](Req, Res res, RequestBody &body) {
+                createMessage(res, body, /*countTokens=*/false);
+              }));
+    http.Post("/v1/messages/count_tokens", withBody([this](Req, Res res, RequestBody &body) {
+                createMessage(res, body, /*countTokens=*/true);
               }));
     for (const std::string prefix : {"", "/v1"}) {
       http.Post(prefix + "/tokenize",

@@ -35,6 +35,10 @@ struct ServerOptions {
   std::string monitorHost = "127.0.0.1";
   /// /metrics without the API key even when one is set (for scrapers that hold none).
   bool metricsOpen = false;
+  /// The responses /v1/responses keeps for GET and previous_response_id (store: true), in count
+  /// and bytes (their JSON); the least recently used go first.
+  size_t maxStoredResponses = 1024;
+  size_t maxStoredResponseBytes = 64u << 20;
 };
 
 class HttpServer {

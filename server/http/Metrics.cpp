@@ -18,9 +18,10 @@ void Histogram::observe(double seconds) {
   sum_ += seconds;
 }
 
-std::string Histogram::render(const std::string &name, const std::string &labels) const {
+std::string Histogram::render(const std::string &name, const std::string &help,
+                              const std::string &labels) const {
   std::lock_guard<std::mutex> lock(mutex_);
-  std::string out = "# TYPE " + name + " histogram\n";
+  std::string out = strCat("# HELP ", name, " ", help, "\n# TYPE ", name, " histogram\n");
   uint64_t cumulative = 0;
   char le[32];
   for (size_t i = 0; i < bounds_.size(); ++i) {
@@ -38,32 +39,58 @@ std::string Histogram::render(const std::string &name, const std::string &labels
 std::string ServerMetrics::render(const runtime::SchedulerStats &engine,
                                   const std::string &modelName) const {
   std::string text;
-  auto gauge = [&](const char *metric, const char *kind, int64_t value) {
-    text += strCat("# TYPE ", metric, " ", kind, "\n", metric, "{model_name=\"", modelName, "\"} ",
-                   value, "\n");
+  // Every family opens with its HELP and TYPE lines (Prometheus' text format 0.0.4).
+  auto header = [&](const char *metric, const char *kind, const char *help) {
+    text += strCat("# HELP ", metric, " ", help, "\n# TYPE ", metric, " ", kind, "\n");
   };
-  gauge("vllm:num_requests_running", "gauge", engine.running);
-  gauge("vllm:num_requests_waiting", "gauge", engine.waiting);
-  gauge("vllm:request_success_total", "counter", engine.finished);
-  gauge("vllm:generation_tokens_total", "counter", engine.generatedTokens);
-  gauge("vllm:num_preemptions_total", "counter", engine.preemptions);
-  gauge("glmc:http_requests_total", "counter", requestsTotal.load());
-  gauge("glmc:http_requests_failed_total", "counter", requestsFailed.load());
-  gauge("vllm:http_requests_client_disconnected_total", "counter", clientsDisconnected.load());
-  gauge("vllm:prompt_tokens_total", "counter", promptTokens.load());
-  // One family per line of TYPE, a series per listener (and per refusal reason).
+  auto gauge = [&](const char *metric, const char *kind, const char *help, auto value) {
+    header(metric, kind, help);
+    text += strCat(metric, "{model_name=\"", modelName, "\"} ", value, "\n");
+  };
+  gauge("vllm:num_requests_running", "gauge", "Requests running on the engine now.",
+        engine.running);
+  gauge("vllm:num_requests_waiting", "gauge", "Requests waiting for an engine slot.",
+        engine.waiting);
+  char usage[32];
+  std::snprintf(usage, sizeof usage, "%.6g", engine.kvCacheUsage);
+  gauge("vllm:kv_cache_usage_perc", "gauge",
+        "Fraction of the state pool's pages in use (1 = full; pages only kept prompt states "
+        "hold count as free).",
+        usage);
+  gauge("vllm:request_success_total", "counter", "Requests the engine finished.", engine.finished);
+  gauge("vllm:generation_tokens_total", "counter", "Tokens generated.", engine.generatedTokens);
+  gauge("vllm:num_preemptions_total", "counter",
+        "Sequences that gave their state back to be recomputed.", engine.preemptions);
+  gauge("vllm:prefix_cache_queries_total", "counter",
+        "Prompt tokens looked up among the kept prompt states.", engine.prefixQueryTokens);
+  gauge("vllm:prefix_cache_hits_total", "counter",
+        "Prompt tokens resumed from a kept state instead of prefilled.", engine.prefixHitTokens);
+  gauge("glmc:kept_prompt_states", "gauge", "Prompt states kept for reuse now.",
+        engine.keptStates);
+  gauge("glmc:http_requests_total", "counter", "Generation requests received.",
+        requestsTotal.load());
+  gauge("glmc:http_requests_failed_total", "counter",
+        "Generation requests the engine failed or could not take.", requestsFailed.load());
+  gauge("vllm:http_requests_client_disconnected_total", "counter",
+        "Requests whose client went away before the reply ended.", clientsDisconnected.load());
+  gauge("vllm:prompt_tokens_total", "counter", "Prompt tokens of the requests submitted.",
+        promptTokens.load());
+  // One family per header, a series per listener (and per refusal reason).
   const std::pair<const char *, const ConnectionStats *> listeners[] = {{"api", &connections},
                                                                         {"monitor", &monitor}};
-  auto family = [&](const char *metric, const char *kind,
+  auto family = [&](const char *metric, const char *kind, const char *help,
                     int64_t (*value)(const ConnectionStats &)) {
-    text += strCat("# TYPE ", metric, " ", kind, "\n");
+    header(metric, kind, help);
     for (const auto &[listener, stats] : listeners) {
       text += strCat(metric, "{model_name=\"", modelName, "\",listener=\"", listener, "\"} ",
                      value(*stats), "\n");
     }
   };
-  family("glmc:http_connections", "gauge", [](const ConnectionStats &c) { return c.open.load(); });
-  text += "# TYPE glmc:http_connections_refused_total counter\n";
+  family("glmc:http_connections", "gauge", "Connections open now, per listener.",
+         [](const ConnectionStats &c) { return c.open.load(); });
+  header("glmc:http_connections_refused_total", "counter",
+         "Connections refused at once: the server (busy) or the client's address (client) had "
+         "all its connections open.");
   for (const auto &[listener, stats] : listeners) {
     for (const auto &[reason, count] :
          {std::pair{"busy", stats->refusedBusy.load()}, {"client", stats->refusedClient.load()}}) {
@@ -72,13 +99,24 @@ std::string ServerMetrics::render(const runtime::SchedulerStats &engine,
     }
   }
   family("glmc:http_request_timeouts_total", "counter",
+         "Requests whose headers or body came too slowly.",
          [](const ConnectionStats &c) { return c.timedOut.load(); });
   family("glmc:http_requests_malformed_total", "counter",
+         "Requests refused for their framing, headers or size.",
          [](const ConnectionStats &c) { return c.malformed.load(); });
   const std::string labels = "model_name=\"" + modelName + "\"";
-  text += timeToFirstToken.render("vllm:time_to_first_token_seconds", labels);
-  text += interTokenLatency.render("vllm:inter_token_latency_seconds", labels);
-  text += endToEnd.render("vllm:e2e_request_latency_seconds", labels);
+  text += timeToFirstToken.render("vllm:time_to_first_token_seconds",
+                                  "Time from a request's arrival to its first token.", labels);
+  text += interTokenLatency.render("vllm:inter_token_latency_seconds",
+                                   "Time between consecutive tokens of a request.", labels);
+  text += endToEnd.render("vllm:e2e_request_latency_seconds",
+                          "Time from a request's arrival to its last token.", labels);
+  text += queueTime.render("vllm:request_queue_time_seconds",
+                           "Time a request waited for an engine slot.", labels);
+  text += prefillTime.render("vllm:request_prefill_time_seconds",
+                             "Time from a request's scheduling to its first token.", labels);
+  text += decodeTime.render("vllm:request_decode_time_seconds",
+                            "Time from a request's first token to its last.", labels);
   return text;
 }
 

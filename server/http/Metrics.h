@@ -16,7 +16,9 @@ class Histogram {
 public:
   explicit Histogram(std::vector<double> bounds);
   void observe(double seconds);
-  std::string render(const std::string &name, const std::string &labels) const;
+  /// The family's HELP and TYPE lines, its buckets, sum and count.
+  std::string render(const std::string &name, const std::string &help,
+                     const std::string &labels) const;
 
 private:
   mutable std::mutex mutex_;
@@ -34,6 +36,11 @@ struct ConnectionStats {
   std::atomic<int64_t> malformed{0};     // requests refused for their framing, headers or size
 };
 
+/// vLLM's buckets for request latencies (end to end and each phase), in seconds.
+inline const std::vector<double> kRequestLatencyBuckets = {
+    0.3,  0.5,  0.8,  1.0,  1.5,   2.0,   2.5,   5.0,   10.0,   15.0,  20.0,
+    30.0, 40.0, 50.0, 60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0};
+
 /// What the server counts. Handlers and token queues update it from any thread; GET /metrics
 /// renders it beside the engine's own counts.
 struct ServerMetrics {
@@ -49,8 +56,13 @@ struct ServerMetrics {
                               20.0,  40.0,  80.0, 160.0, 640.0, 2560.0}};
   Histogram interTokenLatency{{0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0,
                                2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0}};
-  Histogram endToEnd{{0.3,  0.5,  0.8,  1.0,  1.5,   2.0,   2.5,   5.0,   10.0,   15.0,  20.0,
-                      30.0, 40.0, 50.0, 60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0}};
+  Histogram endToEnd{kRequestLatencyBuckets};
+  // A request's phases (vLLM's request_{queue,prefill,decode}_time_seconds): waiting for a
+  // slot, then to its first token, then to its end; timed by the token queue as the engine
+  // reports them.
+  Histogram queueTime{kRequestLatencyBuckets};
+  Histogram prefillTime{kRequestLatencyBuckets};
+  Histogram decodeTime{kRequestLatencyBuckets};
 
   /// The Prometheus text of GET /metrics, every series labelled with the served model's name.
   std::string render(const runtime::SchedulerStats &engine, const std::string &modelName) const;

@@ -2,10 +2,8 @@
 // Every object is built by server/openai/Protocol.
 #include "server/http/ReplyStream.h"
 
+#include "server/http/ReplyText.h"
 #include "server/openai/Protocol.h"
-#include "server/openai/ReasoningSplitter.h"
-#include "server/openai/ToolCallParser.h"
-#include "server/tokenizer/StreamingDetokenizer.h"
 
 #include <algorithm>
 #include <optional>
@@ -21,101 +19,6 @@ using OrderedJson = nlohmann::ordered_json;
 std::optional<std::string> unlessEmpty(const std::string &text) {
   return text.empty() ? std::nullopt : std::optional(text);
 }
-
-/// Turns a request's tokens into visible text: detokenized, split into reasoning and content,
-/// tool calls parsed out of the content, stop strings applied.
-class ReplyText {
-public:
-  ReplyText(const Tokenizer &tokenizer, const ReplyOptions &options, uint64_t idSeed)
-      // Special tokens stay in the text: <think>, </think> and the tool-call markers are special
-      // tokens the splitter and parser need; end-of-sequence tokens never reach here.
-      : detokenizer_(tokenizer, /*skipSpecialTokens=*/false), chat_(options.chat),
-        splitter_(options.startsInReasoning), tools_(options.tools, idSeed),
-        // Without tools (or with tool_choice "none"), tool-call markup is plain content.
-        parseTools_(!options.tools.is_null() && !options.tools.empty()), stop_(options.stop) {
-    for (const std::string &s : stop_) {
-      holdBack_ = std::max(holdBack_, s.size() - 1);
-    }
-  }
-
-  struct Delta {
-    std::string reasoning;
-    std::string content;
-    std::vector<ToolCall> calls;
-    bool stopped = false; // a stop string ended the reply
-  };
-
-  Expected<Delta> feed(int32_t token) {
-    GLM_ASSIGN_OR_RETURN(std::string text, detokenizer_.feed(token));
-    return route(text, false);
-  }
-  Expected<Delta> finish() { return route(detokenizer_.finish(), true); }
-
-private:
-  Delta route(const std::string &text, bool final) {
-    Delta out;
-    if (stopped_) {
-      return out;
-    }
-    std::string content = text;
-    if (chat_) {
-      ReasoningSplitter::Delta d = splitter_.feed(text);
-      if (final) {
-        ReasoningSplitter::Delta rest = splitter_.finish();
-        d.reasoning += rest.reasoning;
-        d.content += rest.content;
-      }
-      out.reasoning = std::move(d.reasoning);
-      content = std::move(d.content);
-    }
-    // Stop strings apply to the visible content; the last (longest stop - 1) bytes are held
-    // back so a stop string split across tokens is still caught.
-    pending_ += content;
-    size_t cut = std::string::npos;
-    for (const std::string &s : stop_) {
-      cut = std::min(cut, pending_.find(s));
-    }
-    std::string release;
-    if (cut != std::string::npos) {
-      release = pending_.substr(0, cut);
-      pending_.clear();
-      stopped_ = out.stopped = true;
-    } else if (final) {
-      release = std::move(pending_);
-      pending_.clear();
-    } else if (pending_.size() > holdBack_) {
-      size_t keep = pending_.size() - holdBack_;
-      while (keep > 0 && (static_cast<uint8_t>(pending_[keep]) & 0xC0) == 0x80) {
-        --keep; // never split a UTF-8 sequence
-      }
-      release = pending_.substr(0, keep);
-      pending_.erase(0, keep);
-    }
-    if (chat_ && parseTools_) {
-      ToolCallParser::Delta t = tools_.feed(release);
-      if (final || out.stopped) {
-        ToolCallParser::Delta rest = tools_.finish();
-        t.content += rest.content;
-        t.calls.insert(t.calls.end(), rest.calls.begin(), rest.calls.end());
-      }
-      out.content = std::move(t.content);
-      out.calls = std::move(t.calls);
-    } else {
-      out.content = std::move(release);
-    }
-    return out;
-  }
-
-  StreamingDetokenizer detokenizer_;
-  bool chat_;
-  ReasoningSplitter splitter_;
-  ToolCallParser tools_;
-  bool parseTools_;
-  std::vector<std::string> stop_;
-  size_t holdBack_ = 0;
-  std::string pending_;
-  bool stopped_ = false;
-};
 
 /// A token as logprobs show it: its bytes decoded alone (a partial UTF-8 sequence comes out as
 /// U+FFFD, OpenAI's lossy `token`) and the bytes themselves; an id the tokenizer lacks has no
@@ -235,7 +138,7 @@ protected:
   /// One choice's text and what is known of it so far.
   struct Choice {
     Choice(const Tokenizer &tokenizer, const ReplyOptions &options, uint64_t idSeed)
-        : text(tokenizer, options, idSeed), codePoints(codePointsOf(options.echo)) {}
+        : text(tokenizer, textOptions(options), idSeed), codePoints(codePointsOf(options.echo)) {}
     ReplyText text;
     int64_t tokens = 0;    // completion tokens, up to the end of the choice
     int64_t toolCalls = 0; // tool calls written so far
@@ -245,6 +148,10 @@ protected:
     std::string finishReason; // once closed
     std::vector<TokenLogprobs> logprobs; // not written yet
   };
+
+  static ReplyTextOptions textOptions(const ReplyOptions &options) {
+    return ReplyTextOptions{options.chat, options.startsInReasoning, options.tools, options.stop};
+  }
 
   static int64_t codePointsOf(std::string_view text) {
     return std::count_if(text.begin(), text.end(), [](char b) { return !isContinuationByte(b); });

@@ -16,6 +16,12 @@ bool TokenQueue::onToken(int choice, const runtime::SampledToken &token) {
     const double gap = std::chrono::duration<double>(now - last_).count();
     (tokensSeen_++ == 0 ? metrics_.timeToFirstToken : metrics_.interTokenLatency).observe(gap);
     last_ = now;
+    if (!firstToken_) {
+      firstToken_ = now;
+      if (scheduled_) {
+        metrics_.prefillTime.observe(std::chrono::duration<double>(now - *scheduled_).count());
+      }
+    }
   }
   std::lock_guard<std::mutex> lock(mutex_);
   tokens_.push_back({choice, token});
@@ -33,8 +39,18 @@ void TokenQueue::onFinish(int choice, runtime::FinishReason reason, const Status
   }
   // The request's latency runs to its last choice's end.
   if (last) {
-    metrics_.endToEnd.observe(
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - submitted_).count());
+    const auto now = std::chrono::steady_clock::now();
+    metrics_.endToEnd.observe(std::chrono::duration<double>(now - submitted_).count());
+    if (firstToken_) {
+      metrics_.decodeTime.observe(std::chrono::duration<double>(now - *firstToken_).count());
+    }
+  }
+}
+
+void TokenQueue::onScheduled() {
+  if (!scheduled_) {
+    scheduled_ = std::chrono::steady_clock::now();
+    metrics_.queueTime.observe(std::chrono::duration<double>(*scheduled_ - submitted_).count());
   }
 }
 

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
+#include <optional>
 #include <vector>
 
 namespace glm::server {
@@ -20,6 +21,7 @@ public:
 
   bool onToken(int choice, const runtime::SampledToken &token) override;
   void onFinish(int choice, runtime::FinishReason reason, const Status &error) override;
+  void onScheduled() override;
   bool cancelled() const override { return cancelled_.load(); }
   /// Asks the engine to stop the request (every choice of it) at its next step.
   void cancel() { cancelled_ = true; }
@@ -48,6 +50,9 @@ private:
   const int choices_;
   // Touched on the engine's thread only.
   std::chrono::steady_clock::time_point submitted_, last_;
+  // vLLM's request phases: queued until scheduled, prefill until the first token, decode until
+  // the last choice's end. An engine that never schedules (a fake) times no queue or prefill.
+  std::optional<std::chrono::steady_clock::time_point> scheduled_, firstToken_;
   int64_t tokensSeen_ = 0;
   std::mutex mutex_;
   std::condition_variable ready_;

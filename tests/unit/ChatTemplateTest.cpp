@@ -189,6 +189,31 @@ TEST_F(ChatPromptTest, EnableThinkingFalseClosesTheThinkBlock) {
   EXPECT_TRUE(prompt->ends_with("<|assistant|><think></think>")) << *prompt;
 }
 
+/// OpenAI's effort levels the template does not know render as the nearest it does (the peers'
+/// mapping), not as its fallback "Max"; top level or in chat_template_kwargs alike.
+TEST_F(ChatPromptTest, ReasoningEffortLevelsMapToTheTemplates) {
+  for (const auto &[level, shown] : {std::pair{"low", "Low"},
+                                     {"minimal", "Low"},
+                                     {"medium", "High"},
+                                     {"high", "High"},
+                                     {"xhigh", "Max"},
+                                     {"max", "Max"}}) {
+    Json request = hello();
+    request["reasoning_effort"] = level;
+    Expected<std::string> prompt = render(request);
+    ASSERT_TRUE(prompt.ok()) << prompt.status().toString();
+    EXPECT_EQ(*prompt, strCat("[gMASK]<sop><|system|>Reasoning Effort: ", shown,
+                              "<|user|>Hi<|assistant|><think>"))
+        << level;
+    Json viaKwargs = hello();
+    viaKwargs["chat_template_kwargs"] = {{"reasoning_effort", level}};
+    prompt = render(viaKwargs);
+    ASSERT_TRUE(prompt.ok()) << prompt.status().toString();
+    EXPECT_NE(prompt->find(strCat("Reasoning Effort: ", shown, "<")), std::string::npos)
+        << level << ": " << *prompt;
+  }
+}
+
 TEST_F(ChatPromptTest, EnableThinkingTrueWinsOverEffortNone) {
   Json request = hello();
   request["reasoning_effort"] = "none";

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Starts two glmc serve instances on the tiny fixture's CPU plans at free ports (the main one, and
-# a one-slot one with a one-request waiting queue for the overload test), runs the SDK tests,
-# stops them. Usage: run.sh GLMC FIXTURES_DIR WORK_DIR
+# a one-slot one with a one-request waiting queue for the overload test), runs the SDK tests
+# (chat and completions, then the Responses API), stops them.
+# Usage: run.sh GLMC FIXTURES_DIR WORK_DIR
 set -euo pipefail
 glmc=$1 fixtures=$2 work=$3
 here=$(cd "$(dirname "$0")" && pwd)
@@ -43,5 +44,9 @@ serve main 4
 main=$port
 serve busy 1 --max-waiting 1
 busy=$port
+status=0
 node "$here/sdk.test.mjs" "http://127.0.0.1:$main/v1" tiny \
-  "$fixtures/../reference/openai-openapi.yaml" e2e-key "http://127.0.0.1:$busy/v1"
+  "$fixtures/../reference/openai-openapi.yaml" e2e-key "http://127.0.0.1:$busy/v1" || status=1
+node "$here/responses.test.mjs" "http://127.0.0.1:$main/v1" tiny \
+  "$fixtures/../reference/openai-openapi.yaml" e2e-key || status=1
+exit $status
