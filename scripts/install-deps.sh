@@ -20,8 +20,8 @@ PACKAGES=(
   libcpp-httplib-dev nlohmann-json3-dev libpcre2-dev
   # RDMA transport for tensor parallelism
   libibverbs-dev
-  # tests
-  libgtest-dev libgmock-dev curl
+  # tests (openssh-server: `glmc up`'s end-to-end test runs its own sshd as the worker's ssh)
+  libgtest-dev libgmock-dev curl openssh-server openssh-client
   # fuzzing (scripts/fuzz.sh): clang with libFuzzer and the sanitizer runtimes (a recommendation
   # of clang, so named here), llvm-symbolizer for readable stacks
   clang libclang-rt-dev llvm
@@ -55,8 +55,13 @@ else
   $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 
-# The SDK at the version package-lock.json pins, into tests/e2e/openai-sdk/node_modules.
+# The SDKs at the versions their package-lock.json pins, into tests/e2e/*/node_modules: the
+# OpenAI one, and Anthropic's for /v1/messages.
 sdk="$(dirname "$0")/../tests/e2e/openai-sdk"
 if [[ ! -d "$sdk/node_modules/openai" ]]; then
+  npm ci --prefix "$sdk" --no-audit --no-fund --loglevel=error
+fi
+sdk="$(dirname "$0")/../tests/e2e/anthropic-sdk"
+if [[ ! -d "$sdk/node_modules/@anthropic-ai/sdk" ]]; then
   npm ci --prefix "$sdk" --no-audit --no-fund --loglevel=error
 fi

@@ -14,6 +14,7 @@ int runBench(const std::vector<std::string> &args);
 int runGenerate(const std::vector<std::string> &args);
 int runServe(const std::vector<std::string> &args);
 int runWorker(const std::vector<std::string> &args);
+int runUp(const std::vector<std::string> &args);
 int runRenderChat(const std::vector<std::string> &args);
 int runTokenize(const std::vector<std::string> &args);
 int runQuantize(const std::vector<std::string> &args);

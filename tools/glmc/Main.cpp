@@ -32,6 +32,8 @@ const Subcommand kSubcommands[] = {
     {"serve", "serve PLAN --model DIR", "the OpenAI-compatible server", glm::tools::runServe},
     {"worker", "worker PLAN --model DIR --rank R --head HOST:PORT", "a tensor-parallel rank",
      glm::tools::runWorker},
+    {"up", "up MODEL_DIR --worker HOST | status | logs | stop", "two machines, one command: LIVE",
+     glm::tools::runUp},
     {"quantize", "quantize MODEL_DIR -o OUT_DIR --bits K", "EXL3 from a dense checkpoint",
      glm::tools::runQuantize},
     {"dequantize", "dequantize MODEL_DIR -o OUT_DIR", "EXL3 to the dense bf16 equivalent",

@@ -9,6 +9,7 @@
 #include "tools/glmc/CommandLine.h"
 #include "tools/glmc/Commands.h"
 #include "tools/glmc/OpenEngine.h"
+#include "tools/glmc/PlanMemory.h"
 
 #include <atomic>
 #include <csignal>
@@ -32,7 +33,12 @@ int runServe(const std::vector<std::string> &args) {
       .option("port", "P", "the port to listen on (default 8888)")
       .option("api-key", "K", "require `Authorization: Bearer K` on the API")
       .option("served-name", "NAME", "the model name /v1/models reports")
-      .option("max-waiting", "N", "requests queued beyond the running ones before 503")
+      .option("max-waiting", "N",
+              "requests queued beyond the running ones (default 4 x the plan's\nsequences); "
+              "one more gets 503 server_overloaded with Retry-After")
+      .option("kept-states", "N",
+              "prompt states kept for prefix reuse (default 4 x the plan's sequences;\n0: "
+              "none); each holds a copy of one sequence's KDA and conv state")
       .option("max-connections", "N",
               "open connections at most (default 256); one more gets 503 at once")
       .option("max-client-connections", "N",
@@ -63,6 +69,7 @@ int runServe(const std::vector<std::string> &args) {
               "how a GPU plan's ranks exchange: NCCL, one GPU each (default), or\nhost memory "
               "over the workers' connections (no NCCL, ranks may share a GPU, slow)");
   addTpOptions(cl);
+  addMemoryReserveOption(cl);
   addAblateOptions(cl);
   cl.positional(1, 1);
   if (std::optional<int> exit = cl.parseOrExit(args)) {
@@ -74,6 +81,7 @@ int runServe(const std::vector<std::string> &args) {
   const std::string modelDir = *cl.get("model");
   Expected<std::optional<int64_t>> port = cl.getInt("port", 0, 65535);
   Expected<std::optional<int64_t>> maxWaiting = cl.getInt("max-waiting", 1, 1 << 20);
+  Expected<std::optional<int64_t>> keptStates = cl.getInt("kept-states", 0, 1 << 16);
   Expected<std::optional<int64_t>> maxConnections = cl.getInt("max-connections", 1, 1 << 16);
   Expected<std::optional<int64_t>> maxClient = cl.getInt("max-client-connections", 1, 1 << 16);
   Expected<std::optional<int64_t>> headerTimeout = cl.getInt("header-timeout", 1, 3600);
@@ -85,7 +93,7 @@ int runServe(const std::vector<std::string> &args) {
   Expected<std::optional<int64_t>> monitorPort = cl.getInt("monitor-port", 0, 65535);
   Expected<std::optional<int64_t>> drainTimeout = cl.getInt("drain-timeout", 0, 86400);
   for (const auto *value :
-       {&port, &maxWaiting, &maxConnections, &maxClient, &headerTimeout, &bodyTimeout, &idleTimeout,
+       {&port, &maxWaiting, &keptStates, &maxConnections, &maxClient, &headerTimeout, &bodyTimeout, &idleTimeout,
         &maxBody, &maxBodyMemory, &monitorPort, &drainTimeout}) {
     if (!value->ok()) {
       return cl.fail(value->status());
@@ -174,6 +182,10 @@ int runServe(const std::vector<std::string> &args) {
   if (!transport.ok()) {
     return cl.fail(transport.status().withContext("--tp-transport"));
   }
+  // Before any weight loads: this process holds one rank with --tp-listen, else all of them.
+  if (Status fits = checkHostMemoryForPlan(cl, **plan, tpListen ? 1 : tp); !fits.ok()) {
+    return cl.fail(fits);
+  }
   Expected<std::unique_ptr<runtime::Engine>> engine =
       tpListen ? openLockstepEngine(std::move(plan).value(), **checkpoint, *tpListen, *tpOptions,
                                     *transport, engineOptions.weights)
@@ -191,7 +203,16 @@ int runServe(const std::vector<std::string> &args) {
             : "",
         lockstep->port());
   }
-  runtime::Scheduler scheduler(std::move(engine).value(), maxWaiting->value_or(64));
+  const plan::StatePool *pool = (*engine)->plan().state_pool();
+  const int64_t sequences = pool != nullptr ? pool->max_sequences() : 1;
+  const int64_t kept = keptStates->value_or(4 * sequences);
+  if (kept > 0) {
+    std::printf("glmc serve: up to %lld prompt states kept for reuse, %.1f MiB each a rank\n",
+                static_cast<long long>(kept),
+                static_cast<double>((*engine)->keptStateBytes()) / (1 << 20));
+  }
+  runtime::Scheduler scheduler(std::move(engine).value(), maxWaiting->value_or(4 * sequences),
+                               static_cast<size_t>(kept));
 
   server::ServerOptions options;
   options.host = cl.get("host").value_or("127.0.0.1");

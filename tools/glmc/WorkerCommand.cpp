@@ -9,6 +9,7 @@
 #include "tools/glmc/CommandLine.h"
 #include "tools/glmc/Commands.h"
 #include "tools/glmc/OpenEngine.h"
+#include "tools/glmc/PlanMemory.h"
 
 #include <cstdio>
 
@@ -25,6 +26,7 @@ int runWorker(const std::vector<std::string> &args) {
       .option("wait", "SECONDS", "exit when rank 0 cannot be reached for this long (default 300)")
       .option("device", "N", "the CUDA device of a GPU plan (default 0)");
   addTpOptions(cl);
+  addMemoryReserveOption(cl);
   cl.positional(1, 1);
   addAblateOptions(cl);
   if (std::optional<int> exit = cl.parseOrExit(args)) {
@@ -60,6 +62,10 @@ int runWorker(const std::vector<std::string> &args) {
                                    (*plan)->source(), " was compiled with --target cpu"));
   }
   const int world = static_cast<int>((*plan)->root().tp());
+  // Before any weight loads (on a GB10 running out freezes the machine).
+  if (Status fits = checkHostMemoryForPlan(cl, **plan, 1); !fits.ok()) {
+    return cl.fail(fits);
+  }
   Expected<std::unique_ptr<Checkpoint>> checkpoint = Checkpoint::open(*cl.get("model"));
   if (!checkpoint.ok()) {
     return cl.fail(checkpoint.status());
