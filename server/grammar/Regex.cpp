@@ -1,6 +1,8 @@
 // The regex parser: a recursive descent over the pattern, emitting rules as it goes.
 #include "server/grammar/Regex.h"
 
+#include "base/Utf8.h"
+
 namespace glm::grammar {
 namespace {
 
@@ -15,24 +17,6 @@ int hexValue(char c) {
     return c - 'A' + 10;
   }
   return -1;
-}
-
-void appendUtf8(uint32_t cp, std::string &out) {
-  if (cp < 0x80) {
-    out += static_cast<char>(cp);
-  } else if (cp < 0x800) {
-    out += static_cast<char>(0xC0 | (cp >> 6));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else if (cp < 0x10000) {
-    out += static_cast<char>(0xE0 | (cp >> 12));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else {
-    out += static_cast<char>(0xF0 | (cp >> 18));
-    out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  }
 }
 
 /// The length of the UTF-8 sequence that starts with `lead` (1 for a stray byte).
@@ -378,7 +362,7 @@ bool parseEscape(std::string_view text, size_t &at, std::string &out, std::strin
       return false;
     }
     out.clear();
-    appendUtf8(cp, out);
+    glm::appendUtf8(out, cp);
     return true;
   }
   default:
