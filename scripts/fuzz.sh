@@ -85,7 +85,12 @@ export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
 fixtures="${GLM_FIXTURES_DIR:-$root/../shared/fixtures}"
 
 # Per-target libFuzzer options: plans are ~250 KB and their mutants grow; the engine runs a model.
-corpus_of() { case "$1" in plan_engine) echo plan_file ;; *) echo "$1" ;; esac; }
+seeds_of() {
+  case "$1" in
+  plan_file | plan_engine) echo "$plan_seeds" ;;
+  *) echo "tests/fuzz/corpus/$1" ;;
+  esac
+}
 options_of() {
   case "$1" in
     plan_file) echo "-max_len=1048576 -timeout=10" ;;
@@ -163,7 +168,20 @@ if ((replay)); then
 fi
 
 # --- Fuzz: each target for a bounded time over a copy of its corpus -------------------------
+# The plan seeds are compiled here, by the main build's glmc (the fuzz build has no compiler),
+# so that they always have the plan format of the code being fuzzed; they are never committed.
+plan_seeds="$build_dir/fuzz-seeds/plan_file"
 if ((fuzz)); then
+  mkdir -p "$plan_seeds"
+  if [[ -x build/bin/glmc ]]; then
+    for tp in 1 2; do
+      build/bin/glmc compile "$fixtures/glm53-tiny" -o "$plan_seeds/cpu_f32_tp$tp.glmp" \
+        --target cpu --precision f32 --tp "$tp" --max-seqs 1 --max-context 256 --decode 1x1 \
+        --prefill 16 >/dev/null 2>&1 || { echo "fuzz.sh: glmc compile of the plan seeds failed"; exit 1; }
+    done
+  else
+    echo "fuzz.sh: no build/bin/glmc (scripts/build.sh): the plan targets start from no seed"
+  fi
   summary="$(mktemp)"
   run_one() {
     local t="$1" work="$build_dir/fuzz-work/$1" log rc
@@ -176,7 +194,7 @@ if ((fuzz)); then
     # shellcheck disable=SC2046
     if "$bin_dir/$t" $(options_of "$t") "${limits[@]}" -rss_limit_mb=2560 -print_final_stats=1 \
          -artifact_prefix="$work/" "${extra[@]}" "$work/corpus" \
-         "tests/fuzz/corpus/$(corpus_of "$t")" >"$log" 2>&1; then rc=0; else rc=$?; fi
+         "$(seeds_of "$t")" >"$log" 2>&1; then rc=0; else rc=$?; fi
     local execs crashes
     execs="$(grep -m1 -o 'stat::number_of_executed_units: [0-9]*' "$log" | awk '{print $2}' || true)"
     if ((keep_going)); then

@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
 """Writes the seed corpora of tests/fuzz/corpus/<target>/ from the fixtures and the unit tests.
 
-Usage: tests/fuzz/make-corpus.py [--fixtures DIR] [--glmc PATH]
+Usage: tests/fuzz/make-corpus.py [--fixtures DIR]
 
 Seeds are small, real-world-shaped inputs: pieces of the glm53-tiny checkpoint, its configs, a
 cut-down tokenizer.json, the templates of tests/unit/JinjaTest.cpp and the fixture's own, requests
-shaped as clients send them, and plans `glmc compile` writes for the tiny fixture (with --glmc).
+shaped as clients send them. The plan
+targets' seeds are compiled by scripts/fuzz.sh at each run, never committed.
 Re-running it rewrites the same files; fuzzers add their own finds to the corpora they are given,
 not to these directories (scripts/fuzz.sh copies them first).
 """
@@ -239,21 +240,9 @@ def openai_seeds():
         write("openai_request", f"request_{i}.json", json.dumps(r, ensure_ascii=False))
 
 
-def plan_seeds(tiny, glmc):
-    with tempfile.TemporaryDirectory() as tmp:
-        for name, tp in (("cpu_f32_tp1.glmp", 1), ("cpu_f32_tp2.glmp", 2)):
-            out = pathlib.Path(tmp) / name
-            subprocess.run([glmc, "compile", str(tiny), "-o", str(out), "--target", "cpu",
-                            "--precision", "f32", "--tp", str(tp), "--max-seqs", "1",
-                            "--max-context", "256", "--decode", "1x1", "--prefill", "16"],
-                           check=True)
-            write("plan_file", name, out.read_bytes())
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--fixtures", default=str(ROOT.parent / "shared" / "fixtures"))
-    ap.add_argument("--glmc", help="a glmc with the compiler, for the plan seeds")
     args = ap.parse_args()
     fixtures = pathlib.Path(args.fixtures)
     tiny = fixtures / "glm53-tiny"
@@ -263,8 +252,6 @@ def main():
     chat_template_seeds(tiny)
     tool_call_seeds()
     openai_seeds()
-    if args.glmc:
-        plan_seeds(tiny, args.glmc)
 
 
 if __name__ == "__main__":

@@ -113,6 +113,29 @@ TEST(PlanContracts, RefusesParametersOutOfRange) {
       "parameter group is 0, outside [1, 128]");
 }
 
+TEST(PlanContracts, RefusesACountTokensStepWithoutItsState) {
+  // Found by the plan_engine fuzzer (09dc899): the check read the step's state before its count
+  // held, a null vector in `glmc generate`. The states vector's length is set to 0 in place.
+  expectRefused(
+      validateEdited(
+          "cpu",
+          [](std::vector<uint8_t> &bytes) {
+            plan::Program *program =
+                plan::GetMutablePlan(bytes.data())->mutable_programs()->GetMutableObject(0);
+            for (uint32_t i = 0; i < program->steps()->size(); ++i) {
+              plan::Step *step = program->mutable_steps()->GetMutableObject(i);
+              if (step->op()->string_view() == "count_tokens") {
+                auto *length =
+                    const_cast<uint32_t *>(reinterpret_cast<const uint32_t *>(step->states()));
+                *length = 0;
+                return;
+              }
+            }
+            ADD_FAILURE() << "no count_tokens step";
+          }),
+      "(embed.count_tokens): has 0 states, its op reads 1");
+}
+
 TEST(PlanContracts, RefusesShapesTheKernelsWouldOverrun) {
   // The norm's weight said to be half as wide: its slice still holds the bytes the shape
   // claims, so only the op's contract sees that the kernel reads twice as many.
