@@ -1,7 +1,7 @@
 // TCP collectives: framed messages over non-blocking sockets, every wait bounded by poll().
 #include "runtime/comm/TcpComm.h"
 
-#include "runtime/comm/Hmac.h"
+#include "base/Hmac.h"
 
 #include <arpa/inet.h>
 #include <cerrno>

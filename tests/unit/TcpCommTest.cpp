@@ -1,7 +1,7 @@
 // TcpComm over localhost: the collectives give the loopback group's bits for 2 and 4 ranks, and a
 // peer that closes or goes quiet fails the collective with an error naming it, within the timeout.
 #include "runtime/comm/TcpComm.h"
-#include "runtime/comm/Hmac.h"
+#include "base/Hmac.h"
 #include "runtime/comm/LoopbackComm.h"
 
 #include <gtest/gtest.h>

@@ -3,7 +3,7 @@
 // their load progress relayed, a smoke request through both ranks, and a LIVE line; `glmc up status
 // | logs [worker] | stop | restart` manage what it started (docs/deploy.md).
 #include "base/Hash.h"
-#include "runtime/comm/Hmac.h"
+#include "base/Hmac.h"
 #include "runtime/plan/PlanFile.h"
 #include "tools/glmc/CommandLine.h"
 #include "tools/glmc/Commands.h"
@@ -200,7 +200,7 @@ std::vector<std::string> compileArgs(const Config &c) {
 /// What the plan depends on: the checkpoint's config, index and safetensors headers (not the
 /// weight bytes, which the plan does not contain), the compile options and this glmc build.
 Expected<std::string> planKey(const Config &c, const std::vector<std::string> &args) {
-  runtime::Sha256 sha;
+  Sha256 sha;
   sha.add(strCat("glmc-up-plan-1 format ", plan::kPlanFormatVersion));
   std::error_code ec;
   const auto exeTime = fs::last_write_time(c.glmc, ec).time_since_epoch().count();
@@ -238,7 +238,7 @@ Expected<std::string> planKey(const Config &c, const std::vector<std::string> &a
       sha.add(readFile(f.string()));
     }
   }
-  const runtime::Sha256Digest digest = sha.finish();
+  const Sha256Digest digest = sha.finish();
   std::string hex;
   char byte[3];
   for (size_t i = 0; i < 8; ++i) {

@@ -1,7 +1,7 @@
 // Gathering a machine's facts for `glmc up`'s checks, and sending them as JSON.
 #include "tools/glmc/UpFacts.h"
 
-#include "runtime/comm/Hmac.h"
+#include "base/Hmac.h"
 #include "runtime/cuda/CudaDriver.h"
 #include "runtime/schema/PlanVersion.h"
 #include "tools/glmc/PlanMemory.h"
@@ -25,7 +25,7 @@ namespace {
 namespace fs = std::filesystem;
 using Json = nlohmann::json;
 
-std::string hexOf(const runtime::Sha256Digest &digest) {
+std::string hexOf(const Sha256Digest &digest) {
   std::string text;
   char byte[3];
   for (uint8_t b : digest) {
@@ -112,7 +112,7 @@ Status hashFile(const fs::path &path, uint64_t size, bool full, std::string &has
   if (!in) {
     return ioError(path.string(), ": cannot be read");
   }
-  runtime::Sha256 sha;
+  Sha256 sha;
   const uint64_t sizeLe = size;
   sha.add(&sizeLe, sizeof sizeLe);
   std::vector<char> buffer(1 << 20);

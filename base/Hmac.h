@@ -1,6 +1,7 @@
-// SHA-256 (FIPS 180-4) and HMAC-SHA256 (RFC 2104), for the tensor-parallel port's handshake: a
-// worker proves it holds the group's shared secret by a MAC over nonces, without sending it.
-// Written here rather than taken from OpenSSL so that glm_comm keeps its one dependency (glm_base).
+// SHA-256 (FIPS 180-4) and HMAC-SHA256 (RFC 2104): the tensor-parallel port's handshake (a worker
+// proves it holds the group's shared secret by a MAC over nonces, without sending it), `glmc up`'s
+// checkpoint hashes and Anthropic thinking signatures. Written here rather than taken from OpenSSL
+// so that base/ keeps no dependency beyond the standard library.
 #pragma once
 
 #include <array>
@@ -9,7 +10,7 @@
 #include <string>
 #include <string_view>
 
-namespace glm::runtime {
+namespace glm {
 
 using Sha256Digest = std::array<uint8_t, 32>;
 
@@ -42,4 +43,4 @@ std::string hexOf(const uint8_t *bytes, size_t count);
 /// `count` bytes from the kernel's random source (getrandom); false if it failed.
 bool randomBytes(uint8_t *out, size_t count);
 
-} // namespace glm::runtime
+} // namespace glm

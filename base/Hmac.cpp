@@ -1,12 +1,12 @@
 // SHA-256 after FIPS 180-4 §6.2, HMAC after RFC 2104; tested against FIPS and RFC 4231 vectors.
-#include "runtime/comm/Hmac.h"
+#include "base/Hmac.h"
 
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <sys/random.h>
 
-namespace glm::runtime {
+namespace glm {
 namespace {
 
 constexpr uint32_t kRound[64] = {
@@ -160,4 +160,4 @@ bool randomBytes(uint8_t *out, size_t count) {
   return true;
 }
 
-} // namespace glm::runtime
+} // namespace glm
