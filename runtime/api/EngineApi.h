@@ -79,6 +79,11 @@ struct SchedulerStats {
   /// The state pool's pages in use, 0 to 1 (vLLM's kv_cache_usage_perc): pages that only kept
   /// states hold count as free, as vLLM counts its cached blocks; 0 for a plan without a pool.
   double kvCacheUsage = 0.0;
+  /// The state pool in tokens (/health's pool_tokens, pool_free_tokens): every page, and those
+  /// no running sequence holds (free pages and pages only kept states hold, which give way to a
+  /// new request). 0 for a plan without a pool.
+  int64_t poolTokens = 0;
+  int64_t poolFreeTokens = 0;
 };
 
 class EngineApi {

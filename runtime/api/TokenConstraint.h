@@ -17,8 +17,10 @@ public:
   /// every word written, ids the constraint does not know cleared); false when every token is
   /// allowed this step (e.g. while the reply reasons), `mask` then untouched.
   virtual bool fillAllowed(std::span<uint32_t> mask) = 0;
-  /// Advances on the delivered token (end-of-sequence tokens are not passed). False when the
-  /// token breaks the constraint, which a sampler that applied the mask never produces.
+  /// Advances on the delivered token. An end-of-sequence token that ends the reply is not
+  /// passed; under ignore_eos it ends nothing and is passed like any other, so a constraint
+  /// must then not allow it unless it can advance on it. False when the token breaks the
+  /// constraint, which a sampler that applied the mask never produces.
   virtual bool advance(int32_t token) = 0;
   /// The constrained structure is complete and nothing may follow it: the choice ends (Stop).
   virtual bool complete() const = 0;

@@ -133,6 +133,8 @@ public:
     return sequences_.pagesNeeded(slot, more);
   }
   virtual int64_t freePages() const { return sequences_.freePages(); }
+  /// Tokens a state-pool page holds.
+  virtual int64_t pageTokens() const { return sequences_.pageTokens(); }
   /// Whether the engine can run calls now; an error (Unavailable) says what is missing, e.g. a
   /// tensor-parallel rank. Any thread may ask.
   virtual Status health() const { return Status::success(); }

@@ -486,6 +486,11 @@ int64_t LockstepEngine::freePages() const {
   return local_->freePages();
 }
 
+int64_t LockstepEngine::pageTokens() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return local_->pageTokens();
+}
+
 Expected<std::vector<float>> LockstepEngine::prefill(int slot, std::span<const int32_t> tokens,
                                                      LogitRows rows) {
   std::lock_guard<std::mutex> lock(mutex_);

@@ -85,6 +85,7 @@ public:
   int64_t length(int slot) const override;
   int64_t pagesNeeded(int slot, int64_t more) const override;
   int64_t freePages() const override;
+  int64_t pageTokens() const override;
   Expected<std::vector<float>> prefill(int slot, std::span<const int32_t> tokens,
                                        LogitRows rows = LogitRows::All) override;
   Expected<std::vector<float>> decode(std::span<const int> slots,

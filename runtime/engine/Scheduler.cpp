@@ -114,6 +114,8 @@ Scheduler::Scheduler(std::unique_ptr<Engine> engine, int64_t maxWaiting, size_t 
     : engine_(std::move(engine)), maxWaiting_(maxWaiting), cache_(keptStates) {
   // Nothing holds a page yet: every page of the pool is free.
   totalPages_ = engine_->freePages();
+  stats_.poolTokens = totalPages_ * engine_->pageTokens();
+  stats_.poolFreeTokens = stats_.poolTokens;
   worker_ = std::thread([this] { loop(); });
 }
 
@@ -286,11 +288,12 @@ void Scheduler::loop() {
     step(running);
     if (totalPages_ > 0) {
       // Read on the scheduler's thread, which alone changes the pages.
-      const double used = static_cast<double>(totalPages_ - engine_->freePages() -
-                                              engine_->pagesOnlyKept()) /
-                          static_cast<double>(totalPages_);
+      const int64_t free = engine_->freePages() + engine_->pagesOnlyKept();
+      const double used =
+          static_cast<double>(totalPages_ - free) / static_cast<double>(totalPages_);
       std::lock_guard<std::mutex> lock(mutex_);
       stats_.kvCacheUsage = std::clamp(used, 0.0, 1.0);
+      stats_.poolFreeTokens = std::clamp<int64_t>(free, 0, totalPages_) * engine_->pageTokens();
     }
   }
   for (auto &a : running) {

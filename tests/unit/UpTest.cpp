@@ -218,13 +218,35 @@ TEST(PlanMemory, ThePoolFormulaPredictsTheCompilersPlans) {
   EXPECT_EQ(s.fixedBytes(), l.fixedBytes()); // the pool moves nothing else
   EXPECT_GT(l.perRankBytes, s.perRankBytes);
   // The large plan's rank, as the budget of the small plan, holds the large plan's pool.
-  const std::optional<uint64_t> fits = largestFittingContext(s, l.perRankBytes + s.alignment);
+  const std::optional<uint64_t> fits = largestFittingContext(s, l.rankBytes() + s.alignment);
   ASSERT_TRUE(fits);
   EXPECT_EQ(*fits, 65536u);
-  EXPECT_LT(*largestFittingContext(s, l.perRankBytes - 1), 65536u);
+  EXPECT_LT(*largestFittingContext(s, l.rankBytes() - 1), 65536u);
   // A refusal names the pool that fits, keeping the window.
-  Status refused = checkMemoryFits(l, 1, s.perRankBytes + s.alignment + 100, 100, "here");
+  Status refused = checkMemoryFits(l, 1, s.rankBytes() + s.alignment + 100, 100, "here");
   EXPECT_HAS(refused.message(), "The largest pool that fits is --pool-tokens 4096");
+  fs::remove_all(dir);
+}
+
+TEST(PlanMemory, KeptPromptStatesAreCountedBesideTheArenas) {
+  const fs::path dir = tempDir("kept");
+  std::unique_ptr<runtime::PlanFile> plan = tinyPlan(dir, 4096);
+  ASSERT_TRUE(plan);
+  PlanMemory m = planMemory(plan->root());
+  // Serve's default, and one copy of a sequence's unpaged states (KDA, conv, ...) each.
+  EXPECT_EQ(m.keptStates, kKeptStatesPerSequence * m.maxSequences);
+  ASSERT_GT(m.keptStateBytes, 0u);
+  EXPECT_EQ(m.rankBytes(), m.perRankBytes + m.keptStates * m.keptStateBytes);
+  // Memory for the arenas alone is refused while the kept states do not fit, and names them.
+  const uint64_t reserve = 1 << 20;
+  Status s = checkMemoryFits(m, 2, 2 * m.perRankBytes + reserve, reserve, "here");
+  ASSERT_FALSE(s.ok());
+  EXPECT_HAS(s.message(), strCat(m.keptStates, " kept prompt states of"));
+  EXPECT_HAS(s.message(), "(--kept-states)");
+  EXPECT_TRUE(checkMemoryFits(m, 2, 2 * m.rankBytes() + reserve, reserve, "here").ok());
+  // --kept-states 0 needs only the arenas.
+  m.keptStates = 0;
+  EXPECT_TRUE(checkMemoryFits(m, 2, 2 * m.perRankBytes + reserve, reserve, "here").ok());
   fs::remove_all(dir);
 }
 

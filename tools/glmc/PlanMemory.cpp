@@ -24,6 +24,15 @@ PlanMemory planMemory(const plan::Plan &plan) {
     m.pageCount = pool->page_count();
     m.poolBytes = static_cast<uint64_t>(pool->page_count()) * pool->page_bytes();
   }
+  // What Engine::keepState copies: every state that is not paged.
+  if (plan.states() != nullptr) {
+    for (const plan::StateLayout *s : *plan.states()) {
+      if (!s->paged()) {
+        m.keptStateBytes += s->unit_bytes();
+      }
+    }
+  }
+  m.keptStates = kKeptStatesPerSequence * std::max<uint64_t>(m.maxSequences, 1);
   m.poolBytes = std::min(m.poolBytes, m.perRankBytes);
   m.unifiedMemory = plan.target()->arch() != plan::Arch::Sm90a;
   m.target = plan.target()->name() ? plan.target()->name()->str() : "";
@@ -146,13 +155,16 @@ std::string byteSizeText(uint64_t bytes) {
 Status checkMemoryFits(const PlanMemory &memory, int ranksHere, uint64_t available,
                        uint64_t reserve, const std::string &where) {
   const uint64_t ranks = static_cast<uint64_t>(std::max(ranksHere, 1));
-  const uint64_t need = ranks * memory.perRankBytes + reserve;
+  const uint64_t need = ranks * memory.rankBytes() + reserve;
   if (need <= available) {
     return Status::success();
   }
-  std::string rankText = ranks == 1
-                             ? strCat("one rank of ", byteSizeText(memory.perRankBytes))
-                             : strCat(ranks, " ranks of ", byteSizeText(memory.perRankBytes));
+  std::string rankText = ranks == 1 ? strCat("one rank of ", byteSizeText(memory.rankBytes()))
+                                    : strCat(ranks, " ranks of ", byteSizeText(memory.rankBytes()));
+  if (memory.keptStates > 0 && memory.keptStateBytes > 0) {
+    rankText += strCat(", ", memory.keptStates, " kept prompt states of ",
+                       byteSizeText(memory.keptStateBytes), " included (--kept-states)");
+  }
   std::string message =
       strCat(where, ": not enough memory: the plan needs ", rankText, " (", memory.target, ", a ",
              memory.maxContext, "-token window, a pool of ", memory.poolTokens(),
@@ -184,9 +196,10 @@ Status checkMemoryFits(const PlanMemory &memory, int ranksHere, uint64_t availab
 }
 
 uint64_t defaultHostReserve(const PlanMemory &memory) {
-  // GB10: the server's buffers and kept states, the CUDA driver's own allocations and the page
-  // cache the load streams through share the 128 GB with the arenas; the peers hang near 110 GiB
-  // used. The compiler's pool already leaves 12 GiB of the whole 119.2 GiB to the host.
+  // GB10: the server's buffers, the CUDA driver's own allocations and the page cache the load
+  // streams through share the 128 GB with the arenas (kept prompt states are counted apart, in
+  // rankBytes); the peers hang near 110 GiB used. The compiler's pool already leaves 12 GiB of
+  // the whole 119.2 GiB to the host, the OS's share included.
   if (memory.target == "sm_121a") {
     return uint64_t(4) << 30;
   }
@@ -200,8 +213,12 @@ void addMemoryReserveOption(CommandLine &cl) {
             "weight loads");
 }
 
-Status checkHostMemoryForPlan(const CommandLine &cl, const runtime::PlanFile &plan, int ranksHere) {
-  const PlanMemory memory = planMemory(plan.root());
+Status checkHostMemoryForPlan(const CommandLine &cl, const runtime::PlanFile &plan, int ranksHere,
+                              std::optional<uint64_t> keptStates) {
+  PlanMemory memory = planMemory(plan.root());
+  if (keptStates) {
+    memory.keptStates = *keptStates;
+  }
   uint64_t reserve = defaultHostReserve(memory);
   if (std::optional<std::string> text = cl.get("memory-reserve")) {
     Expected<uint64_t> parsed = parseByteSize(*text);

@@ -12,10 +12,14 @@
 
 namespace glm::tools {
 
+/// Prompt states `glmc serve` keeps by default for each sequence the plan serves (--kept-states).
+inline constexpr uint64_t kKeptStatesPerSequence = 4;
+
 /// A rank's memory as the plan lays it out: every arena is one allocation per rank. The state
 /// arena ends in the page pool every sequence draws its pages from (page_count pages: the pool's
 /// tokens plus a partly filled page per sequence, plan-size-state-pool); max_context is each
-/// request's window, which the pool must hold at least once. All else is fixed.
+/// request's window, which the pool must hold at least once. Beside the arenas, each kept prompt
+/// state is a copy of one sequence's unpaged state (its pages are the pool's). All else is fixed.
 struct PlanMemory {
   uint64_t perRankBytes = 0; // all arenas of one rank
   uint64_t poolBytes = 0;    // the state pool's pages (page_count * page_bytes)
@@ -23,9 +27,11 @@ struct PlanMemory {
   uint64_t pageTokens = 0;
   uint64_t pageCount = 0;
   uint64_t maxSequences = 0;
-  uint64_t maxContext = 0;    // each request's window
-  uint64_t alignment = 0;     // the largest arena alignment: the slack a re-planned pool may add
-  bool unifiedMemory = false; // CPU plans and GB10 (sm_121a): the arenas are host memory
+  uint64_t maxContext = 0;     // each request's window
+  uint64_t alignment = 0;      // the largest arena alignment: the slack a re-planned pool may add
+  uint64_t keptStateBytes = 0; // one kept prompt state's copy, a rank (the unpaged states)
+  uint64_t keptStates = 0;     // how many the server keeps (planMemory: serve's default)
+  bool unifiedMemory = false;  // CPU plans and GB10 (sm_121a): the arenas are host memory
   std::string target;
 
   /// Bytes of state one more token of pool costs a rank (pages are page_tokens wide).
@@ -36,10 +42,15 @@ struct PlanMemory {
   uint64_t poolTokens() const {
     return pageCount > maxSequences ? (pageCount - maxSequences) * pageTokens : 0;
   }
-  /// The rank's bytes that do not depend on the pool: weights, slots, activations, io.
-  uint64_t fixedBytes() const { return perRankBytes - poolBytes; }
+  /// What a rank takes in all: its arenas and its kept states.
+  uint64_t rankBytes() const { return perRankBytes + keptStates * keptStateBytes; }
+  /// The rank's bytes that do not depend on the pool: weights, slots, activations, io, kept
+  /// states.
+  uint64_t fixedBytes() const { return rankBytes() - poolBytes; }
 };
 
+/// The plan's memory, with serve's default number of kept states (kKeptStatesPerSequence a
+/// sequence); set keptStates for another --kept-states.
 PlanMemory planMemory(const plan::Plan &plan);
 
 /// The most tokens (a multiple of page_tokens) a pool can hold with the rank in `budgetPerRank`
@@ -63,8 +74,8 @@ std::string byteSizeText(uint64_t bytes);
 Status checkMemoryFits(const PlanMemory &memory, int ranksHere, uint64_t available,
                        uint64_t reserve, const std::string &where);
 
-/// The default host reserve: what must stay free beside the ranks once they run (the server's
-/// own buffers and kept prompt states, the CUDA context, page cache for loading). On a GB10
+/// The default host reserve: what must stay free beside the ranks and their kept prompt states
+/// once they run (the server's own buffers, the CUDA context, page cache for loading). On a GB10
 /// running out freezes the machine instead of failing an allocation, so its default is larger.
 /// (glmc compile's --host-reserve is another figure: what the pool leaves of the target's whole
 /// memory, the OS's share included.)
@@ -76,6 +87,9 @@ void addMemoryReserveOption(CommandLine &cl);
 /// host's MemAvailable less the reserve (--memory-reserve, else defaultHostReserve). A plan whose
 /// arenas live in a discrete GPU's memory (sm_90a) is not held to the host's memory: its
 /// allocation fails by itself, cleanly.
-Status checkHostMemoryForPlan(const CommandLine &cl, const runtime::PlanFile &plan, int ranksHere);
+/// `keptStates`: the server's --kept-states (serve's default when not given; a worker keeps what
+/// its rank 0 asks, serve's default unless told otherwise).
+Status checkHostMemoryForPlan(const CommandLine &cl, const runtime::PlanFile &plan, int ranksHere,
+                              std::optional<uint64_t> keptStates = std::nullopt);
 
 } // namespace glm::tools

@@ -93,8 +93,8 @@ int runServe(const std::vector<std::string> &args) {
   Expected<std::optional<int64_t>> monitorPort = cl.getInt("monitor-port", 0, 65535);
   Expected<std::optional<int64_t>> drainTimeout = cl.getInt("drain-timeout", 0, 86400);
   for (const auto *value :
-       {&port, &maxWaiting, &keptStates, &maxConnections, &maxClient, &headerTimeout, &bodyTimeout, &idleTimeout,
-        &maxBody, &maxBodyMemory, &monitorPort, &drainTimeout}) {
+       {&port, &maxWaiting, &keptStates, &maxConnections, &maxClient, &headerTimeout, &bodyTimeout,
+        &idleTimeout, &maxBody, &maxBodyMemory, &monitorPort, &drainTimeout}) {
     if (!value->ok()) {
       return cl.fail(value->status());
     }
@@ -183,7 +183,10 @@ int runServe(const std::vector<std::string> &args) {
     return cl.fail(transport.status().withContext("--tp-transport"));
   }
   // Before any weight loads: this process holds one rank with --tp-listen, else all of them.
-  if (Status fits = checkHostMemoryForPlan(cl, **plan, tpListen ? 1 : tp); !fits.ok()) {
+  const std::optional<uint64_t> keptForMemory =
+      *keptStates ? std::optional<uint64_t>(static_cast<uint64_t>(**keptStates)) : std::nullopt;
+  if (Status fits = checkHostMemoryForPlan(cl, **plan, tpListen ? 1 : tp, keptForMemory);
+      !fits.ok()) {
     return cl.fail(fits);
   }
   Expected<std::unique_ptr<runtime::Engine>> engine =
@@ -205,7 +208,8 @@ int runServe(const std::vector<std::string> &args) {
   }
   const plan::StatePool *pool = (*engine)->plan().state_pool();
   const int64_t sequences = pool != nullptr ? pool->max_sequences() : 1;
-  const int64_t kept = keptStates->value_or(4 * sequences);
+  const int64_t kept =
+      keptStates->value_or(static_cast<int64_t>(kKeptStatesPerSequence) * sequences);
   if (kept > 0) {
     std::printf("glmc serve: up to %lld prompt states kept for reuse, %.1f MiB each a rank\n",
                 static_cast<long long>(kept),
