@@ -162,6 +162,7 @@ private:
         }
         text += t;
       } else if (type == "thinking") {
+        // Its signature is not checked: see ThinkingSignature.h.
         std::string t;
         if (MaybeError e = readString(blocks[j], "thinking", blockPath, t)) {
           return e;
@@ -309,9 +310,10 @@ MaybeError readToolChoice(const Json &body, Json &chat) {
 }
 
 /// thinking: enabled (with budget_tokens, at least 1024 and below max_tokens, as Anthropic
-/// requires) or adaptive turn GLM's think block on; disabled, or no thinking field (Anthropic's
-/// default), turn it off.
-MaybeError readThinking(const Json &body, const Json *maxTokens, Json &chat) {
+/// requires; the think block is closed there) or adaptive turn GLM's think block on; disabled,
+/// or no thinking field (Anthropic's default), turn it off.
+MaybeError readThinking(const Json &body, const Json *maxTokens, Json &chat,
+                        std::optional<int64_t> &budgetTokens) {
   bool enabled = false;
   if (const Json *thinking = member(body, "thinking")) {
     std::string type;
@@ -335,6 +337,7 @@ MaybeError readThinking(const Json &body, const Json *maxTokens, Json &chat) {
         return fieldValueError("thinking.budget_tokens", "must be less than max_tokens");
       }
       enabled = true;
+      budgetTokens = budget->get<int64_t>();
     } else if (type == "adaptive") {
       enabled = true;
     } else if (type != "disabled") {
@@ -393,7 +396,7 @@ std::variant<MessagesRequest, ApiError> parseMessagesRequest(std::string_view te
     return std::move(*e);
   }
   const Json *maxTokens = member(body, "max_tokens");
-  if (MaybeError e = readThinking(body, maxTokens, chat)) {
+  if (MaybeError e = readThinking(body, maxTokens, chat, out.thinkingBudget)) {
     return std::move(*e);
   }
   if (countTokens) {
@@ -476,13 +479,12 @@ Json errorJson(const ApiError &error) {
 Json usageJson(const MessagesUsage &usage) {
   return Json{{"input_tokens", usage.inputTokens},
               {"cache_creation_input_tokens", 0},
-              {"cache_read_input_tokens", 0},
+              {"cache_read_input_tokens", usage.cacheReadInputTokens},
               {"output_tokens", usage.outputTokens}};
 }
 
-Json thinkingBlockJson(const std::string &thinking) {
-  // No signature: the server signs nothing, and reads thinking blocks back unverified.
-  return Json{{"type", "thinking"}, {"thinking", thinking}, {"signature", ""}};
+Json thinkingBlockJson(const std::string &thinking, const std::string &signature) {
+  return Json{{"type", "thinking"}, {"thinking", thinking}, {"signature", signature}};
 }
 
 Json textBlockJson(const std::string &text) { return Json{{"type", "text"}, {"text", text}}; }

@@ -26,11 +26,16 @@ struct MessagesRequest {
   ParamMap params; // the chat body's paths back to the request's
   std::string model;
   bool stream = false;
+  /// thinking: {type: "enabled", budget_tokens}: the think block's most tokens (the server
+  /// closes it there, ThinkingBudget); none for adaptive or disabled thinking.
+  std::optional<int64_t> thinkingBudget;
 };
 
 /// Validates and translates a /v1/messages body (`countTokens`: a /v1/messages/count_tokens
 /// one, which has no max_tokens and no sampling). Errors name the request's own fields
-/// (`messages[1].content[0].tool_use_id`).
+/// (`messages[1].content[0].tool_use_id`). A thinking block sent back is read whatever its
+/// signature (ThinkingSignature.h says why); redacted_thinking blocks are dropped: they hold
+/// another model's encrypted reasoning, which nothing here can read.
 std::variant<MessagesRequest, ApiError> parseMessagesRequest(std::string_view body,
                                                              bool countTokens);
 
@@ -39,14 +44,20 @@ std::variant<MessagesRequest, ApiError> parseMessagesRequest(std::string_view bo
 /// request_too_large, 429 rate_limit_error, 500 api_error, 503 overloaded_error...).
 nlohmann::ordered_json errorJson(const ApiError &error);
 
+/// Anthropic counts the prompt in parts: input_tokens are the ones processed anew, and
+/// cache_read_input_tokens those read from a cache (a kept prompt state here); their sum is the
+/// prompt.
 struct MessagesUsage {
-  int64_t inputTokens = 0;
+  int64_t inputTokens = 0; // uncached prompt tokens
   int64_t outputTokens = 0;
+  int64_t cacheReadInputTokens = 0;
 };
 nlohmann::ordered_json usageJson(const MessagesUsage &usage);
 
 /// Content blocks.
-nlohmann::ordered_json thinkingBlockJson(const std::string &thinking);
+/// A thinking block with its signature (ThinkingSigner::sign of the text; "" while streamed,
+/// the signature_delta carries it).
+nlohmann::ordered_json thinkingBlockJson(const std::string &thinking, const std::string &signature);
 nlohmann::ordered_json textBlockJson(const std::string &text);
 /// tool_use with the call's arguments as its input object; its id "toolu_..." from the call's.
 nlohmann::ordered_json toolUseBlockJson(const ToolCall &call);

@@ -50,6 +50,15 @@ bool BlockReply::finish(int choice, runtime::FinishReason reason, const Status &
   return close(reason, write);
 }
 
+ReplyStream::Summary BlockReply::summary() const {
+  const char *reason = error_                   ? "error"
+                       : !ended_                ? "cancelled"
+                       : end_ == End::ToolCalls ? "tool_calls"
+                       : end_ == End::Length    ? "length"
+                                                : "stop";
+  return Summary{tokens_, {reason}};
+}
+
 bool BlockReply::closeOpen(const Write &write) {
   if (blocks_.empty() || !blocks_.back().open) {
     return true;

@@ -31,6 +31,7 @@ public:
               const Write &write) final;
   bool complete() const final { return ended_ || error_.has_value(); }
   const std::optional<Status> &engineFailure() const final { return error_; }
+  Summary summary() const final;
 
 protected:
   /// blocks_[index] opened: empty for reasoning and text, whole for a tool call.

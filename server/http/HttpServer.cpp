@@ -7,7 +7,10 @@
 #include "server/http/MessagesReply.h"
 #include "server/http/Metrics.h"
 #include "server/http/ReplyStream.h"
+#include "server/http/RequestId.h"
+#include "server/http/RequestLog.h"
 #include "server/http/ResponsesReply.h"
+#include "server/http/ThinkingBudget.h"
 #include "server/http/TokenQueue.h"
 #include "server/openai/Protocol.h"
 #include "server/openai/Responses.h"
@@ -117,8 +120,9 @@ struct HttpServer::Impl {
   ServerOptions options;
   runtime::EngineApi &engine;
   ServedModel model;
-  ServerMetrics metrics; // before the listeners, which count into it
+  ServerMetrics metrics;   // before the listeners, which count into it
   ResponseStore responses; // what GET /v1/responses/{id} and previous_response_id read
+  const anthropic::ThinkingSigner signer; // its key drawn at start
   BoundedServer http;
   std::unique_ptr<BoundedServer> monitor;
   int monitorPort = -1;
@@ -184,10 +188,10 @@ struct HttpServer::Impl {
       return true;
     }
     res.set_header("WWW-Authenticate", "Bearer");
-    sendError(res,
-              ApiError{401, "invalid_request_error", "invalid_api_key",
-                       "Incorrect API key provided."},
-              shapeOf(req.path));
+    sendError(
+        res,
+        ApiError{401, "invalid_request_error", "invalid_api_key", "Incorrect API key provided."},
+        shapeOf(req.path));
     return false;
   }
 
@@ -276,6 +280,9 @@ struct HttpServer::Impl {
       }
       TokenQueue::Taken taken = queue.take(std::chrono::milliseconds(50));
       finished = taken.finished;
+      if (taken.cachedTokens) {
+        reply.promptCached(*taken.cachedTokens);
+      }
       if (!started && (!taken.tokens.empty() || !taken.ends.empty())) {
         started = true;
         if (!reply.begin(write)) {
@@ -333,8 +340,8 @@ struct HttpServer::Impl {
   };
 
   /// POST /v1/chat/completions and /v1/completions.
-  void generate(const httplib::Request &req, httplib::Response &res, Endpoint endpoint,
-                RequestBody &body) {
+  void generate(httplib::Response &res, Endpoint endpoint, RequestBody &body,
+                const std::shared_ptr<RequestLog> &log) {
     ++metrics.requestsTotal;
     if (draining) {
       return sendError(res, kShuttingDown);
@@ -346,19 +353,24 @@ struct HttpServer::Impl {
     PreparedRequest &request = std::get<PreparedRequest>(prepared);
     const int64_t promptTokens = static_cast<int64_t>(request.sequence.prompt.size());
     const bool stream = request.reply.stream;
+    log->model = request.reply.model;
     std::shared_ptr<ReplyStream> reply =
         ReplyStream::create(*model.tokenizer, std::move(request.reply), promptTokens);
-    run(res, std::move(request.sequence), std::move(reply), stream, Shape::OpenAI);
+    run(res, std::move(request.sequence), std::move(reply), stream, Shape::OpenAI, log);
   }
 
   /// Submits a prepared generation and writes its reply, whole or streamed.
   void run(httplib::Response &res, runtime::SequenceRequest sequence,
-           std::shared_ptr<ReplyStream> reply, bool stream, Shape shape) {
+           std::shared_ptr<ReplyStream> reply, bool stream, Shape shape,
+           const std::shared_ptr<RequestLog> &log) {
     const int64_t promptTokens = static_cast<int64_t>(sequence.prompt.size());
+    log->promptTokens = promptTokens;
     std::shared_ptr<TokenQueue> queue = submit(std::move(sequence), res, shape);
     if (!queue) {
       return;
     }
+    log->queue = queue;
+    log->reply = reply;
     metrics.promptTokens += promptTokens;
     // Counted until the response is written, so a graceful stop waits for it.
     ++inFlight;
@@ -367,9 +379,11 @@ struct HttpServer::Impl {
       return whole(*queue, *reply, res, shape);
     }
     res.set_header("Cache-Control", "no-cache");
+    // The stream's writer holds the log line: it is written once the stream is over.
+    log->status = 200;
     res.set_chunked_content_provider(
         "text/event-stream",
-        [this, queue, reply, done = std::move(done)](size_t, httplib::DataSink &sink) {
+        [this, queue, reply, log, done = std::move(done)](size_t, httplib::DataSink &sink) {
           const ReplyStream::Write write = [&sink](std::string_view bytes) {
             return sink.write(bytes.data(), bytes.size());
           };
@@ -410,7 +424,8 @@ struct HttpServer::Impl {
   }
 
   /// POST /v1/responses.
-  void createResponse(httplib::Response &res, RequestBody &body) {
+  void createResponse(httplib::Response &res, RequestBody &body,
+                      const std::shared_ptr<RequestLog> &log) {
     ++metrics.requestsTotal;
     if (draining) {
       return sendError(res, kShuttingDown);
@@ -419,8 +434,8 @@ struct HttpServer::Impl {
     std::optional<ResponsesRequest> request;
     std::variant<PreparedRequest, ApiError> prepared = [&]() -> decltype(prepared) {
       PrepareTurn turn(*this);
-      std::variant<ResponsesRequest, ApiError> parsed = parseResponsesRequest(
-          body.text(), [this](const std::string &previous) {
+      std::variant<ResponsesRequest, ApiError> parsed =
+          parseResponsesRequest(body.text(), [this](const std::string &previous) {
             return responses.conversation(previous);
           });
       body.release();
@@ -451,9 +466,10 @@ struct HttpServer::Impl {
       };
     }
     const int64_t promptTokens = static_cast<int64_t>(ready.sequence.prompt.size());
+    log->model = request->chatBody.value("model", "-");
     std::shared_ptr<ReplyStream> reply =
         createResponsesReply(*model.tokenizer, std::move(options), promptTokens);
-    run(res, std::move(ready.sequence), std::move(reply), request->stream, Shape::OpenAI);
+    run(res, std::move(ready.sequence), std::move(reply), request->stream, Shape::OpenAI, log);
   }
 
   /// GET /v1/responses/{id}.
@@ -469,7 +485,9 @@ struct HttpServer::Impl {
   }
 
   /// POST /v1/messages and /v1/messages/count_tokens, answering in Anthropic's shapes.
-  void createMessage(httplib::Response &res, RequestBody &body, bool countTokens) {
+  /// `log` is null for count_tokens, which generates nothing.
+  void createMessage(httplib::Response &res, RequestBody &body, bool countTokens,
+                     const std::shared_ptr<RequestLog> &log) {
     if (!countTokens) {
       ++metrics.requestsTotal;
     }
@@ -501,14 +519,24 @@ struct HttpServer::Impl {
     if (countTokens) {
       return sendJson(res, 200, {{"input_tokens", promptTokens}});
     }
+    if (request->thinkingBudget && ready.reply.startsInReasoning) {
+      if (std::optional<TokenId> end = model.tokenizer->tokenToId("</think>")) {
+        std::shared_ptr<const runtime::TokenConstraint> &constraint = ready.sequence.constraint;
+        constraint =
+            std::make_shared<ThinkingBudget>(*request->thinkingBudget, static_cast<int32_t>(*end),
+                                             constraint ? constraint->clone() : nullptr);
+      }
+    }
     MessagesReplyOptions options;
     options.text = textOptions(ready.reply);
     options.id = id;
     options.model = request->model;
     options.stream = request->stream;
+    options.signer = &signer;
+    log->model = request->model;
     std::shared_ptr<ReplyStream> reply =
         createMessagesReply(*model.tokenizer, std::move(options), promptTokens);
-    run(res, std::move(ready.sequence), std::move(reply), request->stream, Shape::Anthropic);
+    run(res, std::move(ready.sequence), std::move(reply), request->stream, Shape::Anthropic, log);
   }
 
   /// A non-streamed reply: generated while the handler waits, so that its status can say how it
@@ -539,14 +567,22 @@ struct HttpServer::Impl {
     res.set_content(body, "application/json");
   }
 
+  /// GET /health: the status, and the state pool in tokens (how much a new request may take
+  /// now), so that a router can send work where it fits.
   void health(httplib::Response &res) {
+    const runtime::SchedulerStats stats = engine.stats();
+    auto withPool = [&](OrderedJson body) {
+      body["pool_tokens"] = stats.poolTokens;
+      body["pool_free_tokens"] = stats.poolFreeTokens;
+      return body;
+    };
     if (draining) {
-      return sendJson(res, 503, {{"status", "draining"}});
+      return sendJson(res, 503, withPool({{"status", "draining"}}));
     }
     if (Status health = engine.health(); !health.ok()) {
-      return sendJson(res, 503, {{"status", "unavailable"}, {"error", health.message()}});
+      return sendJson(res, 503, withPool({{"status", "unavailable"}, {"error", health.message()}}));
     }
-    sendJson(res, 200, {{"status", "ok"}});
+    sendJson(res, 200, withPool({{"status", "ok"}}));
   }
 
   void metricsPage(const httplib::Request &req, httplib::Response &res) {
@@ -643,6 +679,14 @@ struct HttpServer::Impl {
     using Res = httplib::Response &;
     using Reader = const httplib::ContentReader &;
     http.setGate([this](Req req, Res res) { return gate(req, res); });
+    // Every response carries its request's id; a generation's handler sets it first (its log
+    // line names the same id).
+    auto tagged = [](Req req, Res res) {
+      if (!res.has_header("X-Request-Id")) {
+        res.set_header("X-Request-Id", requestIdFor(req.get_header_value("X-Request-Id")));
+      }
+    };
+    http.set_post_routing_handler(tagged);
     // Every POST reads its body through readBody (bounded while it arrives, chunked too).
     auto withBody = [this](std::function<void(Req, Res, RequestBody &)> handler) {
       return [this, handler = std::move(handler)](Req req, Res res, Reader reader) {
@@ -656,21 +700,42 @@ struct HttpServer::Impl {
     http.Get("/metrics", [this](Req req, Res res) { metricsPage(req, res); });
     http.Get("/v1/models", [this](Req req, Res res) { models(req, res); });
     http.Get(R"(/v1/models/(.+))", [this](Req req, Res res) { oneModel(req, res); });
-    http.Post("/v1/chat/completions", withBody([this](Req req, Res res, RequestBody &body) {
-                generate(req, res, Endpoint::ChatCompletions, body);
+    // A generation request's id and log line exist from its arrival, so that a refusal (a body
+    // too large, a bad field) is logged and tagged as an answer is.
+    using Generation = std::function<void(Res, RequestBody &, const std::shared_ptr<RequestLog> &)>;
+    auto generation = [this](Generation handler) {
+      return [this, handler = std::move(handler)](Req req, Res res, Reader reader) {
+        auto log = std::make_shared<RequestLog>(requestIdFor(req.get_header_value("X-Request-Id")),
+                                                req.path);
+        res.set_header("X-Request-Id", log->requestId());
+        RequestBody body;
+        if (http.readBody(req, reader, body, res)) {
+          handler(res, body, log);
+        }
+        if (log->status == 0) { // a stream's is set when it starts
+          log->status = res.status;
+        }
+      };
+    };
+    http.Post("/v1/chat/completions", generation([this](Res res, RequestBody &body,
+                                                        const std::shared_ptr<RequestLog> &log) {
+                generate(res, Endpoint::ChatCompletions, body, log);
               }));
-    http.Post("/v1/completions", withBody([this](Req req, Res res, RequestBody &body) {
-                generate(req, res, Endpoint::Completions, body);
+    http.Post("/v1/completions", generation([this](Res res, RequestBody &body,
+                                                   const std::shared_ptr<RequestLog> &log) {
+                generate(res, Endpoint::Completions, body, log);
               }));
-    http.Post("/v1/responses", withBody([this](Req, Res res, RequestBody &body) {
-                createResponse(res, body);
+    http.Post("/v1/responses", generation([this](Res res, RequestBody &body,
+                                                 const std::shared_ptr<RequestLog> &log) {
+                createResponse(res, body, log);
               }));
     http.Get(R"(/v1/responses/([^/]+))", [this](Req req, Res res) { getResponse(req, res); });
-    http.Post("/v1/messages", withBody([this](Req, Res res, RequestBody &body) {
-                createMessage(res, body, /*countTokens=*/false);
+    http.Post("/v1/messages", generation([this](Res res, RequestBody &body,
+                                                const std::shared_ptr<RequestLog> &log) {
+                createMessage(res, body, /*countTokens=*/false, log);
               }));
     http.Post("/v1/messages/count_tokens", withBody([this](Req, Res res, RequestBody &body) {
-                createMessage(res, body, /*countTokens=*/true);
+                createMessage(res, body, /*countTokens=*/true, nullptr);
               }));
     for (const std::string prefix : {"", "/v1"}) {
       http.Post(prefix + "/tokenize",
@@ -689,6 +754,7 @@ struct HttpServer::Impl {
           res, ApiError{404, "invalid_request_error", "invalid_request_error", "no such endpoint"});
     });
     if (monitor) {
+      monitor->set_post_routing_handler(tagged);
       monitor->Get("/health", [this](Req, Res res) { health(res); });
       monitor->Get("/metrics", [this](Req req, Res res) { metricsPage(req, res); });
       monitor->Post(".*", [](Req, Res res, Reader) {

@@ -53,7 +53,7 @@ public:
     }
     event("message_delta",
           {{"delta", Json{{"stop_reason", reason}, {"stop_sequence", sequence}}},
-           {"usage", Json{{"input_tokens", promptTokens_}, {"output_tokens", tokens_}}}},
+           {"usage", anthropic::usageJson(usage())}},
           write);
     event("message_stop", Json::object(), write);
   }
@@ -70,7 +70,7 @@ protected:
       return true;
     }
     const Block &b = blocks_[index];
-    Json start = b.kind == Kind::Reasoning ? anthropic::thinkingBlockJson("")
+    Json start = b.kind == Kind::Reasoning ? anthropic::thinkingBlockJson("", "")
                  : b.kind == Kind::Text    ? anthropic::textBlockJson("")
                                            : anthropic::toolUseBlockJson(b.call);
     if (b.kind == Kind::ToolCall) {
@@ -107,9 +107,13 @@ protected:
     if (!options_.stream) {
       return true;
     }
+    // A thinking block's signature comes last, just before its content_block_stop (the SDKs
+    // read it there).
     if (blocks_[index].kind == Kind::Reasoning &&
         !event("content_block_delta",
-               {{"index", index}, {"delta", Json{{"type", "signature_delta"}, {"signature", ""}}}},
+               {{"index", index},
+                {"delta",
+                 Json{{"type", "signature_delta"}, {"signature", signature(blocks_[index].text)}}}},
                write)) {
       return false;
     }
@@ -119,12 +123,18 @@ protected:
 private:
   Json block(size_t index) const {
     const Block &b = blocks_[index];
-    return b.kind == Kind::Reasoning ? anthropic::thinkingBlockJson(b.text)
+    return b.kind == Kind::Reasoning ? anthropic::thinkingBlockJson(b.text, signature(b.text))
            : b.kind == Kind::Text    ? anthropic::textBlockJson(b.text)
                                      : anthropic::toolUseBlockJson(b.call);
   }
 
-  anthropic::MessagesUsage usage() const { return {promptTokens_, tokens_}; }
+  std::string signature(const std::string &thinking) const {
+    return options_.signer ? options_.signer->sign(thinking) : std::string();
+  }
+
+  anthropic::MessagesUsage usage() const {
+    return {promptTokens_ - cachedTokens_, tokens_, cachedTokens_};
+  }
 
   static bool event(const char *type, Json fields, const Write &write) {
     Json json{{"type", type}};

@@ -2,6 +2,7 @@
 // (message_start, ping, content_block_start / _delta / _stop, message_delta, message_stop).
 #pragma once
 
+#include "server/anthropic/ThinkingSignature.h"
 #include "server/http/ReplyStream.h"
 #include "server/http/ReplyText.h"
 #include "server/tokenizer/Tokenizer.h"
@@ -16,6 +17,8 @@ struct MessagesReplyOptions {
   std::string id;    // "msg_..."
   std::string model; // as the request named it
   bool stream = false;
+  /// Signs the thinking blocks; the server's, which outlives the reply.
+  const anthropic::ThinkingSigner *signer = nullptr;
 };
 
 std::unique_ptr<ReplyStream>

@@ -57,6 +57,12 @@ std::string ServerMetrics::render(const runtime::SchedulerStats &engine,
         "Fraction of the state pool's pages in use (1 = full; pages only kept prompt states "
         "hold count as free).",
         usage);
+  gauge("glmc:pool_tokens", "gauge", "The state pool's size in tokens (0 without a pool).",
+        engine.poolTokens);
+  gauge("glmc:pool_free_tokens", "gauge",
+        "Tokens of the state pool no running sequence holds (pages only kept prompt states "
+        "hold count as free: they give way to a new request).",
+        engine.poolFreeTokens);
   gauge("vllm:request_success_total", "counter", "Requests the engine finished.", engine.finished);
   gauge("vllm:generation_tokens_total", "counter", "Tokens generated.", engine.generatedTokens);
   gauge("vllm:num_preemptions_total", "counter",
@@ -65,8 +71,7 @@ std::string ServerMetrics::render(const runtime::SchedulerStats &engine,
         "Prompt tokens looked up among the kept prompt states.", engine.prefixQueryTokens);
   gauge("vllm:prefix_cache_hits_total", "counter",
         "Prompt tokens resumed from a kept state instead of prefilled.", engine.prefixHitTokens);
-  gauge("glmc:kept_prompt_states", "gauge", "Prompt states kept for reuse now.",
-        engine.keptStates);
+  gauge("glmc:kept_prompt_states", "gauge", "Prompt states kept for reuse now.", engine.keptStates);
   gauge("glmc:http_requests_total", "counter", "Generation requests received.",
         requestsTotal.load());
   gauge("glmc:http_requests_failed_total", "counter",

@@ -131,7 +131,16 @@ public:
     for (const Choice &c : choices_) {
       completionTokens += c.tokens;
     }
-    completeReply(Usage{promptTokens_, completionTokens}, write);
+    completeReply(Usage{promptTokens_, completionTokens, cachedTokens_}, write);
+  }
+
+  Summary summary() const final {
+    Summary s;
+    for (const Choice &c : choices_) {
+      s.outputTokens += c.tokens;
+      s.finishReasons.push_back(error_ ? "error" : c.closed ? c.finishReason : "cancelled");
+    }
+    return s;
   }
 
 protected:

@@ -54,6 +54,9 @@ public:
                                              int64_t promptTokens);
   virtual ~ReplyStream() = default;
 
+  /// The first `tokens` tokens of the prompt resumed from a kept state (usage's cached tokens).
+  /// At most once, before begin().
+  void promptCached(int64_t tokens) { cachedTokens_ = tokens; }
   /// At the engine's first output, a token or an end. False when writing failed.
   virtual bool begin(const Write &write) = 0;
   /// One generated token of choice `choice`. False when writing failed.
@@ -74,6 +77,18 @@ public:
   /// truncated, as by max_tokens), then [DONE]. A whole reply writes nothing: its handler answers
   /// with the error instead.
   virtual void interrupt(const ApiError &error, const Write &write) = 0;
+
+  /// What the per-request log line tells of the reply: the output tokens its usage counts, and
+  /// each choice's end in chat completions' words ("stop", "length", "tool_calls"; "error" once
+  /// the engine failed, "cancelled" for a choice that never ended).
+  struct Summary {
+    int64_t outputTokens = 0;
+    std::vector<std::string> finishReasons;
+  };
+  virtual Summary summary() const = 0;
+
+protected:
+  int64_t cachedTokens_ = 0;
 };
 
 /// The HTTP error of a request the engine failed: 503 `engine_unavailable` when the engine lost a

@@ -220,7 +220,7 @@ private:
   }
 
   ResponsesUsage usage() const {
-    return ResponsesUsage{promptTokens_, tokens_, reasoningTokens_, 0};
+    return ResponsesUsage{promptTokens_, tokens_, reasoningTokens_, cachedTokens_};
   }
 
   bool event(const char *type, Json fields, const Write &write) {

@@ -89,9 +89,14 @@ std::optional<ApiError> attachConstraint(const ConstraintSpec &spec,
       reasoningEnd = static_cast<int32_t>(*end);
     }
   }
+  // With ignore_eos an end-of-sequence token ends nothing: the scheduler hands it to the
+  // constraint as a token, which no grammar accepts. So the grammar does not offer it: where the
+  // structure may end or go on, it goes on (up to max_tokens); where it is complete, the reply
+  // ends there all the same.
+  std::vector<int32_t> endIds = sequence.ignoreEos ? std::vector<int32_t>() : sequence.eosIds;
   sequence.constraint = std::make_shared<grammar::GrammarConstraint>(
       std::get<std::shared_ptr<const grammar::CompiledGrammar>>(std::move(compiled)),
-      sequence.eosIds, reasoningEnd);
+      std::move(endIds), reasoningEnd);
   return std::nullopt;
 }
 

@@ -23,8 +23,9 @@ std::optional<grammar::ConstraintSpec> constraintSpec(const ChatRequest &request
 std::optional<grammar::ConstraintSpec> constraintSpec(const CompletionRequest &request);
 
 /// Compiles `spec` (cached) and sets `sequence.constraint`: the grammar holds after the reasoning
-/// when `startsInReasoning` (from the first token otherwise). A schema, regex or grammar error is
-/// a 400 naming the field and the path inside it.
+/// when `startsInReasoning` (from the first token otherwise); end-of-sequence ids are offered
+/// where the structure may end unless the sequence ignores them. A schema, regex or grammar error
+/// is a 400 naming the field and the path inside it.
 std::optional<ApiError> attachConstraint(const grammar::ConstraintSpec &spec,
                                          grammar::StructuredOutputs &structured,
                                          const Tokenizer &tokenizer, bool startsInReasoning,

@@ -22,6 +22,7 @@ public:
   bool onToken(int choice, const runtime::SampledToken &token) override;
   void onFinish(int choice, runtime::FinishReason reason, const Status &error) override;
   void onScheduled() override;
+  void onPromptCached(int64_t tokens) override;
   bool cancelled() const override { return cancelled_.load(); }
   /// Asks the engine to stop the request (every choice of it) at its next step.
   void cancel() { cancelled_ = true; }
@@ -41,9 +42,22 @@ public:
     std::vector<Token> tokens;
     std::vector<End> ends;
     bool finished = false;
+    /// The prompt tokens a kept state supplied, in the first take() after the engine said so
+    /// (before any token of the request).
+    std::optional<int64_t> cachedTokens;
   };
   /// Waits up to `timeout` for tokens or an end; returns what arrived.
   Taken take(std::chrono::milliseconds timeout);
+
+  /// The request's timing so far, as the engine produced it (the per-request log line): choice
+  /// 0 stands for the request, as in the latency metrics.
+  struct Timing {
+    std::optional<double> timeToFirstToken; // seconds from submission; none before a token
+    double decodeSeconds = 0;               // from choice 0's first token to its last
+    int64_t decodeTokens = 0;               // choice 0's tokens after its first
+    int64_t cachedTokens = 0;
+  };
+  Timing timing();
 
 private:
   ServerMetrics &metrics_;
@@ -59,6 +73,13 @@ private:
   std::vector<Token> tokens_;
   std::vector<End> ends_;
   int ended_ = 0;
+  std::optional<int64_t> cached_; // not taken yet
+  // Choice 0's first and last token and its count, for timing(): set where the token is queued,
+  // under the lock it takes anyway.
+  std::optional<std::chrono::steady_clock::time_point> firstAt_;
+  std::chrono::steady_clock::time_point lastAt_;
+  int64_t choiceZeroTokens_ = 0;
+  int64_t cachedTokens_ = 0;
   std::atomic<bool> cancelled_{false};
 };
 

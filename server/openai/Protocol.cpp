@@ -47,48 +47,6 @@ ApiError makeError(int status, std::string code, std::string message,
   return error;
 }
 
-std::string_view jsonTypeName(const Json &v) {
-  if (v.is_boolean()) {
-    return "a boolean";
-  }
-  if (v.is_number()) {
-    return "a number";
-  }
-  if (v.is_string()) {
-    return "a string";
-  }
-  if (v.is_array()) {
-    return "an array";
-  }
-  if (v.is_object()) {
-    return "an object";
-  }
-  return "null";
-}
-
-ApiError typeError(const std::string &param, std::string_view expected, const Json &got) {
-  return makeError(400, "invalid_type",
-                   strCat("Invalid type for '", param, "': expected ", expected, ", but got ",
-                          jsonTypeName(got), " instead."),
-                   param);
-}
-
-ApiError valueError(const std::string &param, std::string_view detail) {
-  return makeError(400, "invalid_value", strCat("Invalid '", param, "': ", detail, "."), param);
-}
-
-ApiError missingError(const std::string &param) {
-  return makeError(400, "missing_required_parameter",
-                   strCat("Missing required parameter: '", param, "'."), param);
-}
-
-/// A value we understand but do not implement: refused, since ignoring it would change what the
-/// client gets without telling it (server.md §0 item 3, §1.1).
-ApiError unsupportedValue(const std::string &param, std::string_view detail) {
-  return makeError(400, "unsupported_value",
-                   strCat("Unsupported value for '", param, "': ", detail, "."), param);
-}
-
 ApiError unsupportedParameter(const std::string &param, std::string_view detail) {
   return makeError(400, "unsupported_parameter",
                    strCat("Unsupported parameter: '", param, "': ", detail, "."), param);
@@ -230,7 +188,7 @@ MaybeError readBool(const Json &object, const char *key, bool &out) {
     return std::nullopt;
   }
   if (!v->is_boolean()) {
-    return typeError(key, "a boolean", *v);
+    return fieldTypeError(key, "a boolean", *v);
   }
   out = v->get<bool>();
   return std::nullopt;
@@ -251,13 +209,13 @@ MaybeError readNumber(const Json &object, const char *key, const Range &range, d
     return std::nullopt;
   }
   if (!v->is_number()) {
-    return typeError(key, "a number", *v);
+    return fieldTypeError(key, "a number", *v);
   }
   double d = v->get<double>();
   bool below = range.loOpen ? !(d > range.lo) : !(d >= range.lo);
   bool above = range.hiOpen ? !(d < range.hi) : !(d <= range.hi);
   if (!std::isfinite(d) || below || above) {
-    return valueError(key, strCat("must be ", range.text, ", got ", quoteNumber(*v)));
+    return fieldValueError(key, strCat("must be ", range.text, ", got ", quoteNumber(*v)));
   }
   out = d;
   return std::nullopt;
@@ -271,15 +229,16 @@ MaybeError readInteger(const Json &object, const char *key, int64_t lo, int64_t 
     return std::nullopt;
   }
   if (!v->is_number()) {
-    return typeError(key, "an integer", *v);
+    return fieldTypeError(key, "an integer", *v);
   }
   std::optional<int64_t> i = asInt64(*v);
   if (!i) {
-    return valueError(
+    return fieldValueError(
         key, strCat("must be an integer between ", lo, " and ", hi, ", got ", quoteNumber(*v)));
   }
   if (*i < lo || *i > hi) {
-    return valueError(key, strCat("must be between ", lo, " and ", hi, ", got ", quoteNumber(*v)));
+    return fieldValueError(key,
+                           strCat("must be between ", lo, " and ", hi, ", got ", quoteNumber(*v)));
   }
   out = *i;
   return std::nullopt;
@@ -313,14 +272,15 @@ MaybeError readStop(const Json &object, std::vector<std::string> &out) {
   }
   auto checkOne = [](const Json &s, const std::string &param) -> MaybeError {
     if (!s.is_string()) {
-      return typeError(param, "a string", s);
+      return fieldTypeError(param, "a string", s);
     }
     const std::string &text = s.get_ref<const std::string &>();
     if (text.empty()) {
-      return valueError(param, "stop strings must not be empty");
+      return fieldValueError(param, "stop strings must not be empty");
     }
     if (text.size() > kMaxStopBytes) {
-      return valueError(param, strCat("stop strings are limited to ", kMaxStopBytes, " bytes"));
+      return fieldValueError(param,
+                             strCat("stop strings are limited to ", kMaxStopBytes, " bytes"));
     }
     return std::nullopt;
   };
@@ -332,10 +292,10 @@ MaybeError readStop(const Json &object, std::vector<std::string> &out) {
     return std::nullopt;
   }
   if (!v->is_array()) {
-    return typeError("stop", "a string or an array of strings", *v);
+    return fieldTypeError("stop", "a string or an array of strings", *v);
   }
   if (v->size() > kMaxStopStrings) {
-    return valueError(
+    return fieldValueError(
         "stop", strCat("at most ", kMaxStopStrings, " stop strings are allowed, got ", v->size()));
   }
   std::vector<std::string> stops;
@@ -377,11 +337,11 @@ MaybeError readLogitBias(const Json &body, std::vector<std::pair<int32_t, double
     return std::nullopt;
   }
   if (!v->is_object()) {
-    return typeError("logit_bias", "an object", *v);
+    return fieldTypeError("logit_bias", "an object", *v);
   }
   if (v->size() > static_cast<size_t>(runtime::kMaxLogitBias)) {
-    return valueError("logit_bias", strCat("at most ", runtime::kMaxLogitBias,
-                                           " tokens may be biased, got ", v->size()));
+    return fieldValueError("logit_bias", strCat("at most ", runtime::kMaxLogitBias,
+                                                " tokens may be biased, got ", v->size()));
   }
   std::vector<std::pair<int32_t, double>> bias;
   bias.reserve(v->size());
@@ -389,16 +349,17 @@ MaybeError readLogitBias(const Json &body, std::vector<std::pair<int32_t, double
     // The key is not quoted back: it comes from the body and may be anything.
     std::optional<int32_t> id = parseTokenIdKey(key);
     if (!id) {
-      return valueError("logit_bias", "keys must be token ids, integers from 0 written in decimal");
+      return fieldValueError("logit_bias",
+                             "keys must be token ids, integers from 0 written in decimal");
     }
     if (!value.is_number()) {
-      return typeError("logit_bias", strCat("a number as the bias of token ", *id), value);
+      return fieldTypeError("logit_bias", strCat("a number as the bias of token ", *id), value);
     }
     const double d = value.get<double>();
     if (!std::isfinite(d) || d < -100.0 || d > 100.0) {
-      return valueError("logit_bias",
-                        strCat("the bias of token ", *id, " must be between -100 and 100, got ",
-                               quoteNumber(value)));
+      return fieldValueError("logit_bias",
+                             strCat("the bias of token ", *id,
+                                    " must be between -100 and 100, got ", quoteNumber(value)));
     }
     bias.emplace_back(*id, d);
   }
@@ -418,7 +379,7 @@ MaybeError readChatLogprobs(const Json &body, int32_t &out) {
     return e;
   }
   if (top.value_or(0) > 0 && !logprobs) {
-    return valueError("top_logprobs", "'logprobs' must be true to use 'top_logprobs'");
+    return fieldValueError("top_logprobs", "'logprobs' must be true to use 'top_logprobs'");
   }
   out = logprobs ? static_cast<int32_t>(top.value_or(0)) : -1;
   return std::nullopt;
@@ -463,13 +424,13 @@ MaybeError readSampling(const Json &body, const ProtocolLimits &limits, bool cha
   }
   if (const Json *seed = field(body, "seed")) {
     if (!seed->is_number()) {
-      return typeError("seed", "an integer", *seed);
+      return fieldTypeError("seed", "an integer", *seed);
     }
     std::optional<uint64_t> value = asUint64(*seed);
     if (!value) {
-      return valueError("seed",
-                        strCat("must be an integer between 0 and ",
-                               std::numeric_limits<uint64_t>::max(), ", got ", quoteNumber(*seed)));
+      return fieldValueError("seed", strCat("must be an integer between 0 and ",
+                                            std::numeric_limits<uint64_t>::max(), ", got ",
+                                            quoteNumber(*seed)));
     }
     out.seed = value;
   }
@@ -528,8 +489,8 @@ MaybeError readSampling(const Json &body, const ProtocolLimits &limits, bool cha
     return e;
   }
   if (minTokens && maxTokens && *minTokens > *maxTokens) {
-    return valueError("min_tokens", strCat("must not exceed '", maxTokensKey, "' (", *maxTokens,
-                                           "), got ", *minTokens));
+    return fieldValueError("min_tokens", strCat("must not exceed '", maxTokensKey, "' (",
+                                                *maxTokens, "), got ", *minTokens));
   }
   out.minTokens = minTokens.value_or(0);
 
@@ -549,7 +510,7 @@ MaybeError refuseTrue(const Json &body, const char *key, std::string_view why) {
     return e;
   }
   if (value) {
-    return unsupportedValue(key, why);
+    return fieldUnsupported(key, why);
   }
   return std::nullopt;
 }
@@ -561,10 +522,10 @@ MaybeError refuseNonEmpty(const Json &body, const char *key, std::string_view wh
     return std::nullopt;
   }
   if (!v->is_array()) {
-    return typeError(key, "an array", *v);
+    return fieldTypeError(key, "an array", *v);
   }
   if (!v->empty()) {
-    return unsupportedValue(key, why);
+    return fieldUnsupported(key, why);
   }
   return std::nullopt;
 }
@@ -583,10 +544,10 @@ MaybeError refusePresent(const Json &body, const char *key, std::string_view why
 MaybeError refuseUnsupported(const Json &body, bool chat) {
   if (const Json *bestOf = field(body, "best_of")) {
     if (!bestOf->is_number()) {
-      return typeError("best_of", "an integer", *bestOf);
+      return fieldTypeError("best_of", "an integer", *bestOf);
     }
     if (asInt64(*bestOf) != std::optional<int64_t>(1)) {
-      return unsupportedValue("best_of", "only best_of = 1 is supported; use 'n' for several "
+      return fieldUnsupported("best_of", "only best_of = 1 is supported; use 'n' for several "
                                          "choices");
     }
   }
@@ -627,20 +588,20 @@ MaybeError refuseUnsupported(const Json &body, bool chat) {
     }
     if (const Json *modalities = field(body, "modalities")) {
       if (!modalities->is_array()) {
-        return typeError("modalities", "an array", *modalities);
+        return fieldTypeError("modalities", "an array", *modalities);
       }
       for (const Json &m : *modalities) {
         if (!m.is_string() || m.get_ref<const std::string &>() != "text") {
-          return unsupportedValue("modalities", "only text output is supported");
+          return fieldUnsupported("modalities", "only text output is supported");
         }
       }
     }
   } else if (const Json *suffix = field(body, "suffix")) {
     if (!suffix->is_string()) {
-      return typeError("suffix", "a string", *suffix);
+      return fieldTypeError("suffix", "a string", *suffix);
     }
     if (!suffix->get_ref<const std::string &>().empty()) {
-      return unsupportedValue("suffix", "suffix is not supported");
+      return fieldUnsupported("suffix", "suffix is not supported");
     }
   }
   return std::nullopt;
@@ -653,10 +614,10 @@ MaybeError refuseUnsupported(const Json &body, bool chat) {
 MaybeError readModel(const Json &body, const ProtocolLimits &limits, std::string &out) {
   const Json *model = field(body, "model");
   if (!model) {
-    return missingError("model");
+    return fieldMissing("model");
   }
   if (!model->is_string()) {
-    return typeError("model", "a string", *model);
+    return fieldTypeError("model", "a string", *model);
   }
   const std::string &name = model->get_ref<const std::string &>();
   if (std::find(limits.modelNames.begin(), limits.modelNames.end(), name) ==
@@ -681,24 +642,25 @@ MaybeError readStreaming(const Json &body, bool &stream, bool &includeUsage) {
     return std::nullopt;
   }
   if (!options->is_object()) {
-    return typeError("stream_options", "an object", *options);
+    return fieldTypeError("stream_options", "an object", *options);
   }
   if (!stream) {
     // As OpenAI and vLLM: options for a stream that is not one are a client bug.
-    return valueError("stream_options", "stream options can only be set when 'stream' is true");
+    return fieldValueError("stream_options",
+                           "stream options can only be set when 'stream' is true");
   }
   if (const Json *usage = field(*options, "include_usage")) {
     if (!usage->is_boolean()) {
-      return typeError("stream_options.include_usage", "a boolean", *usage);
+      return fieldTypeError("stream_options.include_usage", "a boolean", *usage);
     }
     includeUsage = usage->get<bool>();
   }
   if (const Json *continuous = field(*options, "continuous_usage_stats")) {
     if (!continuous->is_boolean()) {
-      return typeError("stream_options.continuous_usage_stats", "a boolean", *continuous);
+      return fieldTypeError("stream_options.continuous_usage_stats", "a boolean", *continuous);
     }
     if (continuous->get<bool>()) {
-      return unsupportedValue("stream_options.continuous_usage_stats",
+      return fieldUnsupported("stream_options.continuous_usage_stats",
                               "usage in every chunk is not supported yet");
     }
   }
@@ -719,25 +681,25 @@ MaybeError checkContentParts(const Json &parts, const std::string &param) {
     const Json &part = parts[j];
     std::string partParam = strCat(param, "[", j, "]");
     if (!part.is_object()) {
-      return typeError(partParam, "an object", part);
+      return fieldTypeError(partParam, "an object", part);
     }
     const Json *type = field(part, "type");
     if (!type) {
-      return missingError(partParam + ".type");
+      return fieldMissing(partParam + ".type");
     }
     if (!type->is_string()) {
-      return typeError(partParam + ".type", "a string", *type);
+      return fieldTypeError(partParam + ".type", "a string", *type);
     }
     if (type->get_ref<const std::string &>() != "text") {
       // The model reads text only; dropping an image would answer a different question.
-      return unsupportedValue(partParam + ".type", "only text content parts are supported");
+      return fieldUnsupported(partParam + ".type", "only text content parts are supported");
     }
     const Json *text = field(part, "text");
     if (!text) {
-      return missingError(partParam + ".text");
+      return fieldMissing(partParam + ".text");
     }
     if (!text->is_string()) {
-      return typeError(partParam + ".text", "a string", *text);
+      return fieldTypeError(partParam + ".text", "a string", *text);
     }
   }
   return std::nullopt;
@@ -745,37 +707,37 @@ MaybeError checkContentParts(const Json &parts, const std::string &param) {
 
 MaybeError checkMessageToolCalls(const Json &calls, const std::string &param) {
   if (!calls.is_array()) {
-    return typeError(param, "an array", calls);
+    return fieldTypeError(param, "an array", calls);
   }
   for (size_t j = 0; j < calls.size(); ++j) {
     const Json &call = calls[j];
     std::string callParam = strCat(param, "[", j, "]");
     if (!call.is_object()) {
-      return typeError(callParam, "an object", call);
+      return fieldTypeError(callParam, "an object", call);
     }
     if (const Json *type = field(call, "type");
         type && (!type->is_string() || type->get_ref<const std::string &>() != "function")) {
-      return valueError(callParam + ".type", "must be \"function\"");
+      return fieldValueError(callParam + ".type", "must be \"function\"");
     }
     const Json *function = field(call, "function");
     if (!function) {
-      return missingError(callParam + ".function");
+      return fieldMissing(callParam + ".function");
     }
     if (!function->is_object()) {
-      return typeError(callParam + ".function", "an object", *function);
+      return fieldTypeError(callParam + ".function", "an object", *function);
     }
     const Json *name = field(*function, "name");
     if (!name) {
-      return missingError(callParam + ".function.name");
+      return fieldMissing(callParam + ".function.name");
     }
     if (!name->is_string()) {
-      return typeError(callParam + ".function.name", "a string", *name);
+      return fieldTypeError(callParam + ".function.name", "a string", *name);
     }
     // OpenAI sends a JSON string; some clients send the object itself. The chat template
     // code takes both (server/chat/ChatPrompt.h).
     if (const Json *arguments = field(*function, "arguments");
         arguments && !arguments->is_string() && !arguments->is_object()) {
-      return typeError(callParam + ".function.arguments", "a string", *arguments);
+      return fieldTypeError(callParam + ".function.arguments", "a string", *arguments);
     }
   }
   return std::nullopt;
@@ -784,40 +746,40 @@ MaybeError checkMessageToolCalls(const Json &calls, const std::string &param) {
 MaybeError checkMessages(const Json &body) {
   auto it = body.find("messages");
   if (it == body.end() || it->is_null()) {
-    return missingError("messages");
+    return fieldMissing("messages");
   }
   const Json &messages = *it;
   if (!messages.is_array()) {
-    return typeError("messages", "an array", messages);
+    return fieldTypeError("messages", "an array", messages);
   }
   if (messages.empty()) {
-    return valueError("messages", "must contain at least one message");
+    return fieldValueError("messages", "must contain at least one message");
   }
   for (size_t i = 0; i < messages.size(); ++i) {
     const Json &message = messages[i];
     std::string param = strCat("messages[", i, "]");
     if (!message.is_object()) {
-      return typeError(param, "an object", message);
+      return fieldTypeError(param, "an object", message);
     }
     const Json *role = field(message, "role");
     if (!role) {
-      return missingError(param + ".role");
+      return fieldMissing(param + ".role");
     }
     if (!role->is_string()) {
-      return typeError(param + ".role", "a string", *role);
+      return fieldTypeError(param + ".role", "a string", *role);
     }
     const std::string &roleName = role->get_ref<const std::string &>();
     if (!isKnownRole(roleName)) {
-      return valueError(param + ".role",
-                        "must be one of \"system\", \"developer\", \"user\", \"assistant\", "
-                        "\"tool\"");
+      return fieldValueError(param + ".role",
+                             "must be one of \"system\", \"developer\", \"user\", \"assistant\", "
+                             "\"tool\"");
     }
     bool assistant = roleName == "assistant";
 
     const Json *toolCalls = field(message, "tool_calls");
     if (toolCalls) {
       if (!assistant) {
-        return valueError(param + ".tool_calls", "only assistant messages carry tool calls");
+        return fieldValueError(param + ".tool_calls", "only assistant messages carry tool calls");
       }
       if (MaybeError e = checkMessageToolCalls(*toolCalls, param + ".tool_calls")) {
         return e;
@@ -828,19 +790,19 @@ MaybeError checkMessages(const Json &body) {
     if (!content) {
       // Only an assistant turn that called tools may have no content (OpenAI's rule).
       if (!(assistant && toolCalls && !toolCalls->empty())) {
-        return missingError(param + ".content");
+        return fieldMissing(param + ".content");
       }
     } else if (content->is_array()) {
       if (MaybeError e = checkContentParts(*content, param + ".content")) {
         return e;
       }
     } else if (!content->is_string()) {
-      return typeError(param + ".content", "a string or an array of content parts", *content);
+      return fieldTypeError(param + ".content", "a string or an array of content parts", *content);
     }
 
     for (const char *key : {"name", "tool_call_id", "reasoning_content", "reasoning"}) {
       if (const Json *v = field(message, key); v && !v->is_string()) {
-        return typeError(strCat(param, ".", key), "a string", *v);
+        return fieldTypeError(strCat(param, ".", key), "a string", *v);
       }
     }
   }
@@ -867,65 +829,65 @@ MaybeError checkTools(const Json &body, Json &out) {
     return std::nullopt;
   }
   if (!tools->is_array()) {
-    return typeError("tools", "an array", *tools);
+    return fieldTypeError("tools", "an array", *tools);
   }
   if (tools->size() > kMaxTools) {
-    return valueError("tools",
-                      strCat("at most ", kMaxTools, " tools are allowed, got ", tools->size()));
+    return fieldValueError(
+        "tools", strCat("at most ", kMaxTools, " tools are allowed, got ", tools->size()));
   }
   std::vector<std::string> names;
   for (size_t i = 0; i < tools->size(); ++i) {
     const Json &tool = (*tools)[i];
     std::string param = strCat("tools[", i, "]");
     if (!tool.is_object()) {
-      return typeError(param, "an object", tool);
+      return fieldTypeError(param, "an object", tool);
     }
     const Json *type = field(tool, "type");
     if (!type) {
-      return missingError(param + ".type");
+      return fieldMissing(param + ".type");
     }
     if (!type->is_string()) {
-      return typeError(param + ".type", "a string", *type);
+      return fieldTypeError(param + ".type", "a string", *type);
     }
     if (type->get_ref<const std::string &>() != "function") {
-      return unsupportedValue(param + ".type", "only function tools are supported");
+      return fieldUnsupported(param + ".type", "only function tools are supported");
     }
     const Json *function = field(tool, "function");
     if (!function) {
-      return missingError(param + ".function");
+      return fieldMissing(param + ".function");
     }
     if (!function->is_object()) {
-      return typeError(param + ".function", "an object", *function);
+      return fieldTypeError(param + ".function", "an object", *function);
     }
     const Json *name = field(*function, "name");
     if (!name) {
-      return missingError(param + ".function.name");
+      return fieldMissing(param + ".function.name");
     }
     if (!name->is_string()) {
-      return typeError(param + ".function.name", "a string", *name);
+      return fieldTypeError(param + ".function.name", "a string", *name);
     }
     const std::string &nameText = name->get_ref<const std::string &>();
     if (!isValidToolName(nameText)) {
-      return valueError(param + ".function.name",
-                        strCat("must be 1 to ", kMaxToolNameBytes,
-                               " characters of a-z, A-Z, 0-9, '_', '-', '.' or ':'"));
+      return fieldValueError(param + ".function.name",
+                             strCat("must be 1 to ", kMaxToolNameBytes,
+                                    " characters of a-z, A-Z, 0-9, '_', '-', '.' or ':'"));
     }
     if (std::find(names.begin(), names.end(), nameText) != names.end()) {
-      return valueError(param + ".function.name", "tool names must be unique");
+      return fieldValueError(param + ".function.name", "tool names must be unique");
     }
     names.push_back(nameText);
     if (const Json *description = field(*function, "description");
         description && !description->is_string()) {
-      return typeError(param + ".function.description", "a string", *description);
+      return fieldTypeError(param + ".function.description", "a string", *description);
     }
     if (const Json *parameters = field(*function, "parameters");
         parameters && !parameters->is_object()) {
-      return typeError(param + ".function.parameters", "an object", *parameters);
+      return fieldTypeError(param + ".function.parameters", "an object", *parameters);
     }
     // `strict` is accepted and not enforced: the GLM parser types arguments by the schema but
     // does not constrain decoding. Refusing it would break SDKs that set it by default.
     if (const Json *strict = field(*function, "strict"); strict && !strict->is_boolean()) {
-      return typeError(param + ".function.strict", "a boolean", *strict);
+      return fieldTypeError(param + ".function.strict", "a boolean", *strict);
     }
   }
   out = tools->empty() ? Json(nullptr) : *tools;
@@ -952,61 +914,61 @@ MaybeError checkToolChoice(const Json &body, const Json &tools, ToolChoice &out,
     }
     if (text == "required") {
       if (tools.is_null()) {
-        return valueError("tool_choice", "\"required\" needs a non-empty 'tools' array");
+        return fieldValueError("tool_choice", "\"required\" needs a non-empty 'tools' array");
       }
       out = ToolChoice::Required;
       return std::nullopt;
     }
-    return valueError("tool_choice", "must be \"auto\", \"none\" or \"required\"");
+    return fieldValueError("tool_choice", "must be \"auto\", \"none\" or \"required\"");
   }
   if (choice->is_object()) {
     const Json *type = field(*choice, "type");
     if (!type || !type->is_string() || type->get_ref<const std::string &>() != "function") {
-      return valueError("tool_choice.type", "must be \"function\"");
+      return fieldValueError("tool_choice.type", "must be \"function\"");
     }
     const Json *function = field(*choice, "function");
     if (!function) {
-      return missingError("tool_choice.function");
+      return fieldMissing("tool_choice.function");
     }
     if (!function->is_object()) {
-      return typeError("tool_choice.function", "an object", *function);
+      return fieldTypeError("tool_choice.function", "an object", *function);
     }
     const Json *named = field(*function, "name");
     if (!named) {
-      return missingError("tool_choice.function.name");
+      return fieldMissing("tool_choice.function.name");
     }
     if (!named->is_string()) {
-      return typeError("tool_choice.function.name", "a string", *named);
+      return fieldTypeError("tool_choice.function.name", "a string", *named);
     }
     bool found = false;
     for (const Json &tool : tools.is_array() ? tools : Json::array()) {
       found = found || tool["function"]["name"] == *named;
     }
     if (!found) {
-      return valueError("tool_choice.function.name", "names no tool in 'tools'");
+      return fieldValueError("tool_choice.function.name", "names no tool in 'tools'");
     }
     out = ToolChoice::Named;
     name = named->get<std::string>();
     return std::nullopt;
   }
-  return typeError("tool_choice", "a string or an object", *choice);
+  return fieldTypeError("tool_choice", "a string or an object", *choice);
 }
 
 MaybeError checkChatExtras(const Json &body) {
   if (const Json *effort = field(body, "reasoning_effort")) {
     if (!effort->is_string()) {
-      return typeError("reasoning_effort", "a string", *effort);
+      return fieldTypeError("reasoning_effort", "a string", *effort);
     }
     static constexpr std::string_view kEfforts[] = {"none", "minimal", "low", "medium",
                                                     "high", "xhigh",   "max"};
     const std::string &text = effort->get_ref<const std::string &>();
     if (std::find(std::begin(kEfforts), std::end(kEfforts), text) == std::end(kEfforts)) {
-      return valueError("reasoning_effort", "must be one of \"none\", \"minimal\", \"low\", "
-                                            "\"medium\", \"high\", \"xhigh\", \"max\"");
+      return fieldValueError("reasoning_effort", "must be one of \"none\", \"minimal\", \"low\", "
+                                                 "\"medium\", \"high\", \"xhigh\", \"max\"");
     }
   }
   if (const Json *kwargs = field(body, "chat_template_kwargs"); kwargs && !kwargs->is_object()) {
-    return typeError("chat_template_kwargs", "an object", *kwargs);
+    return fieldTypeError("chat_template_kwargs", "an object", *kwargs);
   }
   for (const char *key : {"add_generation_prompt", "parallel_tool_calls", "include_reasoning",
                           "skip_special_tokens"}) {
@@ -1024,7 +986,7 @@ MaybeError checkChatExtras(const Json &body) {
 
 MaybeError readTokenIds(const Json &ids, const std::string &param, std::vector<int32_t> &out) {
   if (ids.empty()) {
-    return valueError(param, "the prompt must not be empty");
+    return fieldValueError(param, "the prompt must not be empty");
   }
   std::vector<int32_t> tokens;
   tokens.reserve(ids.size());
@@ -1032,11 +994,11 @@ MaybeError readTokenIds(const Json &ids, const std::string &param, std::vector<i
     const Json &id = ids[i];
     std::string idParam = strCat(param, "[", i, "]");
     if (!id.is_number()) {
-      return typeError(idParam, "an integer token id", id);
+      return fieldTypeError(idParam, "an integer token id", id);
     }
     std::optional<int64_t> value = asInt64(id);
     if (!value || *value < 0 || *value > std::numeric_limits<int32_t>::max()) {
-      return valueError(idParam, "token ids are integers from 0");
+      return fieldValueError(idParam, "token ids are integers from 0");
     }
     tokens.push_back(static_cast<int32_t>(*value));
   }
@@ -1047,36 +1009,36 @@ MaybeError readTokenIds(const Json &ids, const std::string &param, std::vector<i
 MaybeError readPrompt(const Json &body, CompletionRequest &out) {
   const Json *prompt = field(body, "prompt");
   if (!prompt) {
-    return missingError("prompt");
+    return fieldMissing("prompt");
   }
   if (prompt->is_string()) {
     if (prompt->get_ref<const std::string &>().empty()) {
-      return valueError("prompt", "the prompt must not be empty");
+      return fieldValueError("prompt", "the prompt must not be empty");
     }
     out.prompt = prompt->get<std::string>();
     return std::nullopt;
   }
   if (!prompt->is_array()) {
-    return typeError("prompt", "a string or an array of token ids", *prompt);
+    return fieldTypeError("prompt", "a string or an array of token ids", *prompt);
   }
   if (prompt->empty()) {
-    return valueError("prompt", "the prompt must not be empty");
+    return fieldValueError("prompt", "the prompt must not be empty");
   }
   const Json &first = prompt->front();
   if (first.is_number()) {
     return readTokenIds(*prompt, "prompt", out.promptIds);
   }
   if (!first.is_string() && !first.is_array()) {
-    return typeError("prompt[0]", "a string, a token id or an array of token ids", first);
+    return fieldTypeError("prompt[0]", "a string, a token id or an array of token ids", first);
   }
   // string[] and int[][]: a batch of prompts, fine when it holds one.
   if (prompt->size() > 1) {
-    return unsupportedValue("prompt", "batched prompts are not supported; send one prompt per "
+    return fieldUnsupported("prompt", "batched prompts are not supported; send one prompt per "
                                       "request");
   }
   if (first.is_string()) {
     if (first.get_ref<const std::string &>().empty()) {
-      return valueError("prompt[0]", "the prompt must not be empty");
+      return fieldValueError("prompt[0]", "the prompt must not be empty");
     }
     out.prompt = first.get<std::string>();
     return std::nullopt;
@@ -1091,7 +1053,8 @@ MaybeError readPrompt(const Json &body, CompletionRequest &out) {
 Json usageJson(const Usage &usage) {
   return Json{{"prompt_tokens", usage.promptTokens},
               {"completion_tokens", usage.completionTokens},
-              {"total_tokens", usage.promptTokens + usage.completionTokens}};
+              {"total_tokens", usage.promptTokens + usage.completionTokens},
+              {"prompt_tokens_details", Json{{"cached_tokens", usage.cachedTokens}}}};
 }
 
 Json toolCallJson(const ToolCall &call) {
@@ -1141,6 +1104,47 @@ template <typename Request, typename Parse> std::variant<Request, ApiError> guar
 
 } // namespace
 
+std::string_view jsonTypeName(const nlohmann::ordered_json &v) {
+  if (v.is_boolean()) {
+    return "a boolean";
+  }
+  if (v.is_number()) {
+    return "a number";
+  }
+  if (v.is_string()) {
+    return "a string";
+  }
+  if (v.is_array()) {
+    return "an array";
+  }
+  if (v.is_object()) {
+    return "an object";
+  }
+  return "null";
+}
+
+ApiError fieldTypeError(const std::string &param, std::string_view expected,
+                        const nlohmann::ordered_json &got) {
+  return makeError(400, "invalid_type",
+                   strCat("Invalid type for '", param, "': expected ", expected, ", but got ",
+                          jsonTypeName(got), " instead."),
+                   param);
+}
+
+ApiError fieldValueError(const std::string &param, std::string_view detail) {
+  return makeError(400, "invalid_value", strCat("Invalid '", param, "': ", detail, "."), param);
+}
+
+ApiError fieldMissing(const std::string &param) {
+  return makeError(400, "missing_required_parameter",
+                   strCat("Missing required parameter: '", param, "'."), param);
+}
+
+ApiError fieldUnsupported(const std::string &param, std::string_view detail) {
+  return makeError(400, "unsupported_value",
+                   strCat("Unsupported value for '", param, "': ", detail, "."), param);
+}
+
 nlohmann::ordered_json ApiError::toJson() const {
   Json error{{"message", message},
              {"type", type},
@@ -1182,8 +1186,8 @@ std::variant<ChatRequest, ApiError> parseChatRequest(std::string_view body,
     }
     if (request.constraint.kind != OutputConstraint::Kind::None &&
         (request.toolChoice == ToolChoice::Required || request.toolChoice == ToolChoice::Named)) {
-      return valueError(request.constraint.param,
-                        "a forced tool call (tool_choice) already constrains the reply");
+      return fieldValueError(request.constraint.param,
+                             "a forced tool call (tool_choice) already constrains the reply");
     }
     if (MaybeError e = checkChatExtras(root)) {
       return *e;
@@ -1228,7 +1232,7 @@ std::variant<CompletionRequest, ApiError> parseCompletionRequest(std::string_vie
     }
     if (request.echo && request.sampling.logprobs >= 0) {
       // With echo, OpenAI's logprobs cover the prompt's tokens too.
-      return unsupportedValue("echo", "echo with logprobs asks for the prompt's logprobs, and "
+      return fieldUnsupported("echo", "echo with logprobs asks for the prompt's logprobs, and "
                                       "prompt logprobs are not supported");
     }
     if (MaybeError e = refuseUnsupported(root, /*chat=*/false)) {

@@ -30,6 +30,19 @@ struct ApiError {
   nlohmann::ordered_json toJson() const;
 };
 
+/// The 400s about a request's field, worded as OpenAI's (every front end uses them: a Responses
+/// or Messages request's errors name its own paths in the same words). `param` is the field's
+/// path, e.g. "messages[2].content[0].text".
+ApiError fieldTypeError(const std::string &param, std::string_view expected,
+                        const nlohmann::ordered_json &got);
+ApiError fieldValueError(const std::string &param, std::string_view detail);
+ApiError fieldMissing(const std::string &param);
+/// A value understood and refused: ignoring it would change what the client gets without telling
+/// it (server.md §0 item 3, §1.1).
+ApiError fieldUnsupported(const std::string &param, std::string_view detail);
+/// "a boolean", "a number", "a string", "an array", "an object" or "null".
+std::string_view jsonTypeName(const nlohmann::ordered_json &value);
+
 /// The most choices a request may ask for (OpenAI's bound on `n`; the engine may allow fewer).
 inline constexpr int64_t kMaxChoices = 128;
 
@@ -95,7 +108,8 @@ struct CompletionRequest {
 /// Parses and validates a request body. Every error is a 400 `invalid_request_error` naming the
 /// `param` (malformed JSON with its position, wrong types, NaN/Inf, out-of-range values,
 /// unsupported fields such as best_of or prompt logprobs), or 404 `model_not_found`. Constraint
-/// fields are read into `constraint` (their schemas compile later, PreparedRequest). Unknown other fields are ignored.
+/// fields are read into `constraint` (their schemas compile later, PreparedRequest). Unknown other
+/// fields are ignored.
 std::variant<ChatRequest, ApiError> parseChatRequest(std::string_view body,
                                                      const ProtocolLimits &limits);
 std::variant<CompletionRequest, ApiError> parseCompletionRequest(std::string_view body,
@@ -104,6 +118,9 @@ std::variant<CompletionRequest, ApiError> parseCompletionRequest(std::string_vie
 struct Usage {
   int64_t promptTokens = 0;
   int64_t completionTokens = 0; // over every choice
+  /// Of the prompt tokens, those resumed from a kept prompt state instead of prefilled
+  /// (prompt_tokens_details.cached_tokens); the choices share the prompt, so counted once.
+  int64_t cachedTokens = 0;
 };
 
 /// A token as logprobs show it: its text (the token's bytes decoded alone, a partial UTF-8

@@ -427,8 +427,10 @@ MaybeError readReasoningOptions(const Json &body, Json &chat, Json &echo) {
       effort = *e;
       chat["reasoning_effort"] = *e;
     }
-    // The reasoning is returned whole (reasoning_text content), never summarised: a summary
-    // asked for is accepted and the item's summary stays empty.
+    // The reasoning is returned whole, as the item's reasoning_text content (the schema's place
+    // for the reasoning itself); a summary asked for is accepted and echoed, and the item's
+    // summary stays empty: writing one would take a second generation, and copying the
+    // reasoning there would call the whole text a summary (docs/api.md).
     for (const char *key : {"summary", "generate_summary"}) {
       if (const Json *s = member(*reasoning, key)) {
         if (!s->is_string() ||

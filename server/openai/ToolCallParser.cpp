@@ -249,7 +249,17 @@ std::optional<ToolCall> parseCall(std::string_view body, const Json &tools) {
       return std::nullopt;
     }
     rest.remove_prefix(kValueOpen.size());
+    // The value ends at the first `</arg_value>` that the next pair or the call's end follows:
+    // a raw string value may hold the tag's text itself (code, markup), which the chat template
+    // renders as is and the model then writes back.
     size_t valueEnd = rest.find(kValueClose);
+    while (valueEnd != std::string_view::npos) {
+      const std::string_view after = trimLeft(rest.substr(valueEnd + kValueClose.size()));
+      if (after.empty() || after.starts_with(kKeyOpen)) {
+        break;
+      }
+      valueEnd = rest.find(kValueClose, valueEnd + 1);
+    }
     if (valueEnd == std::string_view::npos) {
       return std::nullopt;
     }

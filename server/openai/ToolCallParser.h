@@ -29,7 +29,10 @@ struct ToolCall {
 /// - A call runs from `<tool_call>` to the first `</tool_call>`. NAME is trimmed of whitespace;
 ///   whitespace may surround the `<arg_key>` / `<arg_value>` pairs; keys are trimmed; values are
 ///   verbatim (no newline stripping: the chat template renders string values raw, so a value
-///   round-trips byte for byte). The name is not checked against the tools array.
+///   round-trips byte for byte). A value ends at the first `</arg_value>` followed (past
+///   whitespace) by `<arg_key>` or the call's end, so a raw string holding `</arg_value>` itself
+///   (markup, code) stays one value; one holding `</arg_value><arg_key>` or `</tool_call>` cannot
+///   be told from the call's structure. The name is not checked against the tools array.
 /// - A call whose name is empty or holds whitespace or '<' / '>', or whose pairs are not
 ///   well-formed (a missing tag, an empty key, other text between pairs), is not a call: its raw
 ///   text, tags included, is returned as content, so nothing is lost.

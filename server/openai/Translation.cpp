@@ -11,31 +11,9 @@ using Json = nlohmann::ordered_json;
 /// As deep as the chat parser allows: the translated body is no deeper than the client's.
 constexpr size_t kMaxClientJsonDepth = 64;
 
-ApiError clientError(std::string code, std::string message, std::optional<std::string> param) {
-  ApiError error;
-  error.code = std::move(code);
-  error.message = std::move(message);
-  error.param = std::move(param);
-  return error;
-}
-
-std::string_view typeName(const Json &v) {
-  if (v.is_boolean()) {
-    return "a boolean";
-  }
-  if (v.is_number()) {
-    return "a number";
-  }
-  if (v.is_string()) {
-    return "a string";
-  }
-  if (v.is_array()) {
-    return "an array";
-  }
-  if (v.is_object()) {
-    return "an object";
-  }
-  return "null";
+/// An error about the body as a whole (no field to name).
+ApiError bodyError(std::string code, std::string message) {
+  return ApiError{400, "invalid_request_error", std::move(code), std::move(message), std::nullopt};
 }
 
 /// Whether `path` is `prefix` or starts with it followed by a member or an index.
@@ -55,50 +33,24 @@ void replaceAll(std::string &text, const std::string &from, const std::string &t
 
 } // namespace
 
-ApiError fieldTypeError(const std::string &path, std::string_view expected, const Json &got) {
-  return clientError("invalid_type",
-                     strCat("Invalid type for '", path, "': expected ", expected, ", but got ",
-                            typeName(got), " instead."),
-                     path);
-}
-
-ApiError fieldValueError(const std::string &path, std::string_view detail) {
-  return clientError("invalid_value", strCat("Invalid '", path, "': ", detail, "."), path);
-}
-
-ApiError fieldMissing(const std::string &path) {
-  return clientError("missing_required_parameter",
-                     strCat("Missing required parameter: '", path, "'."), path);
-}
-
-ApiError fieldUnsupported(const std::string &path, std::string_view detail) {
-  return clientError("unsupported_value",
-                     strCat("Unsupported value for '", path, "': ", detail, "."), path);
-}
-
 std::variant<Json, ApiError> parseClientBody(std::string_view body) {
   JsonChecker checker(kMaxClientJsonDepth);
   if (!Json::sax_parse(body.begin(), body.end(), &checker)) {
     if (checker.tooDeep()) {
-      return clientError(
-          "invalid_json",
-          strCat("Invalid JSON body: nested deeper than ", kMaxClientJsonDepth, " levels."),
-          std::nullopt);
+      return bodyError("invalid_json", strCat("Invalid JSON body: nested deeper than ",
+                                              kMaxClientJsonDepth, " levels."));
     }
     // nlohmann's message quotes the input: only the position is told.
-    return clientError("invalid_json",
-                       strCat("Invalid JSON body at byte ", checker.errorByte(), "."),
-                       std::nullopt);
+    return bodyError("invalid_json",
+                     strCat("Invalid JSON body at byte ", checker.errorByte(), "."));
   }
   Json root = Json::parse(body.begin(), body.end(), nullptr, /*allow_exceptions=*/false);
   if (root.is_discarded()) {
-    return clientError("invalid_json", "Invalid JSON body.", std::nullopt);
+    return bodyError("invalid_json", "Invalid JSON body.");
   }
   if (!root.is_object()) {
-    return clientError(
-        "invalid_type",
-        strCat("The request body must be a JSON object, but got ", typeName(root), "."),
-        std::nullopt);
+    return bodyError("invalid_type", strCat("The request body must be a JSON object, but got ",
+                                            jsonTypeName(root), "."));
   }
   return root;
 }

@@ -17,13 +17,8 @@
 
 namespace glm::server {
 
-/// Errors about a client's field, in the words Protocol's parser uses.
-ApiError fieldTypeError(const std::string &path, std::string_view expected,
-                        const nlohmann::ordered_json &got);
-ApiError fieldValueError(const std::string &path, std::string_view detail);
-ApiError fieldMissing(const std::string &path);
-/// A value understood and refused: answering without it would answer another request.
-ApiError fieldUnsupported(const std::string &path, std::string_view detail);
+// Errors about a client's field: fieldTypeError, fieldValueError, fieldMissing and
+// fieldUnsupported (Protocol.h), the words the chat parser uses.
 
 /// The body as a JSON object: nesting bounded before any DOM is built, malformed JSON reported
 /// by byte without echoing it (invalid_json), a non-object refused.

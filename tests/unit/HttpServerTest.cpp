@@ -5,7 +5,9 @@
 #include "runtime/engine/CpuEngine.h"
 #include "runtime/engine/Scheduler.h"
 #include "server/chat/ChatPrompt.h"
+#include "server/grammar/StructuredOutputs.h"
 #include "server/tokenizer/Tokenizer.h"
+#include "tests/unit/support/FakeEngine.h"
 
 #include <gtest/gtest.h>
 #include <httplib.h>
@@ -32,99 +34,7 @@ namespace {
 using Json = nlohmann::ordered_json;
 const std::filesystem::path kTiny = std::filesystem::path(GLM_FIXTURES_DIR) / "glm53-tiny";
 
-/// The token the fake engine reports for `id` under SamplingParams::logprobs = k: logprob -0.5
-/// and k alternatives, the token itself first (it is the most likely), then other small ids.
-runtime::SampledToken fakeSample(int32_t id, int32_t k) {
-  runtime::SampledToken token{.id = id};
-  if (k < 0) {
-    return token;
-  }
-  token.logprob = -0.5f;
-  for (int32_t other = 1; static_cast<int32_t>(token.top.size()) < k; ++other) {
-    if (token.top.empty()) {
-      token.top.push_back({id, -0.5f});
-    } else if (other != id) {
-      token.top.push_back({other, -0.5f - static_cast<float>(token.top.size())});
-    }
-  }
-  return token;
-}
-
-/// Replies to every request with the token ids of a scripted text, on its own thread: choice i
-/// with scripts[i] (script when there is none), the choices' tokens interleaved step by step.
-class FakeEngine : public runtime::EngineApi {
-public:
-  std::vector<int32_t> script;
-  std::vector<std::vector<int32_t>> scripts; // per choice
-  bool full = false;
-  Status refusal;  // submit's answer when set
-  Status failure;  // when set, every choice ends with it after its first token
-  int delayMs = 0; // between tokens
-  std::atomic<int> running{0};
-  std::atomic<int> cancelled{0}; // requests whose sink asked to stop
-  std::atomic<int> emitted{0};   // tokens handed to sinks, counted before the handing
-  runtime::SequenceRequest last;
-
-  Status submit(runtime::SequenceRequest request,
-                std::shared_ptr<runtime::TokenSink> sink) override {
-    if (full) {
-      return Status(StatusCode::Unavailable, "the waiting queue is full (0 requests)");
-    }
-    if (!refusal.ok()) {
-      return refusal;
-    }
-    last = request;
-    ++running;
-    std::vector<std::vector<int32_t>> choices;
-    for (int i = 0; i < request.n; ++i) {
-      choices.push_back(static_cast<size_t>(i) < scripts.size() ? scripts[static_cast<size_t>(i)]
-                                                                : script);
-    }
-    std::thread([this, sink, choices, max = request.maxTokens, k = request.sampling.logprobs,
-                 delay = delayMs, failure = failure] {
-      const int n = static_cast<int>(choices.size());
-      std::vector<bool> ended(static_cast<size_t>(n), false);
-      bool cancel = false;
-      for (size_t step = 0; !cancel && std::find(ended.begin(), ended.end(), false) != ended.end();
-           ++step) {
-        for (int c = 0; c < n && !cancel; ++c) {
-          const std::vector<int32_t> &tokens = choices[static_cast<size_t>(c)];
-          if (ended[static_cast<size_t>(c)]) {
-            continue;
-          }
-          if (!failure.ok() && step == 1) {
-            ended[static_cast<size_t>(c)] = true;
-            sink->onFinish(c, runtime::FinishReason::Error, failure);
-            continue;
-          }
-          if (step == tokens.size() || static_cast<int64_t>(step) == max) {
-            ended[static_cast<size_t>(c)] = true;
-            sink->onFinish(c,
-                           step == tokens.size() ? runtime::FinishReason::Stop
-                                                 : runtime::FinishReason::Length,
-                           Status::success());
-            continue;
-          }
-          std::this_thread::sleep_for(std::chrono::milliseconds(delay));
-          ++emitted;
-          if (!sink->onToken(c, fakeSample(tokens[step], k))) {
-            ++cancelled;
-            cancel = true;
-          }
-        }
-      }
-      --running;
-      // A cancelled request ends every choice it has left.
-      for (int c = 0; c < n; ++c) {
-        if (!ended[static_cast<size_t>(c)]) {
-          sink->onFinish(c, runtime::FinishReason::Cancelled, Status::success());
-        }
-      }
-    }).detach();
-    return Status::success();
-  }
-  runtime::SchedulerStats stats() const override { return {.running = running.load()}; }
-};
+using testing::FakeEngine;
 
 /// The fixture's end-of-sequence ids, from its config.json as glmc serve reads them.
 std::vector<int32_t> tinyEosIds() {
@@ -249,7 +159,7 @@ TEST(HttpServer, ChatSplitsReasoningFromContent) {
   EXPECT_EQ(r["choices"][0]["message"]["reasoning_content"], "Let me think.");
   EXPECT_EQ(r["choices"][0]["finish_reason"], "stop");
   EXPECT_EQ(r["usage"]["completion_tokens"], engine.script.size());
-  EXPECT_EQ(r["usage"]["prompt_tokens"], engine.last.prompt.size());
+  EXPECT_EQ(r["usage"]["prompt_tokens"], engine.last().prompt.size());
   // The request shows in the latency histograms: one first token, the rest inter-token gaps.
   httplib::Client c = server.client();
   auto metrics = c.Get("/metrics");
@@ -265,7 +175,7 @@ TEST(HttpServer, ChatSplitsReasoningFromContent) {
                 "vllm:e2e_request_latency_seconds_bucket{model_name=\"tiny\",le=\"+Inf\"} 1"),
             std::string::npos);
   // The prompt is the chat template's rendering, ending in the open think block.
-  const std::string prompt = std::move(server.tokenizer().decode(engine.last.prompt)).value();
+  const std::string prompt = std::move(server.tokenizer().decode(engine.last().prompt)).value();
   EXPECT_EQ(prompt, "[gMASK]<sop><|system|>Reasoning Effort: Max<|user|>Hi<|assistant|><think>");
 }
 
@@ -380,10 +290,10 @@ TEST(HttpServer, CompletionsFromTextAndIds) {
                 {{"model", "tiny"}, {"prompt", "Hello"}, {"max_tokens", 8}}, 200);
   EXPECT_EQ(r["object"], "text_completion");
   EXPECT_EQ(r["choices"][0]["text"], " world");
-  EXPECT_EQ(engine.last.maxTokens, 8);
+  EXPECT_EQ(engine.last().maxTokens, 8);
   r = post(server, "/v1/completions", {{"model", "tiny"}, {"prompt", {1, 2, 3}}, {"max_tokens", 1}},
            200);
-  EXPECT_EQ(engine.last.prompt, (std::vector<int32_t>{1, 2, 3}));
+  EXPECT_EQ(engine.last().prompt, (std::vector<int32_t>{1, 2, 3}));
   EXPECT_EQ(r["choices"][0]["finish_reason"], "length");
 }
 
@@ -569,7 +479,7 @@ TEST(HttpServer, ChatLogprobs) {
   request["logprobs"] = true;
   request["top_logprobs"] = 2;
   Json r = post(server, "/v1/chat/completions", request, 200);
-  EXPECT_EQ(engine.last.sampling.logprobs, 2);
+  EXPECT_EQ(engine.last().sampling.logprobs, 2);
   EXPECT_EQ(r["choices"][0]["message"]["content"], "Hello there");
   const Json &logprobs = r["choices"][0]["logprobs"];
   EXPECT_TRUE(logprobs["refusal"].is_null());
@@ -581,10 +491,10 @@ TEST(HttpServer, ChatLogprobs) {
   // logprobs alone: the sampled tokens', no alternatives. Not asked for: null.
   request.erase("top_logprobs");
   r = post(server, "/v1/chat/completions", request, 200);
-  EXPECT_EQ(engine.last.sampling.logprobs, 0);
+  EXPECT_EQ(engine.last().sampling.logprobs, 0);
   EXPECT_EQ(r["choices"][0]["logprobs"]["content"][0]["top_logprobs"], Json::array());
   r = post(server, "/v1/chat/completions", chat("Hi"), 200);
-  EXPECT_EQ(engine.last.sampling.logprobs, -1);
+  EXPECT_EQ(engine.last().sampling.logprobs, -1);
   EXPECT_TRUE(r["choices"][0]["logprobs"].is_null());
 }
 
@@ -660,7 +570,7 @@ TEST(HttpServer, CompletionLogprobs) {
   };
   Json request = {{"model", "tiny"}, {"prompt", "Hello"}, {"logprobs", 3}};
   Json r = post(server, "/v1/completions", request, 200);
-  EXPECT_EQ(engine.last.sampling.logprobs, 3);
+  EXPECT_EQ(engine.last().sampling.logprobs, 3);
   EXPECT_EQ(r["choices"][0]["text"], " a tensor parallel world");
   const Json &lp = r["choices"][0]["logprobs"];
   check(lp["tokens"], lp["token_logprobs"], lp["top_logprobs"], lp["text_offset"]);
@@ -750,7 +660,7 @@ TEST(HttpServer, ChoicesHaveTheirOwnReplies) {
   request["max_tokens"] = static_cast<int64_t>(engine.scripts[1].size()); // choice 2 is cut
   request["logprobs"] = true;
   Json r = post(server, "/v1/chat/completions", request, 200);
-  EXPECT_EQ(engine.last.n, 3);
+  EXPECT_EQ(engine.last().n, 3);
   ASSERT_EQ(r["choices"].size(), 3u);
   const char *contents[] = {"alpha", "beta beta", nullptr};
   const char *reasoning[] = {"a.", "b.", "c."};
@@ -768,7 +678,7 @@ TEST(HttpServer, ChoicesHaveTheirOwnReplies) {
     tokens += expected;
   }
   EXPECT_EQ(r["usage"]["completion_tokens"], tokens);
-  EXPECT_EQ(r["usage"]["prompt_tokens"], engine.last.prompt.size());
+  EXPECT_EQ(r["usage"]["prompt_tokens"], engine.last().prompt.size());
 
   // Completions too.
   r = post(server, "/v1/completions", {{"model", "tiny"}, {"prompt", "Hello"}, {"n", 2}}, 200);
@@ -851,7 +761,7 @@ TEST(HttpServer, SamplingControlsReachTheEngine) {
       "min_tokens": 1, "ignore_eos": true, "temperature": 0.75, "top_p": 0.5, "top_k": 7,
       "min_p": 0.125})"));
   post(server, "/v1/chat/completions", request, 200);
-  const runtime::SamplingParams &s = engine.last.sampling;
+  const runtime::SamplingParams s = engine.last().sampling;
   EXPECT_EQ(s.presencePenalty, 0.5f);
   EXPECT_EQ(s.frequencyPenalty, -0.25f);
   EXPECT_EQ(s.repetitionPenalty, 1.5f);
@@ -863,15 +773,15 @@ TEST(HttpServer, SamplingControlsReachTheEngine) {
   EXPECT_EQ(s.minP, 0.125f);
   EXPECT_EQ(s.logprobs, -1);
   EXPECT_TRUE(s.allowedTokens.empty());
-  EXPECT_EQ(engine.last.n, 2);
-  EXPECT_EQ(engine.last.minTokens, 1);
-  EXPECT_TRUE(engine.last.ignoreEos);
+  EXPECT_EQ(engine.last().n, 2);
+  EXPECT_EQ(engine.last().minTokens, 1);
+  EXPECT_TRUE(engine.last().ignoreEos);
 
   post(server, "/v1/completions", {{"model", "tiny"}, {"prompt", "x"}}, 200);
-  EXPECT_EQ(engine.last.sampling.presencePenalty, 0.0f);
-  EXPECT_EQ(engine.last.sampling.repetitionPenalty, 1.0f);
-  EXPECT_TRUE(engine.last.sampling.logitBias.empty());
-  EXPECT_EQ(engine.last.n, 1);
+  EXPECT_EQ(engine.last().sampling.presencePenalty, 0.0f);
+  EXPECT_EQ(engine.last().sampling.repetitionPenalty, 1.0f);
+  EXPECT_TRUE(engine.last().sampling.logitBias.empty());
+  EXPECT_EQ(engine.last().n, 1);
 }
 
 /// Without a seed the key derives from the request id, so every request has its own and can be
@@ -881,23 +791,23 @@ TEST(HttpServer, TheSamplingKeyIsTheSeedOrDerivesFromTheId) {
   engine.script = {1};
   Running server(engine);
   Json a = post(server, "/v1/chat/completions", chat("Hi"), 200);
-  const uint64_t keyA = engine.last.sampling.seed;
+  const uint64_t keyA = engine.last().sampling.seed;
   Json b = post(server, "/v1/completions", {{"model", "tiny"}, {"prompt", "x"}}, 200);
-  const uint64_t keyB = engine.last.sampling.seed;
+  const uint64_t keyB = engine.last().sampling.seed;
   EXPECT_EQ(keyA, requestSeed(a["id"].get<std::string>()));
   EXPECT_EQ(keyB, requestSeed(b["id"].get<std::string>()));
   EXPECT_NE(a["id"], b["id"]);
   EXPECT_NE(keyA, keyB);
   // A streamed reply's chunks carry the same id the key came from.
   std::vector<Json> ev = streamed(server, "/v1/chat/completions", chat("Hi"));
-  EXPECT_EQ(engine.last.sampling.seed, requestSeed(ev.front()["id"].get<std::string>()));
+  EXPECT_EQ(engine.last().sampling.seed, requestSeed(ev.front()["id"].get<std::string>()));
 
   Json seeded = chat("Hi");
   seeded["seed"] = 12345;
   post(server, "/v1/chat/completions", seeded, 200);
-  EXPECT_EQ(engine.last.sampling.seed, 12345u);
+  EXPECT_EQ(engine.last().sampling.seed, 12345u);
   post(server, "/v1/chat/completions", seeded, 200);
-  EXPECT_EQ(engine.last.sampling.seed, 12345u);
+  EXPECT_EQ(engine.last().sampling.seed, 12345u);
   // base/Hash.h's FNV-1a of the id and its separator byte: pinned, since a client replays a
   // reply with seed = requestSeed(id) on any build.
   EXPECT_EQ(requestSeed(""), 0xaf64724c8602eb6eull);
@@ -975,6 +885,312 @@ TEST(HttpServer, LatenciesFollowTheFirstChoice) {
   EXPECT_NE(metrics->body.find(
                 "vllm:e2e_request_latency_seconds_bucket{model_name=\"tiny\",le=\"+Inf\"} 1"),
             std::string::npos);
+}
+
+/// A prompt resumed from a kept state shows in every usage as prompt_tokens_details.cached_tokens,
+/// counted once however many choices share the prompt.
+TEST(HttpServer, CachedPromptTokensReachTheUsage) {
+  FakeEngine engine;
+  engine.cachedTokens = 5;
+  Running server(engine);
+  engine.script = encode(server.tokenizer(), "</think>Hello there");
+  Json r = post(server, "/v1/chat/completions", chat("Hi"), 200);
+  EXPECT_EQ(r["usage"]["prompt_tokens_details"]["cached_tokens"], 5) << r.dump();
+  EXPECT_EQ(r["usage"]["prompt_tokens"], engine.last().prompt.size());
+
+  Json streamed = chat("Hi");
+  streamed["stream"] = true;
+  streamed["stream_options"] = {{"include_usage", true}};
+  streamed["n"] = 2;
+  auto res = server.client().Post("/v1/chat/completions", streamed.dump(), "application/json");
+  ASSERT_TRUE(res);
+  std::vector<Json> ev = events(res->body);
+  ASSERT_GE(ev.size(), 2u);
+  EXPECT_EQ(ev[ev.size() - 2]["usage"]["prompt_tokens_details"]["cached_tokens"], 5) << res->body;
+
+  Json completion = {{"model", "tiny"}, {"prompt", "Hi there"}, {"n", 3}, {"max_tokens", 4}};
+  Json c = post(server, "/v1/completions", completion, 200);
+  EXPECT_EQ(c["usage"]["prompt_tokens_details"]["cached_tokens"], 5) << c.dump();
+  completion["stream"] = true;
+  completion["stream_options"] = {{"include_usage", true}};
+  res = server.client().Post("/v1/completions", completion.dump(), "application/json");
+  ASSERT_TRUE(res);
+  ev = events(res->body);
+  ASSERT_GE(ev.size(), 2u);
+  EXPECT_EQ(ev[ev.size() - 2]["usage"]["prompt_tokens_details"]["cached_tokens"], 5) << res->body;
+
+  // Without a kept state the field is there, 0.
+  engine.cachedTokens = 0;
+  r = post(server, "/v1/chat/completions", chat("Hi"), 200);
+  EXPECT_EQ(r["usage"]["prompt_tokens_details"]["cached_tokens"], 0);
+}
+
+/// /health says how much of the state pool a new request may take, on both listeners, and
+/// /metrics has the same as gauges.
+TEST(HttpServer, HealthAndMetricsShowThePool) {
+  FakeEngine engine;
+  engine.reported.poolTokens = 4096;
+  engine.reported.poolFreeTokens = 1024;
+  ServerOptions options;
+  options.monitorPort = 0;
+  Running server(engine, options);
+  for (bool monitor : {false, true}) {
+    httplib::Client c = monitor ? server.monitorClient() : server.client();
+    auto health = c.Get("/health");
+    ASSERT_TRUE(health);
+    EXPECT_EQ(health->status, 200);
+    EXPECT_EQ(Json::parse(health->body),
+              Json({{"status", "ok"}, {"pool_tokens", 4096}, {"pool_free_tokens", 1024}}))
+        << monitor;
+    auto metrics = c.Get("/metrics");
+    ASSERT_TRUE(metrics);
+    EXPECT_NE(metrics->body.find("# TYPE glmc:pool_tokens gauge\n"
+                                 "glmc:pool_tokens{model_name=\"tiny\"} 4096\n"),
+              std::string::npos)
+        << metrics->body;
+    EXPECT_NE(metrics->body.find("# TYPE glmc:pool_free_tokens gauge\n"
+                                 "glmc:pool_free_tokens{model_name=\"tiny\"} 1024\n"),
+              std::string::npos);
+  }
+}
+
+/// Every response echoes the request's X-Request-Id, or one generated when it gives none (or one
+/// too long or not printable): answers, errors, streams, and the other endpoints.
+TEST(HttpServer, EveryResponseCarriesARequestId) {
+  FakeEngine engine;
+  Running server(engine);
+  engine.script = encode(server.tokenizer(), "</think>ok");
+  httplib::Client c = server.client();
+  auto idOf = [&](const char *path, const Json &body, const httplib::Headers &headers, int status) {
+    auto res = c.Post(path, headers, body.dump(), "application/json");
+    EXPECT_TRUE(res) << path;
+    if (!res) {
+      return std::string();
+    }
+    EXPECT_EQ(res->status, status) << res->body;
+    EXPECT_EQ(res->get_header_value_count("X-Request-Id"), 1u) << path;
+    return res->get_header_value("X-Request-Id");
+  };
+  EXPECT_EQ(idOf("/v1/chat/completions", chat("Hi"), {{"X-Request-Id", "client-id-1"}}, 200),
+            "client-id-1");
+  Json streamed = chat("Hi");
+  streamed["stream"] = true;
+  EXPECT_EQ(idOf("/v1/chat/completions", streamed, {{"X-Request-Id", "sse id 2"}}, 200),
+            "sse id 2");
+  Json bad = chat("Hi");
+  bad["temperature"] = "hot";
+  EXPECT_EQ(idOf("/v1/chat/completions", bad, {{"x-request-id", "bad-3"}}, 400), "bad-3");
+  EXPECT_EQ(idOf("/v1/nothing", Json::object(), {{"X-Request-Id", "missing-4"}}, 404), "missing-4");
+  EXPECT_EQ(idOf("/tokenize", {{"prompt", "hi"}}, {{"X-Request-Id", "tok-5"}}, 200), "tok-5");
+
+  auto generated = [](const std::string &id) {
+    return id.size() == 36 && id.starts_with("req_") &&
+           id.find_first_not_of("0123456789abcdef", 4) == std::string::npos;
+  };
+  const std::string first = idOf("/v1/chat/completions", chat("Hi"), {}, 200);
+  const std::string second = idOf("/v1/chat/completions", chat("Hi"), {}, 200);
+  EXPECT_TRUE(generated(first)) << first;
+  EXPECT_TRUE(generated(second)) << second;
+  EXPECT_NE(first, second);
+  EXPECT_TRUE(generated(
+      idOf("/v1/chat/completions", chat("Hi"), {{"X-Request-Id", std::string(129, 'a')}}, 200)));
+  EXPECT_EQ(
+      idOf("/v1/chat/completions", chat("Hi"), {{"X-Request-Id", std::string(128, 'a')}}, 200),
+      std::string(128, 'a'));
+  EXPECT_TRUE(generated(idOf("/v1/chat/completions", chat("Hi"), {{"X-Request-Id", "a\tb"}}, 200)));
+  EXPECT_TRUE(
+      generated(idOf("/v1/chat/completions", chat("Hi"), {{"X-Request-Id", "\xc3\xa9"}}, 200)));
+  auto health = c.Get("/health", {{"X-Request-Id", "probe-6"}});
+  ASSERT_TRUE(health);
+  EXPECT_EQ(health->get_header_value("X-Request-Id"), "probe-6");
+}
+
+/// Each generation request ends in one info line with its id, endpoint, model, token counts,
+/// timing, finish reasons and status; never the prompt's text.
+TEST(HttpServer, EachGenerationRequestLogsOneLine) {
+  FakeEngine engine;
+  engine.cachedTokens = 3;
+  Running server(engine);
+  engine.script = encode(server.tokenizer(), "</think>a b c");
+  httplib::Client c = server.client();
+  c.set_keep_alive(true);
+  Json streamed = chat("the secret prompt");
+  streamed["stream"] = true;
+  streamed["n"] = 2;
+  Json bad = chat("Hi");
+  bad["max_tokens"] = -1;
+  ::testing::internal::CaptureStderr();
+  auto whole = c.Post("/v1/chat/completions", {{"X-Request-Id", "log-1"}},
+                      chat("the secret prompt").dump(), "application/json");
+  auto stream = c.Post("/v1/chat/completions", {{"X-Request-Id", "log-2"}}, streamed.dump(),
+                       "application/json");
+  auto refused =
+      c.Post("/v1/chat/completions", {{"X-Request-Id", "log-3"}}, bad.dump(), "application/json");
+  // The same connection serves one request after another: the stream's line (written once the
+  // stream is over) is out before this one is answered.
+  auto models = c.Get("/v1/models");
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  ASSERT_TRUE(whole && stream && refused && models);
+  const int64_t prompt = static_cast<int64_t>(engine.last().prompt.size());
+  const int64_t tokens = static_cast<int64_t>(engine.script.size());
+  auto lineOf = [&](const std::string &id) {
+    const size_t at = log.find("glmc: info: request id=" + id + " ");
+    EXPECT_NE(at, std::string::npos) << log;
+    return at == std::string::npos ? std::string() : log.substr(at, log.find('\n', at) - at);
+  };
+  const std::string first = lineOf("log-1");
+  EXPECT_NE(first.find(strCat(" endpoint=/v1/chat/completions model=tiny status=200 prompt_tokens=",
+                              prompt, " cached_tokens=3 output_tokens=", tokens, " ttft_ms=")),
+            std::string::npos)
+      << first;
+  EXPECT_NE(first.find(" decode_tok_s="), std::string::npos);
+  EXPECT_TRUE(first.ends_with(" finish=stop")) << first;
+  const std::string second = lineOf("log-2");
+  EXPECT_NE(second.find(strCat(" status=200 prompt_tokens=", prompt,
+                               " cached_tokens=3 output_tokens=", 2 * tokens)),
+            std::string::npos)
+      << second;
+  EXPECT_TRUE(second.ends_with(" finish=stop,stop")) << second;
+  const std::string third = lineOf("log-3");
+  EXPECT_NE(third.find(" model=- status=400 prompt_tokens=0 cached_tokens=0 output_tokens=0 "
+                       "ttft_ms=- decode_tok_s=- finish=-"),
+            std::string::npos)
+      << third;
+  EXPECT_EQ(log.find("secret"), std::string::npos) << "no prompt text in the log";
+  size_t lines = 0;
+  for (size_t at = log.find("request id="); at != std::string::npos;
+       at = log.find("request id=", at + 1)) {
+    ++lines;
+  }
+  EXPECT_EQ(lines, 3u) << "one line a request, none for GET /v1/models:\n" << log;
+}
+
+//===------------------------------------------------------------------------------------------===//
+// Structured outputs through the server, and raw tool arguments
+//===------------------------------------------------------------------------------------------===//
+
+/// The grammar a request's constraint runs on (the shared compiled one), or null.
+const grammar::CompiledGrammar *compiledOf(const runtime::SequenceRequest &request) {
+  const auto *constraint =
+      dynamic_cast<const grammar::GrammarConstraint *>(request.constraint.get());
+  return constraint ? &constraint->matcher().compiled() : nullptr;
+}
+
+Json schemaRequest(const Json &schema) {
+  Json request = chat("Hi");
+  request["chat_template_kwargs"] = {{"enable_thinking", false}};
+  request["response_format"] = {{"type", "json_schema"},
+                                {"json_schema", {{"name", "s"}, {"schema", schema}}}};
+  return request;
+}
+
+/// A schema compiles once: a second request with it (other fields differing) runs on the same
+/// compiled grammar; another schema gets its own.
+TEST(HttpServer, TheCompiledGrammarIsReusedForTheSameSchema) {
+  FakeEngine engine;
+  Running server(engine);
+  engine.script = encode(server.tokenizer(), "{}");
+  const Json schema = {{"type", "object"}, {"properties", {{"a", {{"type", "integer"}}}}}};
+  post(server, "/v1/chat/completions", schemaRequest(schema), 200);
+  const grammar::CompiledGrammar *first = compiledOf(engine.last());
+  ASSERT_NE(first, nullptr);
+  Json again = schemaRequest(schema);
+  again["temperature"] = 0.5;
+  again["messages"][0]["content"] = "Something else";
+  post(server, "/v1/chat/completions", again, 200);
+  EXPECT_EQ(compiledOf(engine.last()), first);
+  // Completions share the cache.
+  Json completion = {{"model", "tiny"},
+                     {"prompt", "x"},
+                     {"response_format", schemaRequest(schema)["response_format"]}};
+  post(server, "/v1/completions", completion, 200);
+  EXPECT_EQ(compiledOf(engine.last()), first);
+  post(server, "/v1/chat/completions", schemaRequest({{"type", "array"}}), 200);
+  ASSERT_NE(compiledOf(engine.last()), nullptr);
+  EXPECT_NE(compiledOf(engine.last()), first);
+}
+
+/// ignore_eos with a constraint: the end-of-sequence token is not offered (the scheduler would
+/// hand it to the grammar as a token, an error), so a structure that may end or go on goes on;
+/// one that is complete still ends the reply.
+TEST(HttpServer, IgnoreEosWithAConstraintEndsWhenTheStructureIsComplete) {
+  FakeEngine engine;
+  Running server(engine);
+  engine.script = encode(server.tokenizer(), "{}");
+  const std::vector<int32_t> eos = tinyEosIds();
+  ASSERT_FALSE(eos.empty());
+  const size_t words = (server.tokenizer().idCount() + 31) / 32;
+  auto allows = [](const std::vector<uint32_t> &mask, int32_t id) {
+    return (mask[static_cast<size_t>(id) / 32] >> (id % 32)) & 1u;
+  };
+  // A regex that may end after "a" or go on: the end is offered unless ignore_eos.
+  for (bool ignoreEos : {false, true}) {
+    Json request = chat("Hi");
+    request["chat_template_kwargs"] = {{"enable_thinking", false}};
+    request["structured_outputs"] = {{"regex", "a+"}};
+    request["ignore_eos"] = ignoreEos;
+    post(server, "/v1/chat/completions", request, 200);
+    ASSERT_TRUE(engine.last().constraint);
+    std::unique_ptr<runtime::TokenConstraint> c = engine.last().constraint->clone();
+    ASSERT_TRUE(c->advance(encode(server.tokenizer(), "a").front()));
+    std::vector<uint32_t> mask(words, 0u);
+    ASSERT_TRUE(c->fillAllowed(mask));
+    EXPECT_TRUE(allows(mask, encode(server.tokenizer(), "a").front()));
+    EXPECT_EQ(static_cast<bool>(allows(mask, eos.front())), !ignoreEos) << ignoreEos;
+    EXPECT_FALSE(c->complete());
+  }
+  // A JSON object is complete at its closing brace: the reply ends there, ignore_eos or not.
+  Json request = schemaRequest({{"type", "object"}});
+  request["ignore_eos"] = true;
+  post(server, "/v1/chat/completions", request, 200);
+  std::unique_ptr<runtime::TokenConstraint> c = engine.last().constraint->clone();
+  for (int32_t id : encode(server.tokenizer(), "{}")) {
+    ASSERT_FALSE(c->complete());
+    ASSERT_TRUE(c->advance(id));
+  }
+  EXPECT_TRUE(c->complete());
+}
+
+/// A raw string argument may hold `</arg_value>` itself (markup, code): the value runs to the
+/// `</arg_value>` that the next pair or the call's end follows.
+TEST(HttpServer, RawToolArgumentsMayHoldTheValueClosingTag) {
+  FakeEngine engine;
+  Running server(engine);
+  Json request = chat("Write the file");
+  request["tools"] = Json::parse(R"([{"type": "function", "function": {"name": "write",
+      "parameters": {"type": "object", "properties": {"text": {"type": "string"},
+      "lines": {"type": "integer"}}}}}])");
+  engine.script = encode(server.tokenizer(),
+                         "</think><tool_call>write<arg_key>text</arg_key><arg_value>a</arg_value>b"
+                         "</arg_value>c</arg_value><arg_key>lines</arg_key><arg_value>3"
+                         "</arg_value></tool_call>");
+  Json r = post(server, "/v1/chat/completions", request, 200);
+  ASSERT_EQ(r["choices"][0]["message"]["tool_calls"].size(), 1u) << r.dump();
+  EXPECT_EQ(
+      Json::parse(
+          r["choices"][0]["message"]["tool_calls"][0]["function"]["arguments"].get<std::string>()),
+      Json({{"text", "a</arg_value>b</arg_value>c"}, {"lines", 3}}));
+  // As the last value too.
+  engine.script =
+      encode(server.tokenizer(), "</think><tool_call>write<arg_key>text</arg_key><arg_value><x>"
+                                 "</arg_value></x></arg_value>\n</tool_call>");
+  r = post(server, "/v1/chat/completions", request, 200);
+  ASSERT_EQ(r["choices"][0]["message"]["tool_calls"].size(), 1u) << r.dump();
+  EXPECT_EQ(
+      Json::parse(
+          r["choices"][0]["message"]["tool_calls"][0]["function"]["arguments"].get<std::string>()),
+      Json({{"text", "<x></arg_value></x>"}}));
+  // Sent back, the call renders its value raw: the model reads what it wrote.
+  Json next = chat("Write the file");
+  next["tools"] = request["tools"];
+  next["messages"].push_back(r["choices"][0]["message"]);
+  next["messages"].push_back({{"role", "tool"},
+                              {"tool_call_id", r["choices"][0]["message"]["tool_calls"][0]["id"]},
+                              {"content", "done"}});
+  engine.script = encode(server.tokenizer(), "</think>ok");
+  post(server, "/v1/chat/completions", next, 200);
+  const std::string prompt = std::move(server.tokenizer().decode(engine.last().prompt)).value();
+  EXPECT_NE(prompt.find("<arg_value><x></arg_value></x></arg_value>"), std::string::npos) << prompt;
 }
 
 //===------------------------------------------------------------------------------------------===//
@@ -1406,7 +1622,7 @@ TEST(HttpServerHostile, PromptsAreCountedUpToTheWindow) {
     text += strCat("word", i % 97, i % 7 == 0 ? ".\n" : " ");
   }
   post(server, "/v1/completions", {{"model", "tiny"}, {"prompt", text}, {"max_tokens", 1}}, 200);
-  EXPECT_EQ(engine.last.prompt, encode(server.tokenizer(), text));
+  EXPECT_EQ(engine.last().prompt, encode(server.tokenizer(), text));
 }
 
 /// SIGTERM's drain with replies longer than its deadline: admission stops at once, and at the
@@ -1492,6 +1708,9 @@ TEST(HttpServerHostile, TheDrainDeadlineEndsEveryReplyCleanly) {
 TEST(HttpServerEndToEnd, GreedyRepliesMatchTheEngineAndStreamsRunConcurrently) {
   // The tiny fixture's CPU plan behind the real scheduler: at temperature 0 the reply is the
   // greedy continuation, computed here on a second engine directly.
+#ifndef GLM_HAVE_COMPILER
+  GTEST_SKIP() << "a server-only build has no glmc compile";
+#endif
   const auto plan =
       std::filesystem::temp_directory_path() / ("http_e2e_" + std::to_string(::getpid()) + ".glmp");
   ASSERT_EQ(std::system((std::string(GLM_GLMC_PATH) + " compile " + kTiny.string() + " -o " +

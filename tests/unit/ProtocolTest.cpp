@@ -928,7 +928,8 @@ TEST(ProtocolResponseTest, ChatCompletionWithContent) {
             R"({"id":"chatcmpl-1","object":"chat.completion","created":1764400000,)"
             R"("model":"glm-5.3","choices":[{"index":0,"message":{"role":"assistant",)"
             R"("content":"Hello!","refusal":null},"logprobs":null,"finish_reason":"stop"}],)"
-            R"("usage":{"prompt_tokens":10,"completion_tokens":3,"total_tokens":13}})");
+            R"("usage":{"prompt_tokens":10,"completion_tokens":3,"total_tokens":13,)"
+            R"("prompt_tokens_details":{"cached_tokens":0}}})");
 }
 
 TEST(ProtocolResponseTest, ChatCompletionWithReasoningAndToolCalls) {
@@ -947,7 +948,8 @@ TEST(ProtocolResponseTest, ChatCompletionWithReasoningAndToolCalls) {
       R"("arguments":"{\"city\":\"Paris\"}"}},{"id":"call_2","type":"function",)"
       R"("function":{"name":"get_time","arguments":"{}"}}]},"logprobs":null,)"
       R"("finish_reason":"tool_calls"}],)"
-      R"("usage":{"prompt_tokens":212,"completion_tokens":57,"total_tokens":269}})");
+      R"("usage":{"prompt_tokens":212,"completion_tokens":57,"total_tokens":269,)"
+      R"("prompt_tokens_details":{"cached_tokens":0}}})");
   // Content beside calls stays a string; empty content without calls is "" (not null).
   Json withText = chatCompletionJson(
       "c", 5, "m",
@@ -1069,10 +1071,10 @@ TEST(ProtocolResponseTest, ChatChunks) {
             R"("choices":[{"index":2,"delta":{"content":"x"},"logprobs":{"content":[{"token":"x",)"
             R"("logprob":-1.0,"bytes":[120],"top_logprobs":[]}],"refusal":null},)"
             R"("finish_reason":null}]})");
-  EXPECT_EQ(
-      chatUsageChunkJson("chatcmpl-X", 7, "glm-5.3", Usage{10, 5}).dump(),
-      R"({"id":"chatcmpl-X","object":"chat.completion.chunk","created":7,"model":"glm-5.3",)"
-      R"("choices":[],"usage":{"prompt_tokens":10,"completion_tokens":5,"total_tokens":15}})");
+  EXPECT_EQ(chatUsageChunkJson("chatcmpl-X", 7, "glm-5.3", Usage{10, 5, 4}).dump(),
+            R"({"id":"chatcmpl-X","object":"chat.completion.chunk","created":7,"model":"glm-5.3",)"
+            R"("choices":[],"usage":{"prompt_tokens":10,"completion_tokens":5,"total_tokens":15,)"
+            R"("prompt_tokens_details":{"cached_tokens":4}}})");
 }
 
 TEST(ProtocolResponseTest, TextCompletion) {
@@ -1082,7 +1084,8 @@ TEST(ProtocolResponseTest, TextCompletion) {
                 .dump(),
             R"({"id":"cmpl-1","object":"text_completion","created":9,"model":"glm-5.3",)"
             R"("choices":[{"index":0,"text":" a time","logprobs":null,"finish_reason":"length"}],)"
-            R"("usage":{"prompt_tokens":2,"completion_tokens":3,"total_tokens":5}})");
+            R"("usage":{"prompt_tokens":2,"completion_tokens":3,"total_tokens":5,)"
+            R"("prompt_tokens_details":{"cached_tokens":0}}})");
   EXPECT_EQ(completionChunkJson("cmpl-1", 9, "glm-5.3", 0, " a", std::nullopt).dump(),
             R"({"id":"cmpl-1","object":"text_completion","created":9,"model":"glm-5.3",)"
             R"("choices":[{"index":0,"text":" a","logprobs":null,"finish_reason":null}]})");
@@ -1105,7 +1108,8 @@ TEST(ProtocolResponseTest, TextCompletion) {
             R"("choices":[{"index":0,"text":"","logprobs":null,"finish_reason":"stop"}]})");
   EXPECT_EQ(completionUsageChunkJson("cmpl-1", 9, "glm-5.3", Usage{2, 3}).dump(),
             R"({"id":"cmpl-1","object":"text_completion","created":9,"model":"glm-5.3",)"
-            R"("choices":[],"usage":{"prompt_tokens":2,"completion_tokens":3,"total_tokens":5}})");
+            R"("choices":[],"usage":{"prompt_tokens":2,"completion_tokens":3,"total_tokens":5,)"
+            R"("prompt_tokens_details":{"cached_tokens":0}}})");
 }
 
 TEST(ProtocolResponseTest, Models) {

@@ -1,11 +1,13 @@
 // In-process tests of /v1/responses and Anthropic's /v1/messages over a scripted fake engine:
 // the requests' translation (the prompt equals the chat request's that says the same), the reply
 // shapes, the event sequences, the response store, and errors that name the client's fields.
+#include "base/Hmac.h"
 #include "models/glm53/Config.h"
+#include "server/anthropic/ThinkingSignature.h"
 #include "server/http/HttpServer.h"
 #include "server/openai/Responses.h"
 #include "server/tokenizer/Tokenizer.h"
-#include "tests/unit/support/ScriptedEngine.h"
+#include "tests/unit/support/FakeEngine.h"
 
 #include <gtest/gtest.h>
 #include <httplib.h>
@@ -24,7 +26,7 @@ namespace glm::server {
 namespace {
 
 using Json = nlohmann::ordered_json;
-using testing::ScriptedEngine;
+using testing::FakeEngine;
 const std::filesystem::path kTiny = std::filesystem::path(GLM_FIXTURES_DIR) / "glm53-tiny";
 
 /// A server over the tiny fixture's tokenizer and template, on a free loopback port.
@@ -112,7 +114,7 @@ std::vector<std::string> typesOf(const std::vector<std::pair<std::string, Json>>
 }
 
 /// The prompt the engine got for a chat-completions request saying the same.
-std::string chatPrompt(const Served &server, ScriptedEngine &engine, Json chat) {
+std::string chatPrompt(const Served &server, FakeEngine &engine, Json chat) {
   chat["model"] = "tiny";
   chat["max_tokens"] = 4;
   Reply r = post(server, "/v1/chat/completions", chat);
@@ -131,7 +133,7 @@ const char *kWeatherCall = "</think>\n<tool_call>get_weather<arg_key>city</arg_k
 //===------------------------------------------------------------------------------------------===//
 
 TEST(Responses, AStringInputGivesReasoningAndAMessage) {
-  ScriptedEngine engine;
+  FakeEngine engine;
   Served server(engine);
   engine.script = server.encode("Let me think.</think>Hello there");
   Reply r = post(server, "/v1/responses", {{"model", "tiny"}, {"input", "Hi"}});
@@ -181,7 +183,7 @@ TEST(Responses, AStringInputGivesReasoningAndAMessage) {
 }
 
 TEST(Responses, ItemsTranslateAsTheEquivalentChatRequest) {
-  ScriptedEngine engine;
+  FakeEngine engine;
   Served server(engine);
   engine.script = server.encode("</think>Done.");
   const Json tools = Json::array(
@@ -230,7 +232,7 @@ TEST(Responses, ItemsTranslateAsTheEquivalentChatRequest) {
 }
 
 TEST(Responses, ToolCallsAreFunctionCallItems) {
-  ScriptedEngine engine;
+  FakeEngine engine;
   Served server(engine);
   engine.script = server.encode(kWeatherCall);
   const Json tools = Json::array(
@@ -253,7 +255,7 @@ TEST(Responses, ToolCallsAreFunctionCallItems) {
 }
 
 TEST(Responses, StreamsTheEventSequenceTheSdkReads) {
-  ScriptedEngine engine;
+  FakeEngine engine;
   Served server(engine);
   engine.script = server.encode("Hmm.</think>Sure.\n<tool_call>get_weather<arg_key>city"
                                 "</arg_key><arg_value>Rome</arg_value></tool_call>");
@@ -332,7 +334,7 @@ TEST(Responses, StreamsTheEventSequenceTheSdkReads) {
 }
 
 TEST(Responses, TheTokenBudgetMakesAnIncompleteResponse) {
-  ScriptedEngine engine;
+  FakeEngine engine;
   Served server(engine);
   engine.script = server.encode("</think>one two three four five six");
   Reply r = post(server, "/v1/responses",
@@ -354,7 +356,7 @@ TEST(Responses, TheTokenBudgetMakesAnIncompleteResponse) {
 }
 
 TEST(Responses, PreviousResponseIdContinuesTheConversation) {
-  ScriptedEngine engine;
+  FakeEngine engine;
   Served server(engine);
   engine.script = server.encode("Thinking.</think>I am Tiny.");
   Reply first = post(server, "/v1/responses",
@@ -430,7 +432,7 @@ TEST(Responses, TheStoreIsBoundedAndEvictsTheLeastRecentlyUsed) {
   EXPECT_TRUE(small.response("z"));
 
   // Through the server: the third response pushes out the first.
-  ScriptedEngine engine;
+  FakeEngine engine;
   ServerOptions options;
   options.maxStoredResponses = 2;
   Served server(engine, options);
@@ -445,7 +447,7 @@ TEST(Responses, TheStoreIsBoundedAndEvictsTheLeastRecentlyUsed) {
 }
 
 TEST(Responses, ReasoningEffortAndEncryptedReasoning) {
-  ScriptedEngine engine;
+  FakeEngine engine;
   Served server(engine);
   engine.script = server.encode("Deep.</think>Answer");
   Reply r = post(server, "/v1/responses",
@@ -492,7 +494,7 @@ struct BadResponsesRequest {
 class ResponsesErrors : public ::testing::TestWithParam<BadResponsesRequest> {};
 
 TEST_P(ResponsesErrors, NameTheClientsField) {
-  ScriptedEngine engine;
+  FakeEngine engine;
   Served server(engine);
   engine.script = server.encode("</think>ok");
   Json body = {{"model", "tiny"}, {"input", "Hi"}};
@@ -596,7 +598,7 @@ Json anthropicRequest(Json fields = Json::object()) {
 }
 
 TEST(Messages, ThinkingAndTextBlocks) {
-  ScriptedEngine engine;
+  FakeEngine engine;
   Served server(engine);
   engine.script = server.encode("Let me see.</think>Hello!");
   Reply r = post(server, "/v1/messages",
@@ -622,7 +624,7 @@ TEST(Messages, ThinkingAndTextBlocks) {
 }
 
 TEST(Messages, WithoutThinkingTheThinkBlockIsClosed) {
-  ScriptedEngine engine;
+  FakeEngine engine;
   Served server(engine);
   engine.script = server.encode("Just text");
   Reply r = post(server, "/v1/messages", anthropicRequest({{"system", "Be kind."}}));
@@ -638,7 +640,7 @@ TEST(Messages, WithoutThinkingTheThinkBlockIsClosed) {
 }
 
 TEST(Messages, ToolUseAndToolResultsTranslateAsTheChatRequest) {
-  ScriptedEngine engine;
+  FakeEngine engine;
   Served server(engine);
   engine.script = server.encode(kWeatherCall);
   const Json tools = Json::array({{{"name", "get_weather"},
@@ -696,7 +698,7 @@ TEST(Messages, ToolUseAndToolResultsTranslateAsTheChatRequest) {
 }
 
 TEST(Messages, StopSequencesAndTheTokenBudget) {
-  ScriptedEngine engine;
+  FakeEngine engine;
   Served server(engine);
   engine.script = server.encode("one two three four");
   Reply stopped =
@@ -713,7 +715,7 @@ TEST(Messages, StopSequencesAndTheTokenBudget) {
 }
 
 TEST(Messages, StreamsAnthropicsEvents) {
-  ScriptedEngine engine;
+  FakeEngine engine;
   Served server(engine);
   engine.script = server.encode("Plan.</think>Calling.<tool_call>get_weather<arg_key>city"
                                 "</arg_key><arg_value>Oslo</arg_value></tool_call>");
@@ -777,8 +779,201 @@ TEST(Messages, StreamsAnthropicsEvents) {
   EXPECT_EQ(events[events.size() - 3].second["index"], 2);
 }
 
+/// A prompt resumed from a kept state: Responses count it in input_tokens_details.cached_tokens
+/// (input_tokens is still the whole prompt, as OpenAI's).
+TEST(Responses, CachedInputTokensAreInTheUsage) {
+  FakeEngine engine;
+  engine.cachedTokens = 4;
+  Served server(engine);
+  engine.script = server.encode("Hm.</think>Answer");
+  Reply r = post(server, "/v1/responses", {{"model", "tiny"}, {"input", "Q"}});
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.json["usage"]["input_tokens"], engine.last().prompt.size());
+  EXPECT_EQ(r.json["usage"]["input_tokens_details"]["cached_tokens"], 4);
+  Reply s = post(server, "/v1/responses", {{"model", "tiny"}, {"input", "Q"}, {"stream", true}});
+  ASSERT_EQ(s.status, 200) << s.body;
+  const auto events = sse(s.body);
+  ASSERT_FALSE(events.empty());
+  EXPECT_EQ(events.back().first, "response.completed");
+  EXPECT_EQ(events.back().second["response"]["usage"]["input_tokens_details"]["cached_tokens"], 4);
+}
+
+/// reasoning.summary: the server writes no summary (that would take a second generation); the
+/// reasoning is the item's reasoning_text content, whole, and the summary asked for is echoed.
+TEST(Responses, ASummaryAskedForLeavesTheSummaryEmptyAndTheReasoningWhole) {
+  FakeEngine engine;
+  Served server(engine);
+  engine.script = server.encode("Step one. Step two.</think>Done");
+  Reply r = post(server, "/v1/responses",
+                 {{"model", "tiny"}, {"input", "Q"}, {"reasoning", {{"summary", "detailed"}}}});
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.json["reasoning"]["summary"], "detailed");
+  const Json &item = r.json["output"][0];
+  EXPECT_EQ(item["type"], "reasoning");
+  EXPECT_EQ(item["summary"], Json::array());
+  EXPECT_EQ(item["content"],
+            Json::array({{{"type", "reasoning_text"}, {"text", "Step one. Step two."}}}));
+}
+
+/// Anthropic counts a prompt in parts: input_tokens the uncached ones, cache_read_input_tokens
+/// those resumed from a kept state; in the message, message_start and message_delta alike.
+TEST(Messages, CachedPromptTokensAreCacheReads) {
+  FakeEngine engine;
+  engine.cachedTokens = 4;
+  Served server(engine);
+  engine.script = server.encode("Just text");
+  Reply r = post(server, "/v1/messages", anthropicRequest());
+  ASSERT_EQ(r.status, 200) << r.body;
+  const int64_t prompt = static_cast<int64_t>(engine.last().prompt.size());
+  EXPECT_EQ(r.json["usage"]["input_tokens"], prompt - 4);
+  EXPECT_EQ(r.json["usage"]["cache_read_input_tokens"], 4);
+  EXPECT_EQ(r.json["usage"]["cache_creation_input_tokens"], 0);
+  Reply s = post(server, "/v1/messages", anthropicRequest({{"stream", true}}));
+  ASSERT_EQ(s.status, 200) << s.body;
+  const auto events = sse(s.body);
+  ASSERT_GE(events.size(), 3u);
+  EXPECT_EQ(events.front().second["message"]["usage"]["input_tokens"], prompt - 4);
+  EXPECT_EQ(events.front().second["message"]["usage"]["cache_read_input_tokens"], 4);
+  const Json &delta = events[events.size() - 2].second;
+  EXPECT_EQ(delta["type"], "message_delta");
+  EXPECT_EQ(delta["usage"]["cache_read_input_tokens"], 4);
+  EXPECT_EQ(delta["usage"]["input_tokens"], prompt - 4);
+}
+
+bool isBase64Digest(const std::string &s) {
+  return s.size() == 44 && s.back() == '=' &&
+         s.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/") ==
+             43;
+}
+
+/// Thinking blocks carry a signature (HMAC-SHA256 of the text under the server's key, base64),
+/// the same in a message and in a stream's signature_delta; one sent back is accepted whether it
+/// verifies or not, and redacted_thinking blocks are dropped.
+TEST(Messages, ThinkingBlocksAreSignedAndReadBackUnverified) {
+  FakeEngine engine;
+  Served server(engine);
+  const Json thinking = {{"thinking", {{"type", "enabled"}, {"budget_tokens", 1024}}},
+                         {"max_tokens", 2000}};
+  engine.script = server.encode("Let me see.</think>Hello!");
+  Reply r = post(server, "/v1/messages", anthropicRequest(thinking));
+  ASSERT_EQ(r.status, 200) << r.body;
+  const std::string signature = r.json["content"][0]["signature"];
+  EXPECT_TRUE(isBase64Digest(signature)) << signature;
+  Json streamed = anthropicRequest(thinking);
+  streamed["stream"] = true;
+  Reply s = post(server, "/v1/messages", streamed);
+  std::string streamedSignature;
+  for (const auto &[type, e] : sse(s.body)) {
+    if (type == "content_block_delta" && e["delta"]["type"] == "signature_delta") {
+      streamedSignature = e["delta"]["signature"];
+    }
+  }
+  EXPECT_EQ(streamedSignature, signature);
+  engine.script = server.encode("Something else.</think>Hello!");
+  Reply other = post(server, "/v1/messages", anthropicRequest(thinking));
+  const std::string otherSignature = other.json["content"][0]["signature"];
+  EXPECT_TRUE(isBase64Digest(otherSignature));
+  EXPECT_NE(otherSignature, signature);
+  EXPECT_EQ(anthropic::ThinkingSigner("key").sign("text"),
+            anthropic::base64(
+                std::string(reinterpret_cast<const char *>(hmacSha256("key", "text").data()), 32)));
+  EXPECT_EQ(anthropic::base64("ab"), "YWI=");
+  EXPECT_EQ(anthropic::base64("abcd"), "YWJjZA==");
+
+  Json back = anthropicRequest(thinking);
+  back["messages"] = Json::parse(R"([{"role": "user", "content": "Hi"},
+      {"role": "assistant", "content": [
+         {"type": "thinking", "thinking": "Earlier thought.", "signature": "forged"},
+         {"type": "redacted_thinking", "data": "OPAQUE-DATA"},
+         {"type": "text", "text": "Earlier answer."}]},
+      {"role": "user", "content": "Again"}])");
+  engine.script = server.encode("</think>ok");
+  Reply again = post(server, "/v1/messages", back);
+  ASSERT_EQ(again.status, 200) << again.body;
+  const std::string prompt = server.decode(engine.last().prompt);
+  EXPECT_NE(prompt.find("Earlier answer."), std::string::npos) << prompt;
+  EXPECT_EQ(prompt.find("OPAQUE-DATA"), std::string::npos) << prompt;
+}
+
+/// The think block of a request with thinking.budget_tokens ends at the budget: after that many
+/// tokens inside it only `</think>` may be sampled; a forced tool call's grammar then holds.
+TEST(Messages, TheThinkingBudgetClosesTheThinkBlock) {
+  FakeEngine engine;
+  Served server(engine);
+  engine.script = server.encode("Hm.</think>ok");
+  const int32_t thinkEnd = static_cast<int32_t>(*server.tokenizer().tokenToId("</think>"));
+  const int32_t word = server.encode(" word").front();
+  const size_t words = (server.tokenizer().idCount() + 31) / 32;
+  auto onlyThinkEnd = [&](const std::vector<uint32_t> &mask) {
+    for (size_t i = 0; i < mask.size(); ++i) {
+      const uint32_t expected =
+          i == static_cast<size_t>(thinkEnd) / 32 ? 1u << (thinkEnd % 32) : 0u;
+      if (mask[i] != expected) {
+        return false;
+      }
+    }
+    return true;
+  };
+  ASSERT_EQ(post(server, "/v1/messages",
+                 anthropicRequest({{"thinking", {{"type", "enabled"}, {"budget_tokens", 1024}}},
+                                   {"max_tokens", 2000}}))
+                .status,
+            200);
+  ASSERT_TRUE(engine.last().constraint);
+  std::unique_ptr<runtime::TokenConstraint> c = engine.last().constraint->clone();
+  std::vector<uint32_t> mask(words, ~0u);
+  for (int i = 0; i < 1024; ++i) {
+    ASSERT_FALSE(c->fillAllowed(mask)) << "free while within the budget, token " << i;
+    ASSERT_TRUE(c->advance(word));
+  }
+  ASSERT_TRUE(c->fillAllowed(mask));
+  EXPECT_TRUE(onlyThinkEnd(mask));
+  ASSERT_TRUE(c->advance(thinkEnd));
+  EXPECT_FALSE(c->fillAllowed(mask)) << "the answer is free";
+  EXPECT_FALSE(c->complete());
+  // The model closing its think block itself leaves the answer free.
+  c = engine.last().constraint->clone();
+  ASSERT_TRUE(c->advance(word));
+  ASSERT_TRUE(c->advance(thinkEnd));
+  for (int i = 0; i < 2000; ++i) {
+    ASSERT_FALSE(c->fillAllowed(mask));
+    ASSERT_TRUE(c->advance(word));
+  }
+
+  // With a forced tool call the two compose: the budget inside the think block, then the call.
+  const Json tools = Json::array({{{"name", "get_weather"}, {"input_schema", kWeatherParameters}}});
+  Reply forced =
+      post(server, "/v1/messages",
+           anthropicRequest({{"thinking", {{"type", "enabled"}, {"budget_tokens", 1024}}},
+                             {"max_tokens", 1500},
+                             {"tools", tools},
+                             {"tool_choice", {{"type", "any"}}}}));
+  ASSERT_EQ(forced.status, 200) << forced.body;
+  ASSERT_TRUE(engine.last().constraint);
+  c = engine.last().constraint->clone();
+  for (int i = 0; i < 1024; ++i) {
+    ASSERT_FALSE(c->fillAllowed(mask));
+    ASSERT_TRUE(c->advance(word));
+  }
+  ASSERT_TRUE(c->fillAllowed(mask));
+  EXPECT_TRUE(onlyThinkEnd(mask));
+  ASSERT_TRUE(c->advance(thinkEnd));
+  ASSERT_TRUE(c->fillAllowed(mask));
+  EXPECT_FALSE(onlyThinkEnd(mask));
+  EXPECT_FALSE(mask[static_cast<size_t>(word) / 32] & (1u << (word % 32)))
+      << "plain text is not a tool call";
+
+  // Adaptive thinking has no budget; without thinking there is no think block.
+  for (const char *type : {"adaptive", "disabled"}) {
+    ASSERT_EQ(
+        post(server, "/v1/messages", anthropicRequest({{"thinking", {{"type", type}}}})).status,
+        200);
+    EXPECT_FALSE(engine.last().constraint) << type;
+  }
+}
+
 TEST(Messages, CountTokensIsThePromptsLength) {
-  ScriptedEngine engine;
+  FakeEngine engine;
   Served server(engine);
   engine.script = server.encode("ok");
   Json body = anthropicRequest({{"system", "S"}});
@@ -792,7 +987,7 @@ TEST(Messages, CountTokensIsThePromptsLength) {
 }
 
 TEST(Messages, ErrorsHaveAnthropicsShapeAndNameTheField) {
-  ScriptedEngine engine;
+  FakeEngine engine;
   Served server(engine);
   engine.script = server.encode("ok");
   auto expectError = [&](const Json &body, int status, const std::string &type,
@@ -840,7 +1035,7 @@ TEST(Messages, ErrorsHaveAnthropicsShapeAndNameTheField) {
 }
 
 TEST(Messages, TheApiKeyComesAsXApiKeyOrBearer) {
-  ScriptedEngine engine;
+  FakeEngine engine;
   ServerOptions options;
   options.apiKeys = {"secret"};
   Served server(engine, options);
@@ -865,7 +1060,7 @@ TEST(Messages, TheApiKeyComesAsXApiKeyOrBearer) {
 }
 
 TEST(Messages, AnEngineFailureIsAnErrorEvent) {
-  ScriptedEngine engine;
+  FakeEngine engine;
   Served server(engine);
   engine.script = server.encode("one two three");
   engine.failure = Status(StatusCode::Internal, "device lost");
@@ -890,7 +1085,7 @@ TEST(Messages, AnEngineFailureIsAnErrorEvent) {
 //===------------------------------------------------------------------------------------------===//
 
 TEST(StopStrings, AStopStringInTheReasoningEndsTheReplyThere) {
-  ScriptedEngine engine;
+  FakeEngine engine;
   Served server(engine);
   engine.script = server.encode("First I count: one two three.</think>The answer");
   Reply r = post(server, "/v1/chat/completions",
@@ -939,8 +1134,8 @@ TEST(StopStrings, AStopStringInTheReasoningEndsTheReplyThere) {
 /// Every family has its HELP and TYPE lines before its samples; the request phases and the
 /// state pool's use are there under vLLM's names.
 TEST(Metrics, EveryFamilyIsDescribedAndTheRequestPhasesAreTimed) {
-  ScriptedEngine engine;
-  engine.kvCacheUsage = 0.25;
+  FakeEngine engine;
+  engine.reported.kvCacheUsage = 0.25;
   Served server(engine);
   engine.script = server.encode("</think>ok then");
   ASSERT_EQ(post(server, "/v1/messages", anthropicRequest()).status, 200);

@@ -69,7 +69,9 @@ await test('thinking blocks, streamed and whole', async () => {
   const thinking = whole.content.filter((b) => b.type === 'thinking');
   check(thinking.length <= 1 && (thinking.length === 0 || whole.content[0].type === 'thinking'),
     `blocks ${whole.content.map((b) => b.type)}`);
-  check(thinking.every((b) => typeof b.thinking === 'string' && typeof b.signature === 'string'), 'thinking block');
+  // Signed: base64 of an HMAC-SHA256 (44 characters), the same text's the same in the stream.
+  check(thinking.every((b) => typeof b.thinking === 'string' && /^[A-Za-z0-9+/]{43}=$/.test(b.signature)),
+    `thinking block ${JSON.stringify(thinking)}`);
   const streamed = await client.messages.stream(request).finalMessage();
   check(JSON.stringify(streamed.content) === JSON.stringify(whole.content), 'the stream assembles the same blocks');
 });
@@ -111,10 +113,17 @@ await test('stop_sequences end the reply with stop_reason stop_sequence', async 
 });
 
 await test('count_tokens matches the usage', async () => {
-  const request = { model, messages: hello, system: 'Count me.' };
+  // Long enough to span several prefill chunks: sent again, it resumes from a kept state.
+  const request = { model, messages: hello, system: 'Count me. '.repeat(150) };
   const counted = await client.messages.countTokens(request);
   const m = await client.messages.create({ ...request, max_tokens: 4 });
-  check(counted.input_tokens === m.usage.input_tokens, `${counted.input_tokens} vs ${m.usage.input_tokens}`);
+  // Anthropic's input_tokens is the uncached part: the prompt is it and the cache reads.
+  const prompt = m.usage.input_tokens + m.usage.cache_read_input_tokens;
+  check(counted.input_tokens === prompt, `${counted.input_tokens} vs ${JSON.stringify(m.usage)}`);
+  const again = await client.messages.create({ ...request, max_tokens: 4 });
+  check(again.usage.cache_read_input_tokens > 0 &&
+        again.usage.input_tokens + again.usage.cache_read_input_tokens === counted.input_tokens,
+    `the same prompt again reads its kept state: ${JSON.stringify(again.usage)}`);
 });
 
 await test("errors in Anthropic's shape", async () => {

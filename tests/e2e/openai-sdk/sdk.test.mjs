@@ -41,6 +41,27 @@ await test('chat completion', async () => {
   check(r.usage.total_tokens === r.usage.prompt_tokens + r.usage.completion_tokens, 'total');
 });
 
+await test('request ids and cached tokens', async () => {
+  // The server echoes a client's X-Request-Id (the SDK reads it as _request_id) and makes one
+  // otherwise. A prompt sent twice resumes the second time from a state kept at one of its
+  // prefill chunk boundaries: so it spans several chunks.
+  const long = 'Count the cached tokens, please. '.repeat(100);
+  const ask = { model, messages: [{ role: 'user', content: long }], max_tokens: 2 };
+  const first = await client.chat.completions.create(ask, { headers: { 'X-Request-Id': 'e2e-request-1' } });
+  check(first._request_id === 'e2e-request-1', `request id ${first._request_id}`);
+  const second = await client.chat.completions.create(ask);
+  check(/^req_[0-9a-f]{32}$/.test(second._request_id), `generated request id ${second._request_id}`);
+  conform('CreateChatCompletionResponse', second);
+  const cached = second.usage.prompt_tokens_details.cached_tokens;
+  check(cached > 0 && cached < second.usage.prompt_tokens, `cached_tokens ${cached} of ${second.usage.prompt_tokens}`);
+  try {
+    await client.chat.completions.create({ ...ask, temperature: 'hot' }, { headers: { 'X-Request-Id': 'e2e-bad' } });
+    throw new Error('no error');
+  } catch (e) {
+    check(e instanceof OpenAI.BadRequestError && e.requestID === 'e2e-bad', `error request id ${e.requestID}`);
+  }
+});
+
 await test('streamed chat with usage', async () => {
   const stream = await client.chat.completions.create({
     model, messages: hello, max_tokens: 6, stream: true, stream_options: { include_usage: true },
