@@ -1,7 +1,7 @@
 // The GBNF parser: tokens skipped over whitespace and comments, rules resolved by name at the end.
 #include "server/grammar/Gbnf.h"
 
-#include "server/grammar/Regex.h"
+#include "server/grammar/CharClass.h"
 
 #include <map>
 

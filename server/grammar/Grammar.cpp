@@ -4,6 +4,94 @@
 #include <algorithm>
 
 namespace glm::grammar {
+namespace {
+
+// A "character rule": a few alternatives of a few terminals each, none empty (a UTF-8 character,
+// a JSON string's char with its escapes, an enum of literals). Bigger or nullable rules stay
+// rules: splicing them would multiply their callers' alternatives (and the stack tops of a state)
+// for no gain.
+constexpr size_t kInlineAlternatives = 16;
+constexpr size_t kInlineLength = 8;
+// The most alternatives a caller may grow to by inlining, and the most other elements an
+// alternative may have for a rule of several alternatives to be spliced into it (they are copied
+// once per alternative: a long sequence, such as a date-time regex with its groups spliced, would
+// multiply into as many alternatives, each its own stack top with its own table).
+constexpr size_t kInlinedCallerAlternatives = 64;
+constexpr size_t kInlineContext = 4;
+
+bool isCharacterRule(const std::vector<GrammarBuilder::Seq> &alts) {
+  if (alts.empty() || alts.size() > kInlineAlternatives) {
+    return false;
+  }
+  return std::all_of(alts.begin(), alts.end(), [](const GrammarBuilder::Seq &alt) {
+    return !alt.empty() && alt.size() <= kInlineLength &&
+           std::none_of(alt.begin(), alt.end(),
+                        [](const Element &e) { return e.kind == ElementKind::Rule; });
+  });
+}
+
+/// Splices references to character rules into their callers, to a fixpoint (a char rule made of
+/// utf8 becomes a character rule once utf8 is spliced into it). Why: a position's token table
+/// (TokenMask.h) is computed relative to the frames of the stack's top, and a token that leaves
+/// them is "uncertain", re-run against the real stack at every step. A terminal inside a
+/// one-character rule leaves its frame after one character, so inside a JSON string nearly every
+/// multi-byte token was uncertain (~100k of 155k). Spliced, the character's bytes sit in the
+/// string's repetition (chars ::= char chars | ε, recursing in tail position), whose frame a token
+/// leaves only at the closing quote. The language is unchanged; the rules keep their ids (an
+/// unreferenced one just has no caller). Growth past maxElements skips the splice (it is an
+/// optimisation, never an error).
+void inlineCharacterRules(std::vector<std::vector<GrammarBuilder::Seq>> &rules, int64_t elements,
+                          int64_t maxElements) {
+  using Seq = GrammarBuilder::Seq;
+  std::vector<char> character(rules.size(), 0);
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (size_t r = 0; r < rules.size(); ++r) {
+      character[r] = isCharacterRule(rules[r]) ? 1 : 0;
+    }
+    for (size_t r = 0; r < rules.size(); ++r) {
+      auto splices = [&](const Seq &alt, const Element &e) {
+        return e.kind == ElementKind::Rule && character[e.value] &&
+               (rules[e.value].size() == 1 || alt.size() <= kInlineContext + 1);
+      };
+      const bool calls = std::any_of(rules[r].begin(), rules[r].end(), [&](const Seq &alt) {
+        return std::any_of(alt.begin(), alt.end(),
+                           [&](const Element &e) { return splices(alt, e); });
+      });
+      if (character[r] || !calls) {
+        continue;
+      }
+      std::vector<Seq> out;
+      int64_t grown = 0;
+      bool spliced = false;
+      for (const Seq &alt : rules[r]) {
+        auto at =
+            std::find_if(alt.begin(), alt.end(), [&](const Element &e) { return splices(alt, e); });
+        if (at == alt.end()) {
+          out.push_back(alt);
+          continue;
+        }
+        const size_t i = static_cast<size_t>(at - alt.begin());
+        for (const Seq &x : rules[at->value]) {
+          Seq s(alt.begin(), alt.begin() + static_cast<std::ptrdiff_t>(i));
+          s.insert(s.end(), x.begin(), x.end());
+          s.insert(s.end(), alt.begin() + static_cast<std::ptrdiff_t>(i) + 1, alt.end());
+          grown += static_cast<int64_t>(s.size()) + 1;
+          out.push_back(std::move(s));
+        }
+        grown -= static_cast<int64_t>(alt.size()) + 1;
+        spliced = true;
+      }
+      if (spliced && out.size() <= kInlinedCallerAlternatives && elements + grown <= maxElements) {
+        rules[r] = std::move(out);
+        elements += grown;
+        changed = true;
+      }
+    }
+  }
+}
+
+} // namespace
 
 uint32_t GrammarBuilder::newRule(std::string name) {
   if (static_cast<int64_t>(rules_.size()) >= bounds_.maxRules && !failed_) {
@@ -199,13 +287,15 @@ bool GrammarBuilder::finish(uint32_t root, Grammar &out, GrammarError &error,
       }
     }
   }
+  std::vector<std::vector<Seq>> rules = rules_;
+  inlineCharacterRules(rules, elements_, bounds_.maxElements);
   Grammar g;
   g.sets_ = sets_;
   g.names_ = names_;
   g.root_ = root;
   g.ruleAlts_.push_back(0);
   for (size_t r = 0; r < n; ++r) {
-    for (const Seq &alt : rules_[r]) {
+    for (const Seq &alt : rules[r]) {
       g.altStarts_.push_back(static_cast<uint32_t>(g.elements_.size()));
       g.elements_.insert(g.elements_.end(), alt.begin(), alt.end());
       g.elements_.push_back(Element{});

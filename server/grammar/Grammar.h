@@ -1,6 +1,6 @@
 // The one automaton form every structured-output constraint compiles to: rules of alternatives,
 // each a sequence of byte-class terminals, single-token terminals and rule references, run by a
-// pushdown recognizer over stacks of grammar positions (server/grammar/Matcher.h).
+// pushdown recognizer over stacks of grammar positions (server/grammar/Recognizer.h).
 #pragma once
 
 #include "base/Status.h"

@@ -13,6 +13,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 namespace glm::grammar {
@@ -38,35 +39,116 @@ private:
   std::vector<int32_t> sorted_;
 };
 
-/// What the tokens do from one terminal position, whatever stack lies below its frame: accepted
-/// (all their bytes match inside the frame), or uncertain (they leave the frame mid-token, so the
-/// stack below decides). The rest are rejected.
+/// What the tokens do from the top frames of a stack, whatever lies below them: accepted (all
+/// their bytes match inside those frames), or uncertain (they leave them mid-token, so the frames
+/// below decide). The rest are rejected. A table one frame deeper (ContextTable::deeper) re-runs
+/// only the shallower table's uncertain tokens: its accepted ones add to the shallower table's,
+/// its uncertain ones are a subset.
 struct PositionTokens {
   std::vector<uint32_t> acceptedMask; // a mask, when many are accepted
   std::vector<int32_t> acceptedIds;   // else the ids
-  std::vector<int32_t> uncertain;     // in byte order
+  // The uncertain ones likewise: a mask when many (a bounded string's last characters leave
+  // most of the vocabulary uncertain, and those tables are many), else the ids in byte order.
+  std::vector<uint32_t> uncertainMask;
+  std::vector<int32_t> uncertainIds;
+  size_t uncertainCount = 0;
+
+  /// The uncertain ids in byte order.
+  void uncertain(const TokenVocabulary &vocabulary, std::vector<int32_t> &out) const;
 };
 
+/// The tables of one terminal position as a tree over the frames below it: the root holds the
+/// table of the position's own frame; a child, keyed by the position of the next frame down (or
+/// kBottomFrame where the stack ends), the table of one frame more. Why a tree: no fixed depth
+/// fits every grammar. Inside a JSON string the top frame already decides all but the tokens
+/// holding a byte no string character has (`"`, `\`, a control byte); the string's frame then
+/// decides `abc"`, its caller's `abc",`, and so on.
+/// Children exist only under tables with uncertain tokens, and each costs a walk of those tokens
+/// alone, so deepening is cheap and the uncertain set a mask still walks at run time shrinks to
+/// nothing (or to what is left at kMaxContextDepth).
+struct ContextTable {
+  PositionTokens tokens;
+  std::vector<std::pair<int64_t, std::unique_ptr<ContextTable>>> deeper;
+};
+
+/// The key of the frame below the bottom one (the stack ends there: the input may end).
+inline constexpr int64_t kBottomFrame = -1;
+/// How many frames a context table covers at most, and how many deeper tables one grammar builds
+/// at most (a bound on memory when recursion meets ever new stacks); tokens still uncertain there
+/// are walked against the real stack.
+inline constexpr size_t kMaxContextDepth = 12;
+inline constexpr size_t kMaxContextTables = 1 << 16;
+
 /// A grammar bound to a vocabulary, shared by every request that uses the same constraint text.
-/// The per-position tables fill lazily (the first mask that reaches a position pays for it) under
-/// a lock, so any thread may use one.
+/// The tables fill lazily (the first mask that reaches a position, or a context of it, pays for
+/// it) under a lock, so any thread may use one.
 class CompiledGrammar {
 public:
   CompiledGrammar(Grammar grammar, std::shared_ptr<const TokenVocabulary> vocabulary);
 
   const Grammar &grammar() const { return grammar_; }
   const TokenVocabulary &vocabulary() const { return *vocabulary_; }
-  /// The table of terminal position `pos` (computed on first use).
+  /// The table of terminal position `pos` over its own frame (computed on first use).
   const PositionTokens &position(uint32_t pos) const;
+  /// The tables for the stack whose top is node `top` of `arena` (a Bytes position), appended to
+  /// `out` from its own frame down: each adds accepted tokens; the last one's uncertain tokens
+  /// (none unless kMaxContextDepth frames or kMaxContextTables were not enough) still need the
+  /// real stack.
+  void contextTables(const StackArena &arena, int32_t top,
+                     std::vector<const PositionTokens *> &out) const;
   /// How many positions have a table so far.
   size_t positionsComputed() const;
+  /// How many deeper tables (ContextTable children) exist so far.
+  size_t contextsComputed() const;
+  /// The bytes the tables hold so far (their masks and id lists).
+  size_t tableBytes() const;
 
 private:
+  ContextTable &rootTable(uint32_t pos) const;
+  std::unique_ptr<ContextTable> deeperTable(const std::vector<int64_t> &frames,
+                                            const PositionTokens &shallower) const;
+
   Grammar grammar_;
   std::shared_ptr<const TokenVocabulary> vocabulary_;
   mutable std::mutex mutex_;
-  mutable std::vector<std::unique_ptr<PositionTokens>> tables_;
+  mutable std::vector<std::unique_ptr<ContextTable>> tables_;
   mutable size_t computed_ = 0;
+  mutable size_t contexts_ = 0;
+};
+
+/// Reusable state of walkTokens (one per thread of use): the stack sets one walk meets, interned,
+/// and their byte transitions, a lazy DFA over stack sets. Inside a string the state after every
+/// whole character is the same set, so most bytes of most tokens are a lookup rather than a
+/// recognizer step (which interns and expands a node per alternative of the repetition).
+class TokenWalk {
+public:
+  /// Forgets the last walk (its node ids may be gone); state 0 is `start`.
+  void reset(const StackSet &start);
+  /// The state `state` advanced by byte `b`.
+  uint32_t step(Recognizer &recognizer, uint32_t state, uint8_t b);
+  const StackSet &state(uint32_t id) const { return states_[id]; }
+
+  // walkTokens' per-byte levels: the state after the first j bytes of the previous token, and
+  // whether a path left the frame within them.
+  std::vector<uint32_t> levels;
+  std::vector<char> escaped;
+
+private:
+  uint32_t intern();
+
+  std::vector<StackSet> states_;
+  std::unordered_map<uint64_t, uint32_t> byHash_; // a state's hash (probed on) -> its id
+  std::vector<int32_t> next_;                     // [state * 256 + byte] -> state, -1 not yet run
+  StackSet out_;
+};
+
+/// What the last fillMask did (for benchmarks): the stack tops, the uncertain tokens of their top
+/// frames' tables (what a mask would walk without deeper tables), and the tokens it walked against
+/// the real stacks.
+struct MaskStats {
+  size_t tops = 0;
+  size_t topUncertain = 0;
+  size_t walked = 0;
 };
 
 /// One sequence's place in a grammar.
@@ -86,6 +168,7 @@ public:
   bool accepting() const { return state_.accepting; }
   /// Nothing may follow: the structure is complete.
   bool finished() const { return state_.tops.empty(); }
+  const MaskStats &lastMask() const { return stats_; }
   const CompiledGrammar &compiled() const { return *grammar_; }
 
 private:
@@ -94,6 +177,13 @@ private:
   std::shared_ptr<const CompiledGrammar> grammar_;
   StackArena arena_;
   StackSet state_;
+  // fillMask's scratch, kept so that a mask allocates nothing once warm.
+  Recognizer recognizer_;
+  TokenWalk walk_;
+  std::vector<const PositionTokens *> chain_;
+  std::vector<int32_t> open_, ids_;
+  StackSet single_;
+  MaskStats stats_;
 };
 
 /// Walks the tokens `ids` (in byte order) from `start`, reusing shared prefixes: for each, calls
@@ -102,7 +192,13 @@ private:
 /// bytes still to match. Exposed for the tables and the brute-force tests' counterpart.
 template <typename Visit>
 void walkTokens(Recognizer &recognizer, const StackSet &start, const TokenVocabulary &vocabulary,
-                std::span<const int32_t> ids, Visit &&visit);
+                std::span<const int32_t> ids, Visit &&visit, TokenWalk &scratch);
+template <typename Visit>
+void walkTokens(Recognizer &recognizer, const StackSet &start, const TokenVocabulary &vocabulary,
+                std::span<const int32_t> ids, Visit &&visit) {
+  TokenWalk scratch;
+  walkTokens(recognizer, start, vocabulary, ids, visit, scratch);
+}
 
 } // namespace glm::grammar
 

@@ -7,11 +7,12 @@ namespace glm::grammar {
 
 template <typename Visit>
 void walkTokens(Recognizer &recognizer, const StackSet &start, const TokenVocabulary &vocabulary,
-                std::span<const int32_t> ids, Visit &&visit) {
-  // levels[j]: the state after the first j bytes of the previous token; escaped[j]: a path left
-  // the frame within those j bytes.
-  std::vector<StackSet> levels(1, start);
-  std::vector<char> escaped(1, 0);
+                std::span<const int32_t> ids, Visit &&visit, TokenWalk &scratch) {
+  std::vector<uint32_t> &levels = scratch.levels;
+  std::vector<char> &escaped = scratch.escaped;
+  scratch.reset(start);
+  levels.assign(1, 0);
+  escaped.assign(1, 0);
   std::string_view previous;
   size_t valid = 0;                     // levels[0 .. valid] hold for `previous`
   size_t dead = std::string_view::npos; // levels[dead] has no stacks (dead <= valid)
@@ -26,7 +27,7 @@ void walkTokens(Recognizer &recognizer, const StackSet &start, const TokenVocabu
     if (dead != std::string_view::npos && common >= dead) {
       // Same dead prefix: same verdict, but for a token that ends exactly where the state
       // emptied after completing.
-      const StackSet &at = levels[dead];
+      const StackSet &at = scratch.state(levels[dead]);
       const bool ends = bytes.size() == dead && (at.accepting || at.escaped);
       visit(id, ends, escaped[dead] != 0);
       continue;
@@ -38,15 +39,16 @@ void walkTokens(Recognizer &recognizer, const StackSet &start, const TokenVocabu
       escaped.resize(bytes.size() + 1);
     }
     for (size_t j = valid; j < bytes.size(); ++j) {
-      recognizer.advance(levels[j], static_cast<uint8_t>(bytes[j]), levels[j + 1]);
-      escaped[j + 1] = static_cast<char>(escaped[j] || levels[j + 1].escaped);
+      levels[j + 1] = scratch.step(recognizer, levels[j], static_cast<uint8_t>(bytes[j]));
+      const StackSet &next = scratch.state(levels[j + 1]);
+      escaped[j + 1] = static_cast<char>(escaped[j] || next.escaped);
       valid = j + 1;
-      if (levels[j + 1].tops.empty()) {
+      if (next.tops.empty()) {
         dead = j + 1;
         break;
       }
     }
-    const StackSet &last = levels[valid];
+    const StackSet &last = scratch.state(levels[valid]);
     if (dead == std::string_view::npos) {
       visit(id, true, escaped[bytes.size() - 1] != 0);
     } else {

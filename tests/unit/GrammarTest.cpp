@@ -238,17 +238,25 @@ TEST(Grammar, BadInputNamesThePathAndBounds) {
 // Masks against the brute-force reference
 //===------------------------------------------------------------------------------------------===//
 
-/// Walks `steps` random allowed tokens; at every state the mask must equal the reference that runs
-/// each token through the matcher alone. Returns the number of states compared.
+/// Walks `steps` random allowed tokens (after `prefix`, fed a byte token at a time); at every state
+/// the mask must equal the reference that runs each token through the matcher alone. Returns the
+/// number of states compared; `firstMask` gets the first mask's MaskStats.
 int compareMasks(const std::shared_ptr<const CompiledGrammar> &g, uint32_t seed, int steps,
-                 std::vector<int32_t> eos) {
+                 std::vector<int32_t> eos, std::string_view prefix = {},
+                 MaskStats *firstMask = nullptr) {
   const TokenVocabulary &v = g->vocabulary();
   Matcher m(g);
+  for (char c : prefix) {
+    EXPECT_TRUE(m.advance(static_cast<uint8_t>(c))) << "the prefix " << prefix;
+  }
   std::mt19937 rng(seed);
   int compared = 0;
   for (int step = 0; step < steps; ++step) {
     std::vector<uint32_t> mask(v.words(), 0);
     m.fillMask(mask, eos);
+    if (firstMask && step == 0) {
+      *firstMask = m.lastMask();
+    }
     std::vector<int32_t> allowed;
     for (int32_t id = 0; id < v.size(); ++id) {
       const bool expected =
@@ -310,8 +318,9 @@ TEST(GrammarMask, EqualsBruteForceOnTheTinyTokenizer) {
   EXPECT_GT(states, 150);
 }
 
-TEST(GrammarMask, EqualsBruteForceOnALargeSyntheticVocabulary) {
-  // Every byte, then random strings over a JSON-heavy alphabet and over all bytes.
+/// Every byte (ids 0..255), then random strings over a JSON-heavy alphabet and over all bytes, then
+/// four specials (the last one the end of sequence).
+std::shared_ptr<const TokenVocabulary> syntheticVocabulary(std::vector<std::string> extra = {}) {
   std::mt19937 rng(7);
   std::set<std::string> seen;
   std::vector<std::string> bytes;
@@ -330,9 +339,15 @@ TEST(GrammarMask, EqualsBruteForceOnALargeSyntheticVocabulary) {
       bytes.push_back(s);
     }
   }
+  bytes.insert(bytes.end(), extra.begin(), extra.end());
   bytes.resize(bytes.size() + 4); // specials without bytes
   const int32_t eos = static_cast<int32_t>(bytes.size()) - 1;
-  auto v = std::make_shared<TokenVocabulary>(std::move(bytes), std::vector<int32_t>{eos});
+  return std::make_shared<TokenVocabulary>(std::move(bytes), std::vector<int32_t>{eos});
+}
+
+TEST(GrammarMask, EqualsBruteForceOnALargeSyntheticVocabulary) {
+  auto v = syntheticVocabulary();
+  const int32_t eos = v->size() - 1;
   int states = 0;
   for (uint32_t seed = 0; seed < 3; ++seed) {
     states += compareMasks(compileOrDie(spec(Kind::JsonSchema, kMaskSchema), v), seed, 25, {eos});
@@ -340,6 +355,109 @@ TEST(GrammarMask, EqualsBruteForceOnALargeSyntheticVocabulary) {
   states +=
       compareMasks(compileOrDie(spec(Kind::Regex, "[a-z]+(,[0-9]{1,3})*\\."), v), 3, 20, {eos});
   EXPECT_GT(states, 60);
+}
+
+// The paths the inlined character rules and the context tables (TokenMask.h) take: strings nested
+// in arrays and objects, bounded strings, recursion through $ref, regex and GBNF rules that are
+// spliced into their callers, and stacks deeper than kMaxContextDepth.
+TEST(GrammarMask, EqualsBruteForceThroughInlinedRulesAndDeepContexts) {
+  // Runs of closing brackets, which only stacks of many open lists decide.
+  std::vector<std::string> closers;
+  for (size_t n : {8, 14, 19, 20, 21}) {
+    closers.push_back(std::string(n, ']'));
+    closers.push_back("b" + std::string(n, ']') + ",c");
+  }
+  auto v = syntheticVocabulary(closers);
+  const int32_t eos = v->size() - 1;
+  int states = 0;
+  const char *nested = R"({
+    "type": "object",
+    "properties": {
+      "rows": {"type": "array", "items": {"type": "object", "properties": {
+        "s": {"type": "string"},
+        "short": {"type": "array", "items": {"type": "string", "maxLength": 3}, "maxItems": 4},
+        "ok": {"type": "boolean"}}}},
+      "word": {"type": "string", "minLength": 2, "maxLength": 6},
+      "e": {"enum": ["a\"b", "c\\d", "x y"]}
+    }
+  })";
+  for (uint32_t seed = 0; seed < 3; ++seed) {
+    states += compareMasks(compileOrDie(spec(Kind::JsonSchema, nested), v), seed, 30, {eos});
+    states += compareMasks(compileOrDie(spec(Kind::JsonSchema, nested), v), seed, 20, {eos},
+                           R"({"rows":[{"s":"a\"b)");
+  }
+  const char *recursive = R"({
+    "$defs": {"node": {"type": "object", "properties": {
+      "name": {"type": "string", "maxLength": 8},
+      "kids": {"type": "array", "items": {"$ref": "#/$defs/node"}}}}},
+    "$ref": "#/$defs/node"
+  })";
+  auto tree = compileOrDie(spec(Kind::JsonSchema, recursive), v);
+  for (uint32_t seed = 0; seed < 3; ++seed) {
+    states += compareMasks(tree, seed, 30, {eos});
+    // Inside a string eight objects down: the string's closing quote and what may follow it
+    // depend on frames far below the top.
+    states += compareMasks(tree, seed, 15, {eos},
+                           R"({"kids":[{"kids":[{"kids":[{"kids":[{"kids":[{"kids":[{"kids":[)"
+                           R"({"name":"ab)");
+  }
+  states += compareMasks(
+      compileOrDie(spec(Kind::Regex, "([a-z]{1,3}\\.)+[a-z]{2,4}|\"([^\"\\\\]|\\\\.)*\""), v), 4,
+      20, {eos});
+  const char *gbnf = R"g(root ::= item ("," ws item)*
+ws ::= [ \t]?
+item ::= word | quoted | list
+word ::= [a-z] [a-z0-9_]*
+quoted ::= "\"" chr* "\""
+chr ::= [^"\\] | "\\" ["\\nt]
+list ::= "[" root "]"
+)g";
+  auto g = compileOrDie(spec(Kind::Gbnf, gbnf), v);
+  for (uint32_t seed = 0; seed < 3; ++seed) {
+    states += compareMasks(g, seed, 25, {eos});
+  }
+  // Twenty open lists: the closing brackets a token may hold are decided below
+  // kMaxContextDepth frames, so the mask walks them against the real stack.
+  MaskStats deep;
+  states += compareMasks(g, 5, 15, {eos}, std::string(20, '[') + "ab", &deep);
+  EXPECT_GT(deep.walked, 0u);
+  EXPECT_GT(states, 250);
+}
+
+// Inside a JSON string only tokens that hold a byte a string character cannot be (a quote, a
+// backslash, a control byte, a byte that breaks UTF-8) may leave the string's frame, so only they
+// are uncertain in the top frame's tables; the rest are decided by the tables alone.
+TEST(GrammarMask, InsideAStringOnlyTokensThatMayEndItAreUncertain) {
+  auto v = syntheticVocabulary();
+  size_t mayEnd = 0, multiByte = 0;
+  for (int32_t id = 0; id < v->size(); ++id) {
+    const std::string_view b = v->bytes(id);
+    const auto first = b.empty() ? 0 : static_cast<uint8_t>(b[0]);
+    multiByte += b.size() >= 2 && ((first >= 0x20 && first < 0x80 && first != '"') ||
+                                   (first >= 0xC2 && first <= 0xF4));
+    mayEnd += std::any_of(b.begin(), b.end(), [](char c) {
+      const auto u = static_cast<uint8_t>(c);
+      return c == '"' || c == '\\' || u < 0x20 || u >= 0x80;
+    });
+  }
+  const std::pair<const char *, const char *> cases[] = {
+      {R"({"type": "string"})", "\"ab"},
+      {R"({"type": "string", "maxLength": 30})", "\"ab"},
+      {R"({"type": "array", "items": {"type": "string"}})", "[\"ab"}};
+  for (const auto &[schema, prefix] : cases) {
+    auto g = compileOrDie(spec(Kind::JsonSchema, schema), v);
+    Matcher m(g);
+    for (char c : std::string_view(prefix)) {
+      ASSERT_TRUE(m.advance(static_cast<uint8_t>(c)));
+    }
+    std::vector<uint32_t> mask(v->words(), 0);
+    m.fillMask(mask, {});
+    EXPECT_LE(m.lastMask().topUncertain, mayEnd) << schema;
+    // What the top frames left undecided when a string character was a rule of its own: every
+    // token of two or more bytes that a string may start with.
+    EXPECT_LT(mayEnd, multiByte) << schema;
+    EXPECT_EQ(m.lastMask().walked, 0u) << schema;
+  }
 }
 
 } // namespace

@@ -5,7 +5,10 @@
 // fragments, whitespace runs. Each document is walked twice: the first pass builds the
 // per-position token tables (cold: what the first request under a schema pays), the second replays
 // the same states with the tables built (warm: every later request). Prints median, p90, p99 and
-// max per pass, in microseconds, as text or --json.
+// max per pass, in microseconds, as JSON (also to --json OUT); the warm pass also times the advance
+// on each sampled token and reports the slowest masks with their stack tops, the uncertain tokens
+// of their top frames' tables and the tokens walked against the real stack. --verify N checks every
+// Nth warm mask against running each token alone.
 #include "server/grammar/JsonSchema.h"
 #include "server/grammar/StructuredOutputs.h"
 #include "server/tokenizer/Tokenizer.h"
@@ -142,6 +145,7 @@ int main(int argc, char **argv) {
   std::string tokenizerPath, jsonOut;
   int documents = 20;
   int maxSteps = 400;
+  int verifyEvery = 0;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--tokenizer") && i + 1 < argc) {
       tokenizerPath = argv[++i];
@@ -149,11 +153,15 @@ int main(int argc, char **argv) {
       documents = std::atoi(argv[++i]);
     } else if (!std::strcmp(argv[i], "--max-steps") && i + 1 < argc) {
       maxSteps = std::atoi(argv[++i]);
+    } else if (!std::strcmp(argv[i], "--verify") && i + 1 < argc) {
+      verifyEvery = std::atoi(argv[++i]);
     } else if (!std::strcmp(argv[i], "--json") && i + 1 < argc) {
       jsonOut = argv[++i];
     } else {
       std::fprintf(stderr, "usage: glmc-grammar-bench [--tokenizer tokenizer.json] [--documents N] "
-                           "[--max-steps N] [--json OUT]\n");
+                           "[--max-steps N] [--verify N] [--json OUT]\n"
+                           "  --verify N: check every Nth warm mask against running each token "
+                           "alone (slow)\n");
       return 2;
     }
   }
@@ -200,6 +208,9 @@ int main(int argc, char **argv) {
   const int32_t eos = vocabulary->size() - 1;
   std::mt19937 rng(42);
   std::vector<double> cold, warm;
+  std::vector<MaskStats> warmStats;
+  std::vector<double> advances; // Matcher::advance on the sampled token, warm
+  int64_t verified = 0, mismatches = 0;
   std::vector<std::vector<int32_t>> picks;
   std::vector<uint32_t> mask(vocabulary->words());
   int64_t states = 0;
@@ -237,6 +248,7 @@ int main(int argc, char **argv) {
     picks.push_back(std::move(doc));
   }
   const size_t tables = compiled->positionsComputed();
+  const size_t contexts = compiled->contextsComputed();
   for (const std::vector<int32_t> &doc : picks) {
     Matcher m(compiled);
     for (size_t i = 0; i <= doc.size(); ++i) {
@@ -244,12 +256,43 @@ int main(int argc, char **argv) {
       const auto s = Clock::now();
       m.fillMask(mask, std::vector<int32_t>{eos});
       warm.push_back(std::chrono::duration<double, std::micro>(Clock::now() - s).count());
+      warmStats.push_back(m.lastMask());
+      if (verifyEvery > 0 && warm.size() % static_cast<size_t>(verifyEvery) == 0) {
+        ++verified;
+        for (int32_t id = 0; id < vocabulary->size(); ++id) {
+          const bool expected = m.allows(id) || (id == eos && m.accepting());
+          if (expected != (((mask[static_cast<size_t>(id) / 32] >> (id % 32)) & 1) != 0)) {
+            ++mismatches;
+          }
+        }
+      }
       if (i < doc.size()) {
+        const auto a = Clock::now();
         m.advance(doc[i]);
+        advances.push_back(std::chrono::duration<double, std::micro>(Clock::now() - a).count());
       }
     }
   }
-  const Stats c = summarize(cold), w = summarize(warm);
+  const Stats c = summarize(cold), w = summarize(warm), a = summarize(advances);
+  // The slowest warm states, with what made them slow.
+  std::vector<size_t> order(warm.size());
+  for (size_t i = 0; i < order.size(); ++i) {
+    order[i] = i;
+  }
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return warm[a] > warm[b]; });
+  nlohmann::ordered_json slowest = nlohmann::ordered_json::array();
+  for (size_t i = 0; i < std::min<size_t>(5, order.size()); ++i) {
+    const MaskStats &st = warmStats[order[i]];
+    slowest.push_back({{"us", warm[order[i]]},
+                       {"tops", st.tops},
+                       {"top_frame_uncertain", st.topUncertain},
+                       {"walked", st.walked}});
+  }
+  size_t maxTopUncertain = 0, maxWalked = 0;
+  for (const MaskStats &st : warmStats) {
+    maxTopUncertain = std::max(maxTopUncertain, st.topUncertain);
+    maxWalked = std::max(maxWalked, st.walked);
+  }
   nlohmann::ordered_json out = {
       {"vocabulary", source},
       {"vocab_size", vocabulary->size()},
@@ -257,11 +300,22 @@ int main(int argc, char **argv) {
       {"schema_compile_ms", compileMs},
       {"grammar_positions", compiled->grammar().elements().size()},
       {"position_tables_built", tables},
+      {"context_tables_built", contexts},
+      {"table_mib", static_cast<double>(compiled->tableBytes()) / (1 << 20)},
       {"states", states},
       {"cold_us",
        {{"median", c.median}, {"p90", c.p90}, {"p99", c.p99}, {"max", c.max}, {"mean", c.mean}}},
       {"warm_us",
-       {{"median", w.median}, {"p90", w.p90}, {"p99", w.p99}, {"max", w.max}, {"mean", w.mean}}}};
+       {{"median", w.median}, {"p90", w.p90}, {"p99", w.p99}, {"max", w.max}, {"mean", w.mean}}},
+      {"warm_advance_us",
+       {{"median", a.median}, {"p90", a.p90}, {"p99", a.p99}, {"max", a.max}, {"mean", a.mean}}},
+      {"warm_max_top_frame_uncertain", maxTopUncertain},
+      {"warm_max_walked", maxWalked},
+      {"warm_slowest", slowest}};
+  if (verifyEvery > 0) {
+    out["verified_states"] = verified;
+    out["verify_mismatched_tokens"] = mismatches;
+  }
   std::printf("%s\n", out.dump(2).c_str());
   if (!jsonOut.empty()) {
     if (FILE *f = std::fopen(jsonOut.c_str(), "w")) {
