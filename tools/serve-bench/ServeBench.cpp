@@ -12,6 +12,12 @@
 // Lengths can vary as in vLLM's random dataset: with --range-ratio R, each request's output
 // length, and its prompt length when --input-words N is given, is drawn uniformly from
 // [L(1-R), L(1+R)] (seeded). A mixed workload is what shows how prefills stall running streams.
+//
+// With --second-turn N each request is a conversation of two turns: once the first reply ends,
+// the same client sends the first prompt, the reply and N more words, the way an agent resends
+// its history; the second turns' TTFT and cached prompt tokens are reported apart (a server that
+// keeps prompt states resumes them). With --probe PATH a thread GETs PATH (e.g. /health) every
+// 20 ms while a level runs and reports how long the answers took: what monitoring sees under load.
 #include "tools/glmc/CommandLine.h"
 
 #include <httplib.h>
@@ -52,6 +58,8 @@ struct Options {
   uint64_t seed = 0;
   int64_t requests = 0; // per level; 0 means 4 × the level
   std::vector<int64_t> levels{1, 8};
+  int64_t secondTurnWords = 0; // 0: one turn a request
+  std::string probe;           // empty: no probe
 };
 
 struct RequestResult {
@@ -59,13 +67,15 @@ struct RequestResult {
   std::string error;
   double ttft = 0, e2el = 0;
   std::vector<double> itl;
-  int64_t promptTokens = 0, outputTokens = 0;
+  int64_t promptTokens = 0, outputTokens = 0, cachedTokens = 0;
+  std::string reply; // the reply's content, which a second turn resends
 };
 
 /// What one request asks for.
 struct RequestShape {
   std::string prompt;
   int64_t outputTokens = 0;
+  std::string followUp; // the second turn's new words (--second-turn)
 };
 
 /// The requests of one level, drawn from a generator seeded by --seed and the level.
@@ -80,29 +90,33 @@ std::vector<RequestShape> makeShapes(const Options &o, int64_t count, int64_t le
   };
   static const char *const kWords[] = {"model", "tensor", "parallel", "expert", "token",
                                        "cache", "kernel", "memory",   "stream", "layer"};
+  auto words = [&](int64_t n) {
+    std::string text;
+    for (int64_t w = n; w > 0; --w) {
+      text += kWords[rng() % std::size(kWords)];
+      text += w > 1 ? " " : ".";
+    }
+    return text;
+  };
   std::vector<RequestShape> shapes(static_cast<size_t>(count));
   for (RequestShape &shape : shapes) {
-    shape.prompt = o.prompt;
-    if (o.inputWords > 0) {
-      shape.prompt.clear();
-      for (int64_t w = draw(o.inputWords); w > 0; --w) {
-        shape.prompt += kWords[rng() % std::size(kWords)];
-        shape.prompt += w > 1 ? " " : ".";
-      }
-    }
+    shape.prompt = o.inputWords > 0 ? words(draw(o.inputWords)) : o.prompt;
     shape.outputTokens = draw(o.outputTokens);
+    if (o.secondTurnWords > 0) {
+      shape.followUp = words(o.secondTurnWords);
+    }
   }
   return shapes;
 }
 
 /// One streamed request, timed at each SSE event's arrival.
-RequestResult runOne(const Options &o, const RequestShape &shape) {
+RequestResult runOne(const Options &o, const Json &messages, int64_t outputTokens) {
   RequestResult r;
   Json body = {{"model", o.model},
-               {"messages", {{{"role", "user"}, {"content", shape.prompt}}}},
+               {"messages", messages},
                {"stream", true},
                {"stream_options", {{"include_usage", true}}},
-               {"max_completion_tokens", shape.outputTokens},
+               {"max_completion_tokens", outputTokens},
                {"ignore_eos", true},
                {"temperature", o.temperature}};
   httplib::Client client(o.host, o.port);
@@ -146,9 +160,17 @@ RequestResult runOne(const Options &o, const RequestShape &shape) {
           sawChoices = true;
         }
         last = now;
+        const Json &delta = chunk["choices"][0].value("delta", Json::object());
+        if (delta.contains("content") && delta["content"].is_string()) {
+          r.reply += delta["content"].get<std::string>();
+        }
       } else if (chunk.contains("usage") && chunk["usage"].is_object()) {
         r.promptTokens = chunk["usage"].value("prompt_tokens", int64_t{0});
         r.outputTokens = chunk["usage"].value("completion_tokens", int64_t{0});
+        const Json &details = chunk["usage"].value("prompt_tokens_details", Json::object());
+        if (details.is_object()) {
+          r.cachedTokens = details.value("cached_tokens", int64_t{0});
+        }
       }
     }
     return true;
@@ -201,17 +223,61 @@ Summary summarise(std::vector<double> v) {
   return s;
 }
 
+/// Adds vLLM's mean_/median_/std_/p99_<name>_ms keys for `values` (in ms).
+void addSummary(Json &out, const std::string &name, const std::vector<double> &values) {
+  const Summary s = summarise(values);
+  out["mean_" + name + "_ms"] = s.mean;
+  out["median_" + name + "_ms"] = s.median;
+  out["std_" + name + "_ms"] = s.stdev;
+  out["p99_" + name + "_ms"] = s.p99;
+}
+
+/// GETs `path` every 20 ms until `stop`, one connection kept alive; each answer's latency in ms.
+std::vector<double> probe(const Options &o, const std::string &path, const std::atomic<bool> &stop,
+                          int64_t &failures) {
+  std::vector<double> latencies;
+  httplib::Client client(o.host, o.port);
+  client.set_read_timeout(60, 0);
+  while (!stop) {
+    const Clock::time_point start = Clock::now();
+    httplib::Result res = client.Get(path);
+    if (res && res->status == 200) {
+      latencies.push_back(std::chrono::duration<double, std::milli>(Clock::now() - start).count());
+    } else {
+      ++failures;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return latencies;
+}
+
 Json runLevel(const Options &o, int64_t concurrency) {
   const int64_t total = o.requests > 0 ? o.requests : 4 * concurrency;
   const std::vector<RequestShape> shapes = makeShapes(o, total, concurrency);
   std::vector<RequestResult> results(static_cast<size_t>(total));
+  std::vector<RequestResult> second(o.secondTurnWords > 0 ? static_cast<size_t>(total) : 0);
   std::atomic<int64_t> next{0};
+  std::atomic<bool> stopProbe{false};
+  std::vector<double> probed;
+  int64_t probeFailures = 0;
+  std::thread prober;
+  if (!o.probe.empty()) {
+    prober = std::thread([&] { probed = probe(o, o.probe, stopProbe, probeFailures); });
+  }
   const Clock::time_point start = Clock::now();
   std::vector<std::thread> workers;
   for (int64_t w = 0; w < std::min(concurrency, total); ++w) {
     workers.emplace_back([&] {
       for (int64_t i; (i = next++) < total;) {
-        results[static_cast<size_t>(i)] = runOne(o, shapes[static_cast<size_t>(i)]);
+        const RequestShape &shape = shapes[static_cast<size_t>(i)];
+        Json messages = {{{"role", "user"}, {"content", shape.prompt}}};
+        RequestResult &first = results[static_cast<size_t>(i)];
+        first = runOne(o, messages, shape.outputTokens);
+        if (!second.empty() && first.ok) {
+          messages.push_back({{"role", "assistant"}, {"content", first.reply}});
+          messages.push_back({{"role", "user"}, {"content", shape.followUp}});
+          second[static_cast<size_t>(i)] = runOne(o, messages, shape.outputTokens);
+        }
       }
     });
   }
@@ -219,6 +285,10 @@ Json runLevel(const Options &o, int64_t concurrency) {
     t.join();
   }
   const double duration = std::chrono::duration<double>(Clock::now() - start).count();
+  stopProbe = true;
+  if (prober.joinable()) {
+    prober.join();
+  }
 
   std::vector<double> ttft, tpot, itl, e2el;
   int64_t completed = 0, inputTokens = 0, outputTokens = 0;
@@ -239,26 +309,49 @@ Json runLevel(const Options &o, int64_t concurrency) {
       tpot.push_back((r.e2el - r.ttft) * 1e3 / static_cast<double>(r.outputTokens - 1));
     }
   }
+  std::vector<double> secondTtft;
+  int64_t secondFailed = 0, secondPrompt = 0, secondCached = 0;
+  for (size_t i = 0; i < second.size(); ++i) {
+    const RequestResult &r = second[i];
+    if (!r.ok) {
+      // A first turn that failed was counted above; its second turn never ran.
+      if (results[i].ok) {
+        ++secondFailed;
+        std::fprintf(stderr, "glmc-serve-bench: second turn: %s\n", r.error.c_str());
+      }
+      continue;
+    }
+    secondTtft.push_back(r.ttft * 1e3);
+    secondPrompt += r.promptTokens;
+    secondCached += r.cachedTokens;
+    outputTokens += r.outputTokens;
+    inputTokens += r.promptTokens;
+  }
   Json out = {
       {"max_concurrency", concurrency},
       {"num_prompts", total},
       {"completed", completed},
-      {"failed", total - completed},
+      {"failed", total - completed + secondFailed},
       {"duration", duration},
       {"total_input_tokens", inputTokens},
       {"total_output_tokens", outputTokens},
       {"request_throughput", static_cast<double>(completed) / duration},
       {"output_throughput", static_cast<double>(outputTokens) / duration},
       {"total_token_throughput", static_cast<double>(inputTokens + outputTokens) / duration}};
-  const std::pair<const char *, std::vector<double> *> metrics[] = {
-      {"ttft", &ttft}, {"tpot", &tpot}, {"itl", &itl}, {"e2el", &e2el}};
-  for (const auto &[name, values] : metrics) {
-    const Summary s = summarise(*values);
-    const std::string n = name;
-    out["mean_" + n + "_ms"] = s.mean;
-    out["median_" + n + "_ms"] = s.median;
-    out["std_" + n + "_ms"] = s.stdev;
-    out["p99_" + n + "_ms"] = s.p99;
+  addSummary(out, "ttft", ttft);
+  addSummary(out, "tpot", tpot);
+  addSummary(out, "itl", itl);
+  addSummary(out, "e2el", e2el);
+  if (!second.empty()) {
+    addSummary(out, "second_turn_ttft", secondTtft);
+    out["second_turn_prompt_tokens"] = secondPrompt;
+    out["second_turn_cached_tokens"] = secondCached;
+  }
+  if (!o.probe.empty()) {
+    addSummary(out, "probe", probed);
+    out["max_probe_ms"] = probed.empty() ? 0.0 : *std::max_element(probed.begin(), probed.end());
+    out["probe_answers"] = static_cast<int64_t>(probed.size());
+    out["probe_failures"] = probeFailures;
   }
   return out;
 }
@@ -299,6 +392,22 @@ void printLevel(const Json &r) {
       line(label, r[field]);
     }
   }
+  if (r.contains("median_second_turn_ttft_ms")) {
+    std::printf("-Second turn-\n");
+    line("Mean TTFT (ms):", r["mean_second_turn_ttft_ms"]);
+    line("Median TTFT (ms):", r["median_second_turn_ttft_ms"]);
+    line("P99 TTFT (ms):", r["p99_second_turn_ttft_ms"]);
+    count("Prompt tokens:", r["second_turn_prompt_tokens"]);
+    count("Cached prompt tokens:", r["second_turn_cached_tokens"]);
+  }
+  if (r.contains("median_probe_ms")) {
+    std::printf("-Probe-\n");
+    count("Answers:", r["probe_answers"]);
+    count("Failures:", r["probe_failures"]);
+    line("Median latency (ms):", r["median_probe_ms"]);
+    line("P99 latency (ms):", r["p99_probe_ms"]);
+    line("Max latency (ms):", r["max_probe_ms"]);
+  }
   std::printf("==================================================\n");
 }
 
@@ -326,6 +435,9 @@ int main(int argc, char **argv) {
       .option("temperature", "T", "sampling temperature, 0..2 (default 0)")
       .option("concurrency", "C,...", "concurrency levels (default 1,8)")
       .option("requests", "N", "requests per level (default 4 x concurrency)")
+      .option("second-turn", "N",
+              "each request is two turns: the reply and N more words are sent again")
+      .option("probe", "PATH", "GET PATH (e.g. /health) every 20 ms while a level runs")
       .option("json", "OUT", "also write the results as JSON");
   if (std::optional<int> exit = cl.parseOrExit(std::vector<std::string>(argv + 1, argv + argc))) {
     return *exit;
@@ -344,7 +456,8 @@ int main(int argc, char **argv) {
   auto requests = cl.getInt("requests", 1, 1 << 20);
   auto inputWords = cl.getInt("input-words", 1, 1 << 20);
   auto seed = cl.getInt("seed", 0, std::numeric_limits<int32_t>::max());
-  for (auto *v : {&port, &outputTokens, &requests, &inputWords, &seed}) {
+  auto secondTurn = cl.getInt("second-turn", 1, 1 << 20);
+  for (auto *v : {&port, &outputTokens, &requests, &inputWords, &seed, &secondTurn}) {
     if (!v->ok()) {
       return fail(v->status().message());
     }
@@ -354,6 +467,11 @@ int main(int argc, char **argv) {
   o.requests = requests->value_or(0);
   o.inputWords = inputWords->value_or(0);
   o.seed = static_cast<uint64_t>(seed->value_or(0));
+  o.secondTurnWords = secondTurn->value_or(0);
+  o.probe = cl.get("probe").value_or("");
+  if (!o.probe.empty() && o.probe[0] != '/') {
+    return fail("--probe wants a path that starts with '/', not '" + o.probe + "'");
+  }
   if (std::optional<std::string> ratio = cl.get("range-ratio")) {
     char *end = nullptr;
     o.rangeRatio = std::strtod(ratio->c_str(), &end);
