@@ -116,6 +116,23 @@ private:
 
   static std::string name(const flatbuffers::String *s) { return s ? s->str() : "(unnamed)"; }
 
+  /// The engines name programs, steps, tensors, weights and states in their messages and dumps:
+  /// each must have a name (the verifier lets any string be absent).
+  Status checkNamed(const std::string &where, const flatbuffers::String *s) {
+    return s == nullptr || s->size() == 0 ? fail(where, "has no name") : Status::success();
+  }
+
+  /// The verifier checks a vector's 4-byte length word only: a [long] whose elements start at 4
+  /// mod 8 would be read by misaligned 8-byte loads (undefined behaviour). The buffer is 8-byte
+  /// aligned (PlanFile's storage), so the elements' addresses are what must be.
+  Status checkAligned(const std::string &where, const char *field,
+                      const flatbuffers::Vector<int64_t> *v) {
+    if (v != nullptr && reinterpret_cast<uintptr_t>(v->data()) % alignof(int64_t) != 0) {
+      return fail(where, field, " is not 8-byte aligned (a damaged or hand-made plan)");
+    }
+    return Status::success();
+  }
+
   Status checkArenas() {
     if (plan_.arenas() == nullptr || plan_.arenas()->size() == 0) {
       return fail("", "no arenas");
@@ -192,6 +209,8 @@ private:
       return fail(where, "has a null tensor");
     }
     const std::string here = where + " tensor " + name(t->name());
+    GLM_RETURN_IF_ERROR(checkNamed(here, t->name()));
+    GLM_RETURN_IF_ERROR(checkAligned(here, "its shape", t->shape()));
     GLM_RETURN_IF_ERROR(checkSlice(here, t->slice()));
     GLM_ASSIGN_OR_RETURN(uint64_t bytes, denseBytes(here, t->shape(), t->element()));
     if (bytes > t->slice()->size()) {
@@ -206,6 +225,9 @@ private:
     }
     for (const plan::WeightBinding *w : *plan_.weights()) {
       const std::string where = "weight " + name(w->name());
+      GLM_RETURN_IF_ERROR(checkNamed(where, w->name()));
+      GLM_RETURN_IF_ERROR(checkAligned(where, "its global shape", w->global_shape()));
+      GLM_RETURN_IF_ERROR(checkAligned(where, "its rank shape", w->rank_shape()));
       if (w->checkpoint() == nullptr || w->checkpoint()->size() == 0) {
         return fail(where, "names no checkpoint tensor");
       }
@@ -299,6 +321,8 @@ private:
     }
     for (const plan::StateLayout *s : *plan_.states()) {
       const std::string where = "state " + name(s->name());
+      GLM_RETURN_IF_ERROR(checkNamed(where, s->name()));
+      GLM_RETURN_IF_ERROR(checkAligned(where, "its unit shape", s->unit_shape()));
       GLM_RETURN_IF_ERROR(checkSlice(where, s->slice()));
       GLM_ASSIGN_OR_RETURN(uint64_t bytes, denseBytes(where, s->unit_shape(), s->element()));
       if (bytes != s->unit_bytes()) {
@@ -364,6 +388,7 @@ private:
     const size_t kernelCount = plan_.kernels() ? plan_.kernels()->size() : 0;
     for (const plan::Program *program : *plan_.programs()) {
       const std::string pname = "program " + name(program->name());
+      GLM_RETURN_IF_ERROR(checkNamed(pname, program->name()));
       if (!names.insert(name(program->name())).second) {
         return fail(pname, "appears twice");
       }
@@ -382,6 +407,12 @@ private:
         const plan::Step *step = program->steps()->Get(static_cast<flatbuffers::uoffset_t>(i));
         const std::string where =
             pname + ", step " + std::to_string(i) + " (" + name(step->name()) + ")";
+        GLM_RETURN_IF_ERROR(checkNamed(where, step->name()));
+        if (const auto *attributes = step->attributes()) {
+          for (const plan::Attribute *a : *attributes) {
+            GLM_RETURN_IF_ERROR(checkAligned(where, "an attribute's ints", a->ints()));
+          }
+        }
         for (const auto *list : {step->operands(), step->results()}) {
           if (list != nullptr) {
             for (const plan::TensorRef *t : *list) {

@@ -136,6 +136,54 @@ TEST(PlanContracts, RefusesACountTokensStepWithoutItsState) {
       "(embed.count_tokens): has 0 states, its op reads 1");
 }
 
+TEST(PlanContracts, RefusesAStepWithoutAName) {
+  // Found by the plan_engine fuzzer: a step with no name reached the CPU engine, which names
+  // every step in its errors and dumps (a null string's str()). The name is emptied in place.
+  expectRefused(validateEdited("cpu",
+                               [](std::vector<uint8_t> &bytes) {
+                                 plan::Step *step = findStep(bytes, "blk.0.attn.q_proj");
+                                 auto *name = const_cast<flatbuffers::String *>(step->name());
+                                 auto *length = reinterpret_cast<uint32_t *>(name);
+                                 *length = 0;
+                                 name->data()[0] = '\0'; // the empty string's terminator
+                               }),
+                ", step 5 (): has no name");
+}
+
+TEST(PlanContracts, RefusesAShapeWhoseLongsAreMisaligned) {
+  // Found by the plan_engine fuzzer: the flatbuffers verifier checks a vector's 4-byte length
+  // word, not that 8-byte elements are 8-byte aligned, and a mutant's [long] read through
+  // misaligned loads. A result's shape is moved 4 bytes back, onto zero padding: an empty vector,
+  // verifiable, whose elements would start at 4 mod 8.
+  std::string moved;
+  Status s = validateEdited("cpu", [&](std::vector<uint8_t> &bytes) {
+    plan::Program *program =
+        plan::GetMutablePlan(bytes.data())->mutable_programs()->GetMutableObject(0);
+    for (uint32_t i = 0; i < program->steps()->size() && moved.empty(); ++i) {
+      plan::Step *step = program->mutable_steps()->GetMutableObject(i);
+      for (uint32_t r = 0; r < step->results()->size() && moved.empty(); ++r) {
+        plan::TensorRef *t = step->mutable_results()->GetMutableObject(r);
+        const auto *shape = reinterpret_cast<const uint8_t *>(t->shape());
+        uint32_t before = 1;
+        std::memcpy(&before, shape - 4, 4);
+        if (before != 0) {
+          continue;
+        }
+        auto *field =
+            const_cast<uint8_t *>(reinterpret_cast<const flatbuffers::Table *>(t)->GetAddressOf(
+                plan::TensorRef::VT_SHAPE));
+        uint32_t offset = 0;
+        std::memcpy(&offset, field, 4);
+        offset -= 4;
+        std::memcpy(field, &offset, 4);
+        moved = t->name()->str();
+      }
+    }
+    ASSERT_FALSE(moved.empty()) << "no shape after zero padding";
+  });
+  expectRefused(s, "tensor " + moved + ": its shape is not 8-byte aligned");
+}
+
 TEST(PlanContracts, RefusesShapesTheKernelsWouldOverrun) {
   // The norm's weight said to be half as wide: its slice still holds the bytes the shape
   // claims, so only the op's contract sees that the kernel reads twice as many.
