@@ -190,6 +190,18 @@ TEST_F(CudaEngineTp, TwoSequencesInOneDecodeStepMatchEachAlone) {
   f32Tp2_->endSequence(slots[1]);
 }
 
+TEST_F(CudaEngineTp, AResumedKeptStateContinuesAsAColdPrefillBitForBitOnEveryRank) {
+  // Keep, resume and drop go to every rank in lockstep (protocol 4): each rank copies its own
+  // share of the per-sequence slots and shares its own pages. Resumed inside a page, on a page
+  // boundary and one short of the prompt, at f32 and bf16, through the 1152-row program.
+  const std::vector<int32_t> ids = ints("chunked.input_ids");
+  const std::vector<int64_t> kept = {37, 64, static_cast<int64_t>(ids.size()) - 1};
+  for (auto [name, engine] : {std::pair{"f32 TP 2", f32Tp2_}, {"bf16 TP 2", bf16Tp2_}}) {
+    const Status s = resumedEqualsCold(*engine, ids, runtime::LogitRows::All, kept);
+    EXPECT_TRUE(s.ok()) << name << ": " << s.message();
+  }
+}
+
 TEST_F(CudaEngineTp, Bf16TwoRanksStayWithinBf16RoundingOfOneRank) {
   // The bound. A bf16 TP 2 plan rounds differently from the bf16 TP 1 plan (each rank's partial
   // sum of a row-split projection is rounded to bf16 before the all-reduce adds them), so the two

@@ -1,9 +1,10 @@
-// The tiny fixture's plans and greedy runs for the engine tests.
+// The tiny fixture's plans, greedy runs and the kept-state contract for the engine tests.
 #include "tests/gpu/support/TinyModel.h"
 
 #include "tests/gpu/support/GpuTest.h"
 
 #include <cstdlib>
+#include <cstring>
 #include <span>
 #include <unistd.h>
 
@@ -89,6 +90,63 @@ Expected<GreedyRun> greedyRun(runtime::Engine &engine, const std::vector<int32_t
   }
   GLM_RETURN_IF_ERROR(finish(Status::success()));
   return run;
+}
+
+Status resumedEqualsCold(runtime::Engine &engine, const std::vector<int32_t> &ids,
+                         runtime::LogitRows rows, const std::vector<int64_t> &keptAt,
+                         size_t steps) {
+  const int64_t vocab = engine.vocabSize();
+  // The prefill's rows of `tokens`, then `steps` greedy decode steps' rows, on `slot`.
+  auto run = [&](int slot, std::span<const int32_t> tokens) -> Expected<std::vector<float>> {
+    GLM_ASSIGN_OR_RETURN(std::vector<float> out, engine.prefill(slot, tokens, rows));
+    std::vector<float> last(out.end() - vocab, out.end());
+    for (size_t step = 0; step < steps; ++step) {
+      const int32_t next = argmax(last.data(), vocab);
+      const int slots[] = {slot};
+      GLM_ASSIGN_OR_RETURN(last, engine.decode(slots, std::span(&next, 1)));
+      out.insert(out.end(), last.begin(), last.end());
+    }
+    return out;
+  };
+  GLM_ASSIGN_OR_RETURN(const int cold, engine.newSequence());
+  Expected<std::vector<float>> want = run(cold, ids);
+  engine.endSequence(cold);
+  GLM_RETURN_IF_ERROR(want.status().withContext("the cold run"));
+  for (const int64_t kept : keptAt) {
+    const std::string where = strCat("kept at ", kept, " of ", ids.size());
+    GLM_ASSIGN_OR_RETURN(const int source, engine.newSequence());
+    const auto head = std::span(ids).first(static_cast<size_t>(kept));
+    Expected<std::vector<float>> first = engine.prefill(source, head, rows);
+    Expected<int> id = first.ok() ? engine.keepState(source) : Expected<int>(first.status());
+    engine.endSequence(source); // the kept state outlives its sequence
+    GLM_RETURN_IF_ERROR(id.status().withContext(where));
+    Expected<std::vector<float>> got =
+        Expected<std::vector<float>>(internalError("no sequence to resume into"));
+    if (Expected<int> resumed = engine.newSequence(); resumed.ok()) {
+      const Status s = engine.resumeState(*id, *resumed);
+      got = s.ok() ? run(*resumed, std::span(ids).subspan(static_cast<size_t>(kept)))
+                   : Expected<std::vector<float>>(s);
+      engine.endSequence(*resumed);
+    }
+    engine.dropState(*id);
+    GLM_RETURN_IF_ERROR(got.status().withContext(where));
+    // All rows: the cold prefill's rows from `kept` on; the last row only: the same row.
+    const size_t skip =
+        rows == runtime::LogitRows::All ? static_cast<size_t>(kept * vocab) : size_t{0};
+    if (got->size() + skip != want->size()) {
+      return internalError(where, ": ", got->size(), " logits, the cold run has ",
+                           want->size() - skip);
+    }
+    const float *cold = want->data() + skip;
+    for (size_t i = 0; i < got->size(); ++i) {
+      if (std::memcmp(&(*got)[i], &cold[i], sizeof(float)) != 0) {
+        return internalError(where, ": row ", i / static_cast<size_t>(vocab), " (of ",
+                             got->size() / static_cast<size_t>(vocab), ") id ",
+                             i % static_cast<size_t>(vocab), " is ", (*got)[i], ", cold ", cold[i]);
+      }
+    }
+  }
+  return Status::success();
 }
 
 } // namespace glm::testing

@@ -42,4 +42,14 @@ struct GreedyRun {
 Expected<GreedyRun> greedyRun(runtime::Engine &engine, const std::vector<int32_t> &ids,
                               size_t steps, std::vector<size_t> chunkEnds = {});
 
+/// Issue 21's exactness contract on any engine: `ids` prefilled cold (in one call, `rows` of
+/// logits) and then `steps` greedy decode steps; then, for each length in `keptAt`, a sequence
+/// prefilled with the first that many tokens, its state kept and the sequence ended, a new one
+/// resumed from the kept state and prefilled with the rest, and the same steps. An error names the
+/// first kept length whose rows (the prefill's after it, then the steps') differ from the cold ones
+/// in any bit, and where.
+Status resumedEqualsCold(runtime::Engine &engine, const std::vector<int32_t> &ids,
+                         runtime::LogitRows rows, const std::vector<int64_t> &keptAt,
+                         size_t steps = 3);
+
 } // namespace glm::testing
