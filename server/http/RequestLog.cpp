@@ -8,6 +8,25 @@
 namespace glm::server {
 namespace {
 
+/// A client's request id as one field: quoted (with `"` and `\` escaped) unless it is a plain
+/// word, so that an id such as `x status=500` cannot pose as the line's other fields.
+std::string field(const std::string &text) {
+  const bool plain = !text.empty() && text.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghij"
+                                                             "klmnopqrstuvwxyz0123456789._:-/+") ==
+                                          std::string::npos;
+  if (plain) {
+    return text;
+  }
+  std::string out = "\"";
+  for (char c : text) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+    }
+    out += c;
+  }
+  return out + '"';
+}
+
 std::string fixed(double value, int decimals) {
   char text[32];
   std::snprintf(text, sizeof text, "%.*f", decimals, value);
@@ -45,7 +64,7 @@ std::string RequestLog::line() const {
       finish += (finish.empty() ? "" : ",") + reason;
     }
   }
-  return strCat("request id=", requestId_, " endpoint=", endpoint_, " model=", model,
+  return strCat("request id=", field(requestId_), " endpoint=", endpoint_, " model=", model,
                 " status=", status, " prompt_tokens=", promptTokens, " cached_tokens=", cached,
                 " output_tokens=", output, " ttft_ms=", ttft, " decode_tok_s=", decode,
                 " finish=", finish);

@@ -1026,11 +1026,14 @@ TEST(HttpServer, EachGenerationRequestLogsOneLine) {
                        "application/json");
   auto refused =
       c.Post("/v1/chat/completions", {{"X-Request-Id", "log-3"}}, bad.dump(), "application/json");
+  // An id that would read as the line's own fields is quoted.
+  auto posing = c.Post("/v1/chat/completions", {{"X-Request-Id", "x status=500 \"q\""}},
+                       chat("the secret prompt").dump(), "application/json");
   // The same connection serves one request after another: the stream's line (written once the
   // stream is over) is out before this one is answered.
   auto models = c.Get("/v1/models");
   const std::string log = ::testing::internal::GetCapturedStderr();
-  ASSERT_TRUE(whole && stream && refused && models);
+  ASSERT_TRUE(whole && stream && refused && posing && models);
   const int64_t prompt = static_cast<int64_t>(engine.last().prompt.size());
   const int64_t tokens = static_cast<int64_t>(engine.script.size());
   auto lineOf = [&](const std::string &id) {
@@ -1056,13 +1059,16 @@ TEST(HttpServer, EachGenerationRequestLogsOneLine) {
                        "ttft_ms=- decode_tok_s=- finish=-"),
             std::string::npos)
       << third;
+  EXPECT_NE(log.find("glmc: info: request id=\"x status=500 \\\"q\\\"\" endpoint="),
+            std::string::npos)
+      << log;
   EXPECT_EQ(log.find("secret"), std::string::npos) << "no prompt text in the log";
   size_t lines = 0;
   for (size_t at = log.find("request id="); at != std::string::npos;
        at = log.find("request id=", at + 1)) {
     ++lines;
   }
-  EXPECT_EQ(lines, 3u) << "one line a request, none for GET /v1/models:\n" << log;
+  EXPECT_EQ(lines, 4u) << "one line a request, none for GET /v1/models:\n" << log;
 }
 
 //===------------------------------------------------------------------------------------------===//
