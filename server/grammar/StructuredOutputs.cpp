@@ -191,8 +191,10 @@ std::variant<Grammar, GrammarError> StructuredOutputs::build(const ConstraintSpe
 }
 
 StructuredOutputs::StructuredOutputs(std::shared_ptr<const TokenVocabulary> vocabulary,
-                                     ToolCallTokens toolTokens, GrammarBounds bounds)
-    : vocabulary_(std::move(vocabulary)), toolTokens_(toolTokens), bounds_(bounds) {}
+                                     ToolCallTokens toolTokens, GrammarBounds bounds,
+                                     size_t cacheBytes)
+    : vocabulary_(std::move(vocabulary)), toolTokens_(toolTokens), bounds_(bounds),
+      cacheBytes_(cacheBytes) {}
 
 std::variant<std::shared_ptr<const CompiledGrammar>, GrammarError>
 StructuredOutputs::compile(const ConstraintSpec &spec) {
@@ -216,7 +218,14 @@ StructuredOutputs::compile(const ConstraintSpec &spec) {
   }
   lru_.emplace_front(key, compiled);
   index_[key] = lru_.begin();
-  if (lru_.size() > kCacheSize) {
+  // Tables fill as requests use a grammar, so the bytes are counted again at each new schema:
+  // the least recently used go until the rest fit; the new one always stays.
+  size_t bytes = 0;
+  for (const auto &entry : lru_) {
+    bytes += entry.second->tableBytes();
+  }
+  while (lru_.size() > 1 && (lru_.size() > kCacheSize || bytes > cacheBytes_)) {
+    bytes -= std::min(bytes, lru_.back().second->tableBytes());
     index_.erase(lru_.back().first);
     lru_.pop_back();
   }

@@ -40,12 +40,15 @@ struct ToolCallTokens {
 };
 
 /// Compiles specs into grammars over one vocabulary; caches them by spec (at most kCacheSize,
-/// least recently used dropped). Safe to share between threads.
+/// and at most `cacheBytes` of token tables: least recently used dropped; a dropped grammar lives
+/// on while requests hold it). Safe to share between threads.
 class StructuredOutputs {
 public:
   static constexpr size_t kCacheSize = 64;
+  /// A schema's tables take ~10 MiB at GLM's vocabulary (docs/performance.md): a few dozen fit.
+  static constexpr size_t kCacheBytes = size_t{256} << 20;
   StructuredOutputs(std::shared_ptr<const TokenVocabulary> vocabulary, ToolCallTokens toolTokens,
-                    GrammarBounds bounds = {});
+                    GrammarBounds bounds = {}, size_t cacheBytes = kCacheBytes);
 
   std::variant<std::shared_ptr<const CompiledGrammar>, GrammarError>
   compile(const ConstraintSpec &spec);
@@ -59,6 +62,7 @@ private:
   std::shared_ptr<const TokenVocabulary> vocabulary_;
   ToolCallTokens toolTokens_;
   GrammarBounds bounds_;
+  size_t cacheBytes_;
   std::mutex mutex_;
   std::list<std::pair<std::string, std::shared_ptr<const CompiledGrammar>>> lru_;
   std::map<std::string, decltype(lru_)::iterator> index_;

@@ -460,5 +460,31 @@ TEST(GrammarMask, InsideAStringOnlyTokensThatMayEndItAreUncertain) {
   }
 }
 
+TEST(StructuredOutputsCache, DropsTheLeastRecentlyUsedGrammarsWhenTheirTablesExceedTheBytes) {
+  // The tables fill as masks are asked for: a mask makes the first grammar's bytes count.
+  auto v = byteVocabulary();
+  auto filled = [&](StructuredOutputs &outputs, const ConstraintSpec &s) {
+    auto compiled = std::get<std::shared_ptr<const CompiledGrammar>>(outputs.compile(s));
+    Matcher m(compiled);
+    std::vector<uint32_t> mask(v->words());
+    m.fillMask(mask, {});
+    EXPECT_GT(compiled->tableBytes(), 0u);
+    return compiled;
+  };
+  const ConstraintSpec a = spec(Kind::Regex, "[a-z]+"), b = spec(Kind::Regex, "[0-9]+");
+  StructuredOutputs roomy(v, {});
+  auto first = filled(roomy, a);
+  filled(roomy, b);
+  EXPECT_EQ(std::get<std::shared_ptr<const CompiledGrammar>>(roomy.compile(a)), first)
+      << "both fit: the first stays cached";
+  StructuredOutputs tight(v, {}, {}, /*cacheBytes=*/1);
+  first = filled(tight, a);
+  auto second = filled(tight, b); // over the bytes: the least recently used (a) goes
+  EXPECT_EQ(std::get<std::shared_ptr<const CompiledGrammar>>(tight.compile(b)), second)
+      << "the newest always stays";
+  EXPECT_NE(std::get<std::shared_ptr<const CompiledGrammar>>(tight.compile(a)), first)
+      << "the dropped one is compiled anew";
+}
+
 } // namespace
 } // namespace glm::grammar
