@@ -11,7 +11,8 @@
 # from the repository root:
 #
 #   export GLM_FIXTURES_DIR=$PWD/.cache/gpu/fixtures GLM_TEST_PLANS=$PWD/.cache/gpu/plans \
-#          GLM_KERNEL_CACHE=$PWD/.cache/gpu/kernels LD_LIBRARY_PATH=$PWD/.cache/gpu/lib
+#          GLM_KERNEL_CACHE=$PWD/.cache/gpu/kernels LD_LIBRARY_PATH=$PWD/.cache/gpu/lib \
+#          GLM_GLMC=$PWD/.cache/gpu/glmc   # the worker processes lockstep_gpu_test starts
 #   for t in build/tests/bin/*gpu_test; do $t; done
 #   .cache/gpu/glmc bench .cache/gpu/plans/bench_bf16.glmp --model .cache/gpu/fixtures/glm53-tiny
 set -euo pipefail
