@@ -374,16 +374,19 @@ TEST(Lockstep, AWorkerThatCannotFormTheGroupStopsAndRankZeroWaitsForAnother) {
   ASSERT_EQ(worker.ended().size(), 1u);
   EXPECT_NE(worker.ended()[0].message().find("NCCL is not installed here"), std::string::npos)
       << worker.ended()[0].toString();
-  // Rank 0 ended that group: it is not healthy, and says which rank failed.
+  // Rank 0 ends that group once the worker's failure reaches it: then it is not healthy and
+  // says which rank failed. The worker's thread may end first, and until then health() says the
+  // group is forming (not healthy either), so the wait is for the failure itself.
+  const std::string failed = "rank 1 failed forming the group";
   Status health = engine->health();
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-  while (health.ok() && std::chrono::steady_clock::now() < deadline) {
+  while (health.message().find(failed) == std::string::npos &&
+         std::chrono::steady_clock::now() < deadline) {
     std::this_thread::yield();
     health = engine->health();
   }
   ASSERT_FALSE(health.ok());
-  EXPECT_NE(health.message().find("rank 1 failed forming the group"), std::string::npos)
-      << health.message();
+  EXPECT_NE(health.message().find(failed), std::string::npos) << health.message();
 }
 
 /// A decode step of rank 0 (with `options`) while its worker is stopped with SIGSTOP, which leaves
