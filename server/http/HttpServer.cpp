@@ -13,6 +13,7 @@
 #include "server/http/ThinkingBudget.h"
 #include "server/http/TokenQueue.h"
 #include "server/openai/Protocol.h"
+#include "server/openai/ReasoningSplitter.h"
 #include "server/openai/Responses.h"
 
 #include <httplib.h>
@@ -280,10 +281,8 @@ struct HttpServer::Impl {
       }
       TokenQueue::Taken taken = queue.take(std::chrono::milliseconds(50));
       finished = taken.finished;
-      if (taken.cachedTokens) {
-        reply.promptCached(*taken.cachedTokens);
-      }
       if (!started && (!taken.tokens.empty() || !taken.ends.empty())) {
+        reply.promptCached(taken.cachedTokens); // known before the first token
         started = true;
         if (!reply.begin(write)) {
           abandon(queue);
@@ -520,7 +519,7 @@ struct HttpServer::Impl {
       return sendJson(res, 200, {{"input_tokens", promptTokens}});
     }
     if (request->thinkingBudget && ready.reply.startsInReasoning) {
-      if (std::optional<TokenId> end = model.tokenizer->tokenToId("</think>")) {
+      if (std::optional<TokenId> end = model.tokenizer->tokenToId(kThinkClose)) {
         std::shared_ptr<const runtime::TokenConstraint> &constraint = ready.sequence.constraint;
         constraint =
             std::make_shared<ThinkingBudget>(*request->thinkingBudget, static_cast<int32_t>(*end),

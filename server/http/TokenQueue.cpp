@@ -1,8 +1,6 @@
 // The hand-off of a request's tokens from the engine's thread to its handler's thread.
 #include "server/http/TokenQueue.h"
 
-#include <utility>
-
 namespace glm::server {
 
 TokenQueue::TokenQueue(ServerMetrics &metrics, int choices)
@@ -10,12 +8,12 @@ TokenQueue::TokenQueue(ServerMetrics &metrics, int choices)
       last_(submitted_) {}
 
 bool TokenQueue::onToken(int choice, const runtime::SampledToken &token) {
-  std::chrono::steady_clock::time_point now;
+  std::lock_guard<std::mutex> lock(mutex_);
   // Choice 0 stands for the request in the latencies: the choices share the prefill and advance
   // in the same steps, so its first token is the request's and its gaps are the steps'; every
   // choice's tokens would add n - 1 near-zero gaps a step.
   if (choice == 0) {
-    now = std::chrono::steady_clock::now();
+    const auto now = std::chrono::steady_clock::now();
     const double gap = std::chrono::duration<double>(now - last_).count();
     (tokensSeen_++ == 0 ? metrics_.timeToFirstToken : metrics_.interTokenLatency).observe(gap);
     last_ = now;
@@ -26,15 +24,7 @@ bool TokenQueue::onToken(int choice, const runtime::SampledToken &token) {
       }
     }
   }
-  std::lock_guard<std::mutex> lock(mutex_);
   tokens_.push_back({choice, token});
-  if (choice == 0) {
-    if (!firstAt_) {
-      firstAt_ = now;
-    }
-    lastAt_ = now;
-    ++choiceZeroTokens_;
-  }
   ready_.notify_all();
   return !cancelled_;
 }
@@ -66,7 +56,6 @@ void TokenQueue::onScheduled() {
 
 void TokenQueue::onPromptCached(int64_t tokens) {
   std::lock_guard<std::mutex> lock(mutex_);
-  cached_ = tokens;
   cachedTokens_ = tokens;
 }
 
@@ -74,10 +63,10 @@ TokenQueue::Timing TokenQueue::timing() {
   std::lock_guard<std::mutex> lock(mutex_);
   Timing t;
   t.cachedTokens = cachedTokens_;
-  if (firstAt_) {
-    t.timeToFirstToken = std::chrono::duration<double>(*firstAt_ - submitted_).count();
-    t.decodeSeconds = std::chrono::duration<double>(lastAt_ - *firstAt_).count();
-    t.decodeTokens = choiceZeroTokens_ - 1;
+  if (firstToken_) {
+    t.timeToFirstToken = std::chrono::duration<double>(*firstToken_ - submitted_).count();
+    t.decodeSeconds = std::chrono::duration<double>(last_ - *firstToken_).count();
+    t.decodeTokens = tokensSeen_ - 1;
   }
   return t;
 }
@@ -87,7 +76,7 @@ TokenQueue::Taken TokenQueue::take(std::chrono::milliseconds timeout) {
   ready_.wait_for(lock, timeout,
                   [&] { return !tokens_.empty() || !ends_.empty() || ended_ >= choices_; });
   Taken out;
-  out.cachedTokens = std::exchange(cached_, std::nullopt);
+  out.cachedTokens = cachedTokens_;
   out.tokens.swap(tokens_);
   out.ends.swap(ends_);
   out.finished = ended_ >= choices_;

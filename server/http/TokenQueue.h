@@ -42,9 +42,9 @@ public:
     std::vector<Token> tokens;
     std::vector<End> ends;
     bool finished = false;
-    /// The prompt tokens a kept state supplied, in the first take() after the engine said so
-    /// (before any token of the request).
-    std::optional<int64_t> cachedTokens;
+    /// The prompt tokens a kept state supplied (0 until the engine says so, which it does before
+    /// any token of the request).
+    int64_t cachedTokens = 0;
   };
   /// Waits up to `timeout` for tokens or an end; returns what arrived.
   Taken take(std::chrono::milliseconds timeout);
@@ -62,23 +62,19 @@ public:
 private:
   ServerMetrics &metrics_;
   const int choices_;
-  // Touched on the engine's thread only.
-  std::chrono::steady_clock::time_point submitted_, last_;
+  const std::chrono::steady_clock::time_point submitted_;
   // vLLM's request phases: queued until scheduled, prefill until the first token, decode until
   // the last choice's end. An engine that never schedules (a fake) times no queue or prefill.
+  // Written on the engine's thread only; choice 0's token times and count under mutex_ too,
+  // where timing() reads them for the log line.
   std::optional<std::chrono::steady_clock::time_point> scheduled_, firstToken_;
+  std::chrono::steady_clock::time_point last_;
   int64_t tokensSeen_ = 0;
   std::mutex mutex_;
   std::condition_variable ready_;
   std::vector<Token> tokens_;
   std::vector<End> ends_;
   int ended_ = 0;
-  std::optional<int64_t> cached_; // not taken yet
-  // Choice 0's first and last token and its count, for timing(): set where the token is queued,
-  // under the lock it takes anyway.
-  std::optional<std::chrono::steady_clock::time_point> firstAt_;
-  std::chrono::steady_clock::time_point lastAt_;
-  int64_t choiceZeroTokens_ = 0;
   int64_t cachedTokens_ = 0;
   std::atomic<bool> cancelled_{false};
 };
