@@ -1,6 +1,8 @@
 // From a request's constraint fields to the sequence's token constraint.
 #include "server/http/StructuredRequest.h"
 
+#include "server/openai/ReasoningSplitter.h"
+
 namespace glm::server {
 
 using grammar::ConstraintSpec;
@@ -85,7 +87,7 @@ std::optional<ApiError> attachConstraint(const ConstraintSpec &spec,
   }
   std::optional<int32_t> reasoningEnd;
   if (startsInReasoning) {
-    if (std::optional<TokenId> end = tokenizer.tokenToId("</think>")) {
+    if (std::optional<TokenId> end = tokenizer.tokenToId(kThinkClose)) {
       reasoningEnd = static_cast<int32_t>(*end);
     }
   }

@@ -6,8 +6,8 @@
 namespace glm::server {
 namespace {
 
-constexpr std::string_view kOpen = "<think>";
-constexpr std::string_view kClose = "</think>";
+constexpr std::string_view kOpen = kThinkOpen;
+constexpr std::string_view kClose = kThinkClose;
 
 /// The length of the longest suffix of `text` that is a proper prefix of a marker: text that the
 /// next piece may turn into a marker, so it cannot be emitted yet.

@@ -6,6 +6,10 @@
 
 namespace glm::server {
 
+/// GLM's reasoning markers (special tokens of its tokenizer).
+inline constexpr std::string_view kThinkOpen = "<think>";
+inline constexpr std::string_view kThinkClose = "</think>";
+
 /// GLM-5.3's generation prompt ends with "<think>", so a reply starts inside the reasoning and
 /// leaves it at "</think>" (thinking disabled: the prompt closes the block and the reply is all
 /// content). Text arrives in arbitrary pieces; a piece that ends with what may be the start of a
