@@ -32,7 +32,7 @@ PlanMemory planMemory(const plan::Plan &plan) {
       }
     }
   }
-  m.keptStates = kKeptStatesPerSequence * std::max<uint64_t>(m.maxSequences, 1);
+  m.keptStates = defaultKeptStates(m.maxSequences);
   m.poolBytes = std::min(m.poolBytes, m.perRankBytes);
   m.unifiedMemory = plan.target()->arch() != plan::Arch::Sm90a;
   m.target = plan.target()->name() ? plan.target()->name()->str() : "";

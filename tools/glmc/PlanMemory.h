@@ -6,6 +6,7 @@
 #include "runtime/plan/PlanFile.h"
 #include "tools/glmc/CommandLine.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -14,6 +15,9 @@ namespace glm::tools {
 
 /// Prompt states `glmc serve` keeps by default for each sequence the plan serves (--kept-states).
 inline constexpr uint64_t kKeptStatesPerSequence = 4;
+inline uint64_t defaultKeptStates(uint64_t maxSequences) {
+  return kKeptStatesPerSequence * std::max<uint64_t>(maxSequences, 1);
+}
 
 /// A rank's memory as the plan lays it out: every arena is one allocation per rank. The state
 /// arena ends in the page pool every sequence draws its pages from (page_count pages: the pool's

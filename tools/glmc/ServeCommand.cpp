@@ -208,8 +208,8 @@ int runServe(const std::vector<std::string> &args) {
   }
   const plan::StatePool *pool = (*engine)->plan().state_pool();
   const int64_t sequences = pool != nullptr ? pool->max_sequences() : 1;
-  const int64_t kept =
-      keptStates->value_or(static_cast<int64_t>(kKeptStatesPerSequence) * sequences);
+  const int64_t kept = keptStates->value_or(
+      static_cast<int64_t>(defaultKeptStates(static_cast<uint64_t>(sequences))));
   if (kept > 0) {
     std::printf("glmc serve: up to %lld prompt states kept for reuse, %.1f MiB each a rank\n",
                 static_cast<long long>(kept),
