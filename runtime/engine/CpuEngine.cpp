@@ -120,27 +120,22 @@ Status CpuEngine::copyState(int from, int to) {
   return Status::success();
 }
 
-Status CpuEngine::saveKept(int slot, int kept) {
-  if (kept_.size() <= static_cast<size_t>(kept)) {
-    kept_.resize(static_cast<size_t>(kept) + 1);
-  }
-  std::vector<uint8_t> &copy = kept_[static_cast<size_t>(kept)];
+void CpuEngine::slotsOut(int slot, std::vector<uint8_t> &copy, bool countsAsPrompt) {
   copy.assign(static_cast<size_t>(keptStateBytes()), 0);
   size_t at = 0;
   for (const plan::StateLayout *s : *plan().states()) {
     if (!s->paged()) {
       std::memcpy(copy.data() + at, address(*s->slice()) + slot * s->unit_bytes(), s->unit_bytes());
-      if (s->kind() == plan::StateKind::TokenCounts) {
-        countsAsPrompt({reinterpret_cast<uint32_t *>(copy.data() + at), s->unit_bytes() / 4});
+      if (countsAsPrompt && s->kind() == plan::StateKind::TokenCounts) {
+        Engine::countsAsPrompt(
+            {reinterpret_cast<uint32_t *>(copy.data() + at), s->unit_bytes() / 4});
       }
       at += s->unit_bytes();
     }
   }
-  return Status::success();
 }
 
-Status CpuEngine::loadKept(int kept, int slot) {
-  const std::vector<uint8_t> &copy = kept_[static_cast<size_t>(kept)];
+void CpuEngine::slotsIn(const std::vector<uint8_t> &copy, int slot) {
   size_t at = 0;
   for (const plan::StateLayout *s : *plan().states()) {
     if (!s->paged()) {
@@ -148,6 +143,35 @@ Status CpuEngine::loadKept(int kept, int slot) {
       at += s->unit_bytes();
     }
   }
+}
+
+Status CpuEngine::saveKept(int slot, int kept) {
+  if (kept_.size() <= static_cast<size_t>(kept)) {
+    kept_.resize(static_cast<size_t>(kept) + 1);
+  }
+  slotsOut(slot, kept_[static_cast<size_t>(kept)], /*countsAsPrompt=*/true);
+  return Status::success();
+}
+
+Status CpuEngine::loadKept(int kept, int slot) {
+  slotsIn(kept_[static_cast<size_t>(kept)], slot);
+  return Status::success();
+}
+
+Status CpuEngine::checkpointSlots(int slot) {
+  if (checkpoints_.size() <= static_cast<size_t>(slot)) {
+    checkpoints_.resize(static_cast<size_t>(slot) + 1);
+  }
+  slotsOut(slot, checkpoints_[static_cast<size_t>(slot)], /*countsAsPrompt=*/false);
+  return Status::success();
+}
+
+Status CpuEngine::restoreSlots(int slot) {
+  if (checkpoints_.size() <= static_cast<size_t>(slot) ||
+      checkpoints_[static_cast<size_t>(slot)].empty()) {
+    return internalError("sequence slot ", slot, " has no checkpoint to restore");
+  }
+  slotsIn(checkpoints_[static_cast<size_t>(slot)], slot);
   return Status::success();
 }
 
@@ -301,13 +325,20 @@ Expected<CpuEngine::RunOutput> CpuEngine::run(const plan::Program &program,
     if (sampledIds == nullptr || sampledLogprobs == nullptr) {
       return internalError("program ", program.name()->str(), " has no sampled io slots");
     }
+    if (sampling.everyRow && program.last_row_logits()) {
+      return internalError("program ", program.name()->str(),
+                           " draws after each sequence's last row only");
+    }
     constexpr int64_t kOut = 1 + kernels::kSampleTopLogprobs;
     for (size_t b = 0; b < groups.size(); ++b) {
       // A last-row program's row b is group b's last; otherwise the rows are packed by group.
-      const int64_t row = program.last_row_logits() ? static_cast<int64_t>(b)
-                                                    : groups[b].first + groups[b].count - 1;
-      out.sampled.push_back(sampledToken(sampledIds + row * kOut, sampledLogprobs + row * kOut,
-                                         b < sampling.rows.size() ? &sampling.rows[b] : nullptr));
+      const int64_t last = program.last_row_logits() ? static_cast<int64_t>(b)
+                                                     : groups[b].first + groups[b].count - 1;
+      const int64_t first = sampling.everyRow ? groups[b].first : last;
+      for (int64_t row = first; row <= last; ++row) {
+        out.sampled.push_back(sampledToken(sampledIds + row * kOut, sampledLogprobs + row * kOut,
+                                           b < sampling.rows.size() ? &sampling.rows[b] : nullptr));
+      }
     }
   }
   return out;

@@ -51,6 +51,12 @@ private:
   Status saveKept(int slot, int kept) override;
   Status loadKept(int kept, int slot) override;
   void freeKept(int kept) override;
+  Status checkpointSlots(int slot) override;
+  Status restoreSlots(int slot) override;
+  /// Sequence `slot`'s per-sequence slots, in plan order, copied out (token counts made those of
+  /// prompt tokens when asked: a kept state's) and back in.
+  void slotsOut(int slot, std::vector<uint8_t> &copy, bool countsAsPrompt);
+  void slotsIn(const std::vector<uint8_t> &copy, int slot);
   Status copyPage(int32_t from, int32_t to) override;
 
   Expected<RunOutput> run(const plan::Program &program, std::span<const int32_t> tokens,
@@ -71,8 +77,9 @@ private:
 
   std::unique_ptr<PlanFile> plan_;
   CpuEngineOptions options_;
-  std::vector<std::vector<uint64_t>> arenas_; // 8-byte aligned storage per arena
-  std::vector<std::vector<uint8_t>> kept_;    // per kept state: its per-sequence slots in order
+  std::vector<std::vector<uint64_t>> arenas_;     // 8-byte aligned storage per arena
+  std::vector<std::vector<uint8_t>> checkpoints_; // per slot: its verify window's checkpoint
+  std::vector<std::vector<uint8_t>> kept_;        // per kept state: its per-sequence slots in order
   int64_t runs_ = 0;
   int rank_ = 0;
 };

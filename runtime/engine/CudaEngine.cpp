@@ -454,18 +454,42 @@ Status CudaEngine::saveKept(int slot, int kept) {
   return Status::success();
 }
 
-Status CudaEngine::loadKept(int kept, int slot) {
+Status CudaEngine::copySlots(int slot, CUdeviceptr copy, bool out) {
   GLM_RETURN_IF_ERROR(ctx_->makeCurrent());
-  CUdeviceptr at = kept_[static_cast<size_t>(kept)].ptr();
+  // Stream-ordered: the step after a copy reads what it copied, and no wait is needed.
   for (const plan::StateLayout *s : *plan().states()) {
     if (!s->paged()) {
+      const CUdeviceptr at = address(*s->slice()) + static_cast<uint64_t>(slot) * s->unit_bytes();
       GLM_CU(&ctx_->driver(),
-             cuMemcpyDtoDAsync(address(*s->slice()) + static_cast<uint64_t>(slot) * s->unit_bytes(),
-                               at, s->unit_bytes(), ctx_->stream()));
-      at += s->unit_bytes();
+             cuMemcpyDtoDAsync(out ? copy : at, out ? at : copy, s->unit_bytes(), ctx_->stream()));
+      copy += s->unit_bytes();
     }
   }
   return Status::success();
+}
+
+Status CudaEngine::loadKept(int kept, int slot) {
+  return copySlots(slot, kept_[static_cast<size_t>(kept)].ptr(), /*out=*/false);
+}
+
+Status CudaEngine::checkpointSlots(int slot) {
+  GLM_RETURN_IF_ERROR(ctx_->makeCurrent());
+  if (checkpoints_.size() <= static_cast<size_t>(slot)) {
+    checkpoints_.resize(static_cast<size_t>(slot) + 1);
+  }
+  DeviceMemory &copy = checkpoints_[static_cast<size_t>(slot)];
+  if (copy.bytes() == 0) {
+    GLM_ASSIGN_OR_RETURN(copy, ctx_->allocate(static_cast<size_t>(keptStateBytes())));
+  }
+  return copySlots(slot, copy.ptr(), /*out=*/true);
+}
+
+Status CudaEngine::restoreSlots(int slot) {
+  if (checkpoints_.size() <= static_cast<size_t>(slot) ||
+      checkpoints_[static_cast<size_t>(slot)].bytes() == 0) {
+    return internalError("sequence slot ", slot, " has no checkpoint to restore");
+  }
+  return copySlots(slot, checkpoints_[static_cast<size_t>(slot)].ptr(), /*out=*/false);
 }
 
 Status CudaEngine::copyPage(int32_t from, int32_t to) {
@@ -595,18 +619,23 @@ Expected<CudaEngine::RunOutput> CudaEngine::runOnDevice(Program &program,
                                  program.sampledIds.bytes, ctx_->stream()));
     GLM_CU(&d, cuMemcpyDtoHAsync(sampledLogprobs.data(), program.sampledLogprobs.address,
                                  program.sampledLogprobs.bytes, ctx_->stream()));
+    if (sampling.everyRow && lastRowOnly) {
+      return internalError("program ", program.plan->name()->str(),
+                           " draws after each sequence's last row only");
+    }
     constexpr size_t kOut = 1 + kernels::kSampleTopLogprobs;
     for (size_t b = 0; b < groups.size(); ++b) {
-      const size_t row = lastRowOnly ? b
-                                     : b * static_cast<size_t>(perSequence) +
-                                           static_cast<size_t>(groups[b].count - 1);
-      if ((row + 1) * kOut > sampledIds.size() || (row + 1) * kOut > sampledLogprobs.size()) {
+      const size_t first = lastRowOnly ? b : b * static_cast<size_t>(perSequence);
+      const size_t last = lastRowOnly ? b : first + static_cast<size_t>(groups[b].count - 1);
+      if ((last + 1) * kOut > sampledIds.size() || (last + 1) * kOut > sampledLogprobs.size()) {
         return internalError("program ", program.plan->name()->str(),
                              "'s sampled io slots hold fewer rows than it runs");
       }
-      out.sampled.push_back(sampledToken(sampledIds.data() + row * kOut,
-                                         sampledLogprobs.data() + row * kOut,
-                                         b < sampling.rows.size() ? &sampling.rows[b] : nullptr));
+      for (size_t row = sampling.everyRow ? first : last; row <= last; ++row) {
+        out.sampled.push_back(sampledToken(sampledIds.data() + row * kOut,
+                                           sampledLogprobs.data() + row * kOut,
+                                           b < sampling.rows.size() ? &sampling.rows[b] : nullptr));
+      }
     }
   }
   for (const RowGroup &g : groups) {

@@ -108,6 +108,11 @@ private:
   Status copyState(int from, int to) override;
   Status saveKept(int slot, int kept) override;
   Status loadKept(int kept, int slot) override;
+  Status checkpointSlots(int slot) override;
+  Status restoreSlots(int slot) override;
+  /// Copies sequence `slot`'s per-sequence slots, in plan order, to device memory `copy` (`out`)
+  /// or from it.
+  Status copySlots(int slot, CUdeviceptr copy, bool out);
   Status copyPage(int32_t from, int32_t to) override;
   Status prepare(Program &program);
   /// Appends `step`'s kernel launches to the program's, with their argument structs' addresses
@@ -148,6 +153,7 @@ private:
   /// first kept and reused by the ids kept later (the scheduler bounds how many there are), so
   /// that keeping a state never waits for an allocation or a free.
   std::vector<DeviceMemory> kept_;
+  std::vector<DeviceMemory> checkpoints_;        // per slot, allocated at its first verify window
   std::vector<uint32_t> counts_;                 // host staging for a kept state's token counts
   int64_t workspaceArena_ = -1;                  // the plan's workspace arena, if it has one
   std::vector<std::unique_ptr<Module>> modules_; // one per plan kernel

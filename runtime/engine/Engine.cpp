@@ -81,6 +81,13 @@ void SequenceTable::advance(int slot, int64_t tokens) {
   }
 }
 
+void SequenceTable::rewind(int slot, int64_t length) {
+  if (active(slot)) {
+    Sequence &s = sequences_[static_cast<size_t>(slot)];
+    s.length = std::clamp<int64_t>(length, 0, s.length);
+  }
+}
+
 const std::vector<int32_t> &SequenceTable::pages(int slot) const {
   static const std::vector<int32_t> none;
   return active(slot) ? sequences_[static_cast<size_t>(slot)].pages : none;
@@ -314,6 +321,132 @@ Expected<std::vector<SampledToken>> Engine::decodeSample(std::span<const int> sl
     *logits = std::move(out.logits);
   }
   return std::move(out.sampled);
+}
+
+int64_t Engine::maxWindow(size_t sequences) const {
+  int64_t rows = 1;
+  for (const plan::Program *p : *plan().programs()) {
+    if (p->kind() == plan::ProgramKind::Decode && !p->last_row_logits() &&
+        p->batch() >= sequences) {
+      rows = std::max<int64_t>(rows, p->rows());
+    }
+  }
+  return rows;
+}
+
+const plan::Program *Engine::windowProgramFor(size_t sequences, int64_t rows) const {
+  const plan::Program *program = nullptr;
+  auto size = [](const plan::Program *p) { return uint64_t{p->batch()} * p->rows(); };
+  for (const plan::Program *p : *plan().programs()) {
+    if (p->kind() == plan::ProgramKind::Decode && !p->last_row_logits() &&
+        p->batch() >= sequences && p->rows() >= rows && (!program || size(p) < size(program))) {
+      program = p;
+    }
+  }
+  return program;
+}
+
+Expected<std::vector<std::vector<SampledToken>>>
+Engine::runWindows(std::span<const VerifyWindow> windows) {
+  if (windows.empty()) {
+    return invalidArgument("a verify step needs at least one window");
+  }
+  std::vector<int32_t> tokens;
+  std::vector<RowGroup> groups;
+  std::vector<RowSampling> sampling;
+  int64_t rows = 0;
+  for (size_t i = 0; i < windows.size(); ++i) {
+    const VerifyWindow &w = windows[i];
+    if (!sequences_.active(w.slot)) {
+      return invalidArgument("sequence slot ", w.slot, " is not in use");
+    }
+    for (size_t j = 0; j < i; ++j) {
+      if (windows[j].slot == w.slot) {
+        return invalidArgument("sequence slot ", w.slot, " appears twice in one verify step");
+      }
+    }
+    if (w.known.empty()) {
+      return invalidArgument("a verify window needs the token its next one follows");
+    }
+    if (w.sampling.params == nullptr) {
+      return invalidArgument("a verify window needs its sampling");
+    }
+    GLM_RETURN_IF_ERROR(checkSampling(*w.sampling.params));
+    const int64_t count = static_cast<int64_t>(w.known.size() + w.drafts.size());
+    groups.push_back({w.slot, static_cast<int64_t>(tokens.size()), count});
+    tokens.insert(tokens.end(), w.known.begin(), w.known.end());
+    tokens.insert(tokens.end(), w.drafts.begin(), w.drafts.end());
+    sampling.push_back(w.sampling);
+    rows = std::max(rows, count);
+  }
+  GLM_RETURN_IF_ERROR(checkTokens(tokens));
+  const plan::Program *program = windowProgramFor(windows.size(), rows);
+  if (program == nullptr) {
+    return invalidArgument(source_, ": no decode program takes ", windows.size(),
+                           " verify windows of ", rows,
+                           " rows (the largest window for that many "
+                           "is ",
+                           maxWindow(windows.size()), ")");
+  }
+  for (const VerifyWindow &w : windows) {
+    if (!w.drafts.empty()) {
+      GLM_RETURN_IF_ERROR(checkpointSlots(w.slot));
+    }
+  }
+  GLM_ASSIGN_OR_RETURN(RunOutput out,
+                       run(*program, tokens, groups, LogitsBack::None, {sampling, true, true}));
+  if (out.sampled.size() != tokens.size()) {
+    return internalError("a verify step drew ", out.sampled.size(), " tokens for ", tokens.size(),
+                         " rows");
+  }
+  std::vector<std::vector<SampledToken>> drawn;
+  for (const RowGroup &g : groups) {
+    const auto first = out.sampled.begin() + g.first;
+    drawn.emplace_back(std::make_move_iterator(first), std::make_move_iterator(first + g.count));
+  }
+  return drawn;
+}
+
+Status Engine::rollbackWindow(int slot, int64_t length) {
+  if (!sequences_.active(slot) || length > sequences_.length(slot)) {
+    return invalidArgument("sequence slot ", slot, " cannot be rolled back to ", length, " tokens");
+  }
+  GLM_RETURN_IF_ERROR(restoreSlots(slot));
+  sequences_.rewind(slot, length);
+  return Status::success();
+}
+
+Expected<std::vector<VerifiedWindow>> Engine::verifySample(std::span<const VerifyWindow> windows) {
+  std::vector<int64_t> lengths;
+  for (const VerifyWindow &w : windows) {
+    lengths.push_back(length(w.slot));
+  }
+  GLM_ASSIGN_OR_RETURN(std::vector<std::vector<SampledToken>> drawn, runWindows(windows));
+  std::vector<VerifiedWindow> verified(windows.size());
+  for (size_t i = 0; i < windows.size(); ++i) {
+    const VerifyWindow &w = windows[i];
+    const size_t last = w.known.size() - 1; // the row whose draw is the first new token
+    std::vector<SampledToken> &rows = drawn[i];
+    size_t accepted = 0;
+    while (accepted < w.drafts.size() && w.drafts[accepted] == rows[last + accepted].id) {
+      ++accepted;
+    }
+    verified[i].tokens.assign(std::make_move_iterator(rows.begin() + last),
+                              std::make_move_iterator(rows.begin() + last + accepted + 1));
+    verified[i].fed = accepted == w.drafts.size();
+    if (!verified[i].fed) {
+      GLM_RETURN_IF_ERROR(rollbackWindow(w.slot, lengths[i]));
+    }
+  }
+  return verified;
+}
+
+Status Engine::checkpointSlots(int) {
+  return internalError("this engine does not checkpoint verify windows");
+}
+
+Status Engine::restoreSlots(int) {
+  return internalError("this engine does not checkpoint verify windows");
 }
 
 Expected<int> Engine::forkSequence(int from) {

@@ -33,6 +33,9 @@ public:
 
   int64_t length(int slot) const;
   void advance(int slot, int64_t tokens);
+  /// The sequence holds its first `length` tokens again (a rolled-back verify window); it keeps
+  /// its pages, whose rows past `length` it writes again.
+  void rewind(int slot, int64_t length);
   const std::vector<int32_t> &pages(int slot) const;
   /// Gives the sequence the pages its first `tokens` tokens need, from the free list.
   Status reserve(int slot, int64_t tokens);
@@ -85,6 +88,25 @@ enum class LogitRows { All, Last };
 struct RowSampling {
   const SamplingParams *params = nullptr; // never null
   int64_t promptTokens = 0;
+};
+
+/// One sequence's part of a verify step (speculative decoding): the tokens it holds that its
+/// state does not yet (at least one; the last is the one its next token follows), then guesses of
+/// the tokens that follow them.
+struct VerifyWindow {
+  int slot = -1;
+  std::span<const int32_t> known;
+  std::span<const int32_t> drafts;
+  RowSampling sampling;
+};
+
+/// What a verify step gives one sequence: the tokens serial decoding draws after its known
+/// tokens, as far as the drafts agree with them (1 + the accepted drafts), and whether its state
+/// took the whole window. A window not taken whole is rolled back: the state holds none of it,
+/// and the sequence feeds its known and accepted tokens again in its next window.
+struct VerifiedWindow {
+  std::vector<SampledToken> tokens;
+  bool fed = false;
 };
 
 class Engine {
@@ -162,6 +184,22 @@ public:
                                                            std::span<const int32_t> tokens,
                                                            std::span<const RowSampling> sampling,
                                                            std::vector<float> *logits = nullptr);
+  /// The most rows one sequence's verify window may have in a step of `sequences` sequences: the
+  /// largest R of the plan's decode programs of at least that batch (1: none verifies more).
+  virtual int64_t maxWindow(size_t sequences) const;
+  /// One verify step: every window in the smallest decode program that holds them (padding rows
+  /// change nothing), each row drawing the token at its position with its sequence's key, as a
+  /// serial step draws it. Draft j is accepted when it equals the token drawn after the row
+  /// before it and every draft before it was accepted. A window with a rejected draft is rolled
+  /// back (rollbackWindow) so that its state is exactly a serial one's.
+  Expected<std::vector<VerifiedWindow>> verifySample(std::span<const VerifyWindow> windows);
+  /// verifySample's parts, virtual so that LockstepEngine can run them on every rank: the step
+  /// itself, returning every window row's draw (the per-sequence slots of the windows with drafts
+  /// checkpointed first), and the rollback of one of those windows.
+  virtual Expected<std::vector<std::vector<SampledToken>>>
+  runWindows(std::span<const VerifyWindow> windows);
+  virtual Status rollbackWindow(int slot, int64_t length);
+
   /// InvalidArgument naming the field when `params` cannot run on this plan (a logit_bias id
   /// outside the vocabulary, too many entries, a mask of the wrong size, top_logprobs above 20).
   Status checkSampling(const SamplingParams &params) const;
@@ -192,6 +230,9 @@ protected:
   struct RunSampling {
     std::span<const RowSampling> rows;
     bool readBack = false;
+    /// The token drawn after every row of each group comes back (a verify window's), not only
+    /// after its last.
+    bool everyRow = false;
   };
   /// Runs one program over `tokens` for `groups` (pages reserved, lengths advanced) and returns
   /// the logits rows `back` names, group by group, and the tokens sampled when asked. The
@@ -210,6 +251,10 @@ protected:
   virtual Status saveKept(int slot, int kept);
   virtual Status loadKept(int kept, int slot);
   virtual void freeKept(int) {}
+  /// A verify window's checkpoint: copies sequence `slot`'s per-sequence slots aside (one copy per
+  /// slot, made before a window with drafts runs), and back (when the window is rolled back).
+  virtual Status checkpointSlots(int slot);
+  virtual Status restoreSlots(int slot);
   /// Copies one page of the pool to another (a resumed sequence's partly filled last page).
   virtual Status copyPage(int32_t from, int32_t to);
   /// A token_counts slot's words as a prompt of the same tokens leaves them: the prompt bit for
@@ -223,6 +268,9 @@ protected:
   virtual Status clearSlots(int slot) = 0;
   /// The smallest one-row decode program that takes `sequences` sequences, or null.
   const plan::Program *decodeProgramFor(size_t sequences) const;
+  /// The decode program of the fewest rows (B x R) that takes `sequences` windows of up to
+  /// `rows` rows, or null.
+  const plan::Program *windowProgramFor(size_t sequences, int64_t rows) const;
   /// Checks a decode call's arguments.
   Status checkDecode(std::span<const int> slots, std::span<const int32_t> tokens) const;
   Status checkTokens(std::span<const int32_t> tokens) const;
