@@ -44,6 +44,10 @@ struct SequenceRequest {
   /// Structured outputs: the tokens each choice may sample, step by step (null: unconstrained).
   /// The scheduler clones it per choice; the prototype itself is never advanced.
   std::shared_ptr<const TokenConstraint> constraint;
+  /// Speculative decoding may guess the next tokens and verify them in one step: the reply is the
+  /// same token for token (a guess counts only where it equals the token the request's own
+  /// sampling draws there). False: decoded one token a step, the serial reference.
+  bool draft = true;
 };
 
 /// Where a request's tokens go, choice by choice (0 .. n-1). Called on the engine's thread:
@@ -84,6 +88,13 @@ struct SchedulerStats {
   /// new request). 0 for a plan without a pool.
   int64_t poolTokens = 0;
   int64_t poolFreeTokens = 0;
+  // Speculative decoding, as vLLM counts it (vllm:spec_decode_*): verify rounds of a sequence that
+  // carried drafts, the drafted tokens, those accepted, and those accepted by their position in
+  // the round (acceptedPerPosition[0]: first drafts accepted; as long as the longest round).
+  int64_t specDrafts = 0;
+  int64_t specDraftTokens = 0;
+  int64_t specAcceptedTokens = 0;
+  std::vector<int64_t> specAcceptedPerPosition;
 };
 
 class EngineApi {

@@ -20,6 +20,11 @@
 // another conversation sharing its opening, resumes there; a KDA state exists only where the
 // prefill stopped, so no other position can be resumed). Kept states are evicted least recently
 // used, when the cache is full and before any running sequence would give its pages back.
+//
+// Speculative decoding (docs/speculative-decoding.md): where the plan verifies windows, each
+// decoding sequence that may draft asks its drafter for guesses, and the step becomes a verify
+// step (Engine::verifySample) whose windows yield 1 + the accepted guesses. A window with a
+// rejected guess is rolled back; the tokens it yielded lead that sequence's next window.
 #include "runtime/engine/Scheduler.h"
 
 #include <algorithm>
@@ -64,10 +69,14 @@ struct Scheduler::Active {
   bool awaitingFork = false;   // a choice > 0 whose prompt choice 0 is prefilling
   std::vector<int32_t> tokens; // the prompt, then every token delivered
   int64_t promptTokens = 0;
-  int64_t inEngine = 0;  // tokens[0, inEngine) are in the engine's state
-  int64_t generated = 0; // tokens delivered
+  int64_t inEngine = 0; // tokens[0, inEngine) are in the engine's state
+  // Tokens before the last that a rolled-back verify window left outside the state: they lead
+  // its next window (tokens.size() - 1 == inEngine + behind while it decodes).
+  int64_t behind = 0;
+  std::unique_ptr<Drafter> drafter; // null: this sequence decodes one token a step
+  int64_t generated = 0;            // tokens delivered
   std::vector<uint64_t> boundaries; // cache entries at its prompt's chunk boundaries, oldest first
-  bool lookedUp = false;       // its prompt was looked up among the kept states
+  bool lookedUp = false;            // its prompt was looked up among the kept states
 
   const SequenceRequest &request() const { return shared->request; }
   TokenSink &sink() const { return *shared->sink; }
@@ -76,11 +85,20 @@ struct Scheduler::Active {
   /// token when the request forks: every choice decodes that one); after a preemption, all but the
   /// last token, which the next decode step feeds.
   int64_t prefillTarget() const {
-    return static_cast<int64_t>(tokens.size()) - (generated > 0 || forks() ? 1 : 0);
+    return static_cast<int64_t>(tokens.size()) - (generated > 0 || forks() ? 1 : 0) - behind;
   }
   bool decoding() const {
     return slot >= 0 && (generated > 0 || forks()) &&
-           inEngine == static_cast<int64_t>(tokens.size()) - 1;
+           inEngine + behind == static_cast<int64_t>(tokens.size()) - 1;
+  }
+  /// Whether this step may draft: a verify window draws every row with the sequence's settings
+  /// and its token counts as they stand after the whole window, so the penalties, the
+  /// structured-output mask and min_tokens' ban, which change from one token to the next, keep a
+  /// sequence serial (its reply is the same either way).
+  bool mayDraft() const {
+    const SamplingParams &p = sampling;
+    return drafter && !constraint && generated >= request().minTokens &&
+           p.presencePenalty == 0.0f && p.frequencyPenalty == 0.0f && p.repetitionPenalty == 1.0f;
   }
   /// How this sequence samples its next token.
   RowSampling rowSampling() const {
@@ -110,8 +128,13 @@ namespace {
 constexpr size_t kKeptBoundaries = 2;
 } // namespace
 
-Scheduler::Scheduler(std::unique_ptr<Engine> engine, int64_t maxWaiting, size_t keptStates)
-    : engine_(std::move(engine)), maxWaiting_(maxWaiting), cache_(keptStates) {
+Scheduler::Scheduler(std::unique_ptr<Engine> engine, int64_t maxWaiting, size_t keptStates,
+                     DrafterFactory drafters)
+    : engine_(std::move(engine)), maxWaiting_(maxWaiting), cache_(keptStates),
+      drafters_(std::move(drafters)) {
+  if (!drafters_) {
+    drafters_ = [] { return std::make_unique<CopyDrafter>(); };
+  }
   // Nothing holds a page yet: every page of the pool is free.
   totalPages_ = engine_->freePages();
   stats_.poolTokens = totalPages_ * engine_->pageTokens();
@@ -179,10 +202,10 @@ bool Scheduler::deliver(Active &a, const SampledToken &token) {
     ++stats_.generatedTokens;
   }
   if (a.constraint && !a.constraint->advance(token.id)) {
-    a.sink().onFinish(a.choice, FinishReason::Error,
-                      Status(StatusCode::Internal,
-                             strCat("the sampled token ", token.id,
-                                    " breaks the request's structured-output constraint")));
+    a.sink().onFinish(
+        a.choice, FinishReason::Error,
+        Status(StatusCode::Internal, strCat("the sampled token ", token.id,
+                                            " breaks the request's structured-output constraint")));
     return false;
   }
   if (!a.sink().onToken(a.choice, token)) {
@@ -229,11 +252,12 @@ void Scheduler::resume(Active &a) {
 }
 
 std::optional<uint64_t> Scheduler::keep(const Active &a) {
-  if (cache_.capacity() == 0 || a.slot < 0 || a.inEngine == 0) {
+  // A reply that ended inside a verify window taken whole leaves the state past its tokens.
+  if (cache_.capacity() == 0 || a.slot < 0 || a.inEngine == 0 ||
+      a.inEngine > static_cast<int64_t>(a.tokens.size())) {
     return std::nullopt;
   }
-  const auto tokens =
-      std::span<const int32_t>(a.tokens).first(static_cast<size_t>(a.inEngine));
+  const auto tokens = std::span<const int32_t>(a.tokens).first(static_cast<size_t>(a.inEngine));
   if (cache_.contains(tokens)) {
     return std::nullopt;
   }
@@ -339,6 +363,7 @@ void Scheduler::step(std::vector<std::unique_ptr<Active>> &running) {
         engine_->endSequence(running[i]->slot);
         running[i]->slot = -1;
         running[i]->inEngine = 0;
+        running[i]->behind = 0;
         std::lock_guard<std::mutex> lock(mutex_);
         ++stats_.preemptions;
         return true;
@@ -417,6 +442,9 @@ void Scheduler::step(std::vector<std::unique_ptr<Active>> &running) {
       }
       if (r.constraint) {
         a->constraint = r.constraint->clone();
+      }
+      if (r.draft && engine_->maxWindow(1) > 1) {
+        a->drafter = drafters_();
       }
       a->tokens = r.prompt;
       a->promptTokens = static_cast<int64_t>(r.prompt.size());
@@ -527,7 +555,7 @@ void Scheduler::step(std::vector<std::unique_ptr<Active>> &running) {
     for (size_t i = 0; i < running.size(); ++i) {
       if (running[i]->decoding()) {
         decoding.push_back(i);
-        needed += engine_->pagesNeeded(running[i]->slot, 1);
+        needed += engine_->pagesNeeded(running[i]->slot, 1 + running[i]->behind);
       }
     }
     // Kept states give their pages up first; then the newest running sequence.
@@ -553,6 +581,47 @@ void Scheduler::step(std::vector<std::unique_ptr<Active>> &running) {
     }
     return;
   }
+  // Drafts, where the plan verifies windows this wide for this many sequences and the pool has
+  // the pages; a sequence further behind than a window holds is fed by the next prefill instead.
+  const int64_t window = engine_->maxWindow(decoding.size());
+  std::vector<Round> rounds;
+  bool windows = false;
+  int64_t spare = engine_->freePages();
+  for (size_t i : decoding) {
+    Active &a = *running[i];
+    const int64_t known = 1 + a.behind;
+    spare -= engine_->pagesNeeded(a.slot, known);
+    if (known > window) {
+      a.behind = 0; // no longer decoding: a prefill chunk catches it up next step
+      continue;
+    }
+    rounds.push_back({i, {}});
+    windows |= a.behind > 0;
+    if (!a.mayDraft()) {
+      continue;
+    }
+    // Never past max_tokens: every accepted draft is a token of the reply.
+    const int64_t most = std::min(window - known, a.request().maxTokens - a.generated - 1);
+    std::vector<int32_t> guess = a.drafter->draft(a.tokens, most);
+    const int64_t pages = engine_->pagesNeeded(a.slot, known + static_cast<int64_t>(guess.size())) -
+                          engine_->pagesNeeded(a.slot, known);
+    if (!guess.empty() && pages <= spare) {
+      spare -= pages;
+      rounds.back().drafts = std::move(guess);
+      windows = true;
+    }
+  }
+  if (windows) {
+    verify(running, rounds, finish);
+    return;
+  }
+  decoding.clear();
+  for (const Round &round : rounds) {
+    decoding.push_back(round.index);
+  }
+  if (decoding.empty()) {
+    return;
+  }
   std::vector<int> slots;
   std::vector<int32_t> tokens;
   std::vector<RowSampling> sampling;
@@ -574,6 +643,58 @@ void Scheduler::step(std::vector<std::unique_ptr<Active>> &running) {
     if (!deliver(*running[i], (*picked)[k])) {
       finish(i, true);
     }
+  }
+}
+
+void Scheduler::verify(std::vector<std::unique_ptr<Active>> &running,
+                       const std::vector<Round> &rounds,
+                       const std::function<void(size_t, bool)> &finish) {
+  std::vector<VerifyWindow> windows;
+  for (const Round &round : rounds) {
+    Active &a = *running[round.index];
+    const auto known = std::span<const int32_t>(a.tokens).subspan(static_cast<size_t>(a.inEngine));
+    windows.push_back({a.slot, known, round.drafts, a.stepSampling(engine_->vocabSize())});
+  }
+  Expected<std::vector<VerifiedWindow>> verified = engine_->verifySample(windows);
+  // Backwards, so that finishing one does not move the indices still to come.
+  for (size_t k = rounds.size(); k-- > 0;) {
+    const size_t i = rounds[k].index;
+    Active &a = *running[i];
+    if (!verified.ok()) {
+      a.sink().onFinish(a.choice, FinishReason::Error, verified.status());
+      finish(i, false);
+      continue;
+    }
+    const VerifiedWindow &v = (*verified)[k];
+    const int64_t drafted = static_cast<int64_t>(rounds[k].drafts.size());
+    if (drafted > 0) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      const int64_t accepted = static_cast<int64_t>(v.tokens.size()) - 1;
+      ++stats_.specDrafts;
+      stats_.specDraftTokens += drafted;
+      stats_.specAcceptedTokens += accepted;
+      if (static_cast<int64_t>(stats_.specAcceptedPerPosition.size()) < drafted) {
+        stats_.specAcceptedPerPosition.resize(static_cast<size_t>(drafted), 0);
+      }
+      for (int64_t j = 0; j < accepted; ++j) {
+        ++stats_.specAcceptedPerPosition[static_cast<size_t>(j)];
+      }
+    }
+    if (v.fed) {
+      a.inEngine += static_cast<int64_t>(windows[k].known.size()) + drafted;
+    }
+    bool going = true;
+    for (const SampledToken &token : v.tokens) {
+      if (!deliver(a, token)) {
+        going = false;
+        break;
+      }
+    }
+    if (!going) {
+      finish(i, true);
+      continue;
+    }
+    a.behind = static_cast<int64_t>(a.tokens.size()) - 1 - a.inEngine;
   }
 }
 

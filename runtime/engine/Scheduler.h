@@ -4,6 +4,7 @@
 
 #include "base/Status.h"
 #include "runtime/api/EngineApi.h"
+#include "runtime/engine/Drafter.h"
 #include "runtime/engine/Engine.h"
 #include "runtime/engine/PrefixCache.h"
 
@@ -26,7 +27,10 @@ class Scheduler final : public EngineApi {
 public:
   /// Takes the engine; at most `maxWaiting` requests wait for a free sequence slot. With
   /// `keptStates` > 0, up to that many prompt states are kept for reuse (see the .cpp's header).
-  Scheduler(std::unique_ptr<Engine> engine, int64_t maxWaiting, size_t keptStates = 0);
+  /// `drafters` makes each sequence's drafter for speculative decoding (empty: copy drafts; a
+  /// factory returning null: none); drafts run only where the plan has verify programs.
+  Scheduler(std::unique_ptr<Engine> engine, int64_t maxWaiting, size_t keptStates = 0,
+            DrafterFactory drafters = {});
   /// Stops the worker; requests still running finish with FinishReason::Cancelled.
   ~Scheduler();
 
@@ -55,10 +59,20 @@ private:
   std::optional<uint64_t> keep(const Active &a);
   /// Drops the least recently used kept state; false when none is kept.
   bool evictKept();
+  /// One sequence's part of a verify step: running[index], and its drafts (maybe none).
+  struct Round {
+    size_t index;
+    std::vector<int32_t> drafts;
+  };
+  /// The verify step of `rounds` (each window: the tokens the state lacks, then the drafts);
+  /// delivers what each yields and ends a sequence through `finish` (index, keep its state).
+  void verify(std::vector<std::unique_ptr<Active>> &running, const std::vector<Round> &rounds,
+              const std::function<void(size_t, bool)> &finish);
 
   std::unique_ptr<Engine> engine_;
   int64_t maxWaiting_;
   PrefixCache cache_; // the worker's only
+  DrafterFactory drafters_;
   mutable std::mutex mutex_;
   std::condition_variable wake_;
   std::deque<std::pair<SequenceRequest, std::shared_ptr<TokenSink>>> waiting_;

@@ -7,6 +7,7 @@
 #include "runtime/engine/LockstepEngine.h"
 #include "runtime/engine/PrefixCache.h"
 #include "runtime/engine/Scheduler.h"
+#include "tests/unit/support/TinyPlan.h"
 
 #include <gtest/gtest.h>
 
@@ -20,43 +21,8 @@
 namespace glm::runtime {
 namespace {
 
-const std::filesystem::path kTiny = std::filesystem::path(GLM_FIXTURES_DIR) / "glm53-tiny";
-
-/// The tiny fixture's f32 CPU plan compiled with `options` (a file removed with the object).
-class TinyPlan {
-public:
-  explicit TinyPlan(const std::string &options) {
-    static int serial = 0;
-    path_ = std::filesystem::temp_directory_path() / ("prefix_reuse_" + std::to_string(::getpid()) +
-                                                      "_" + std::to_string(serial++) + ".glmp");
-    const std::string command = std::string(GLM_GLMC_PATH) + " compile " + kTiny.string() + " -o " +
-                                path_.string() + " --target cpu --precision f32 " + options +
-                                " 2>/dev/null";
-    EXPECT_EQ(std::system(command.c_str()), 0) << command;
-    checkpoint_ = std::move(Checkpoint::open(kTiny)).value();
-  }
-  ~TinyPlan() { std::filesystem::remove(path_); }
-  std::unique_ptr<CpuEngine> engine(CpuEngineOptions options = {}) const {
-    Expected<std::unique_ptr<CpuEngine>> engine =
-        CpuEngine::create(std::move(PlanFile::open(path_)).value(), *checkpoint_, options);
-    EXPECT_TRUE(engine.ok()) << engine.status().toString();
-    return engine.ok() ? std::move(engine).value() : nullptr;
-  }
-  const std::filesystem::path &path() const { return path_; }
-  const Checkpoint &checkpoint() const { return *checkpoint_; }
-
-private:
-  std::filesystem::path path_;
-  std::unique_ptr<Checkpoint> checkpoint_;
-};
-
-std::vector<int32_t> promptOf(size_t n, int32_t salt) {
-  std::vector<int32_t> tokens;
-  for (size_t i = 0; i < n; ++i) {
-    tokens.push_back(static_cast<int32_t>((salt + 37 * i + (i * i) % 11) % 900 + 20));
-  }
-  return tokens;
-}
+using testing::promptOf;
+using testing::TinyPlan;
 
 bool sameBits(std::span<const float> a, std::span<const float> b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;

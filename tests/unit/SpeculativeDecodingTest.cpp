@@ -1,0 +1,351 @@
+// Speculative decoding over the tiny fixture's f32 CPU plan: copy drafts find what follows an
+// earlier occurrence; a verify window draws what serial steps draw and a rolled-back window
+// leaves the state a serial step leaves, bit for bit; and through the scheduler, replies with
+// drafts (an oracle's, right and wrong by turns) equal the serial reference token for token,
+// greedy and sampled, alone and batched, at every window size, with max_tokens and an
+// end-of-sequence token landing inside an accepted window.
+#include "runtime/engine/CpuEngine.h"
+#include "runtime/engine/Drafter.h"
+#include "runtime/engine/Scheduler.h"
+#include "tests/unit/support/TinyPlan.h"
+
+#include <gtest/gtest.h>
+
+#include <condition_variable>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <mutex>
+#include <unistd.h>
+
+namespace glm::runtime {
+namespace {
+
+TEST(CopyDrafter, DraftsWhatFollowedTheLatestEarlierOccurrence) {
+  CopyDrafter drafter;
+  // "1 2 3" occurs at 0 (then 4 5) and at 5 (then 9): the latest one counts.
+  std::vector<int32_t> tokens = {1, 2, 3, 4, 5, 1, 2, 3, 9, 7, 1, 2, 3};
+  EXPECT_EQ(drafter.draft(tokens, 4), (std::vector<int32_t>{9, 7, 1, 2}));
+  EXPECT_EQ(drafter.draft(tokens, 1), (std::vector<int32_t>{9}));
+  EXPECT_TRUE(drafter.draft(tokens, 0).empty());
+  // Grown by tokens never seen in that order: no match.
+  tokens.push_back(8);
+  EXPECT_TRUE(drafter.draft(tokens, 4).empty());
+  // Grown into a repeat of "9 7 1": what followed it before, up to the end of the tokens.
+  for (int32_t t : {9, 7, 1}) {
+    tokens.push_back(t);
+  }
+  EXPECT_EQ(drafter.draft(tokens, 8), (std::vector<int32_t>{2, 3, 8, 9, 7, 1}));
+  // Another sequence's tokens (shorter): indexed again, not read out of bounds.
+  EXPECT_EQ(drafter.draft(std::vector<int32_t>{5, 6, 7, 5, 6, 7}, 3),
+            (std::vector<int32_t>{5, 6, 7}));
+  EXPECT_TRUE(drafter.draft(std::vector<int32_t>{5, 6}, 3).empty());
+}
+
+/// The tiny fixture's f32 CPU plan with `decode` programs.
+testing::TinyPlan planWith(const std::string &decode) {
+  return testing::TinyPlan("--tp 1 --max-seqs 2 --max-context 512 --prefill 64 --decode " + decode);
+}
+
+using testing::promptOf;
+using testing::TinyPlan;
+
+SamplingParams greedy() {
+  SamplingParams p;
+  p.temperature = 0.0f;
+  return p;
+}
+
+SamplingParams sampled(uint64_t seed) {
+  SamplingParams p;
+  p.temperature = 1.0f;
+  p.topP = 0.95f;
+  p.seed = seed;
+  return p;
+}
+
+TEST(VerifyWindows, DrawWhatSerialStepsDrawAndARolledBackWindowLeavesTheSerialState) {
+  const TinyPlan plan = planWith("1x1,1x8");
+  std::unique_ptr<CpuEngine> engine = plan.engine();
+  ASSERT_NE(engine, nullptr);
+  EXPECT_EQ(engine->maxWindow(1), 8);
+  EXPECT_EQ(engine->maxWindow(2), 1);
+  const std::vector<int32_t> prompt = promptOf(70, 5);
+  const SamplingParams params = sampled(11);
+  const RowSampling row{&params, static_cast<int64_t>(prompt.size())};
+
+  // Serial: the prompt, then 8 steps; the logits after each.
+  const int serial = *engine->newSequence();
+  Expected<SampledToken> first = engine->prefillSample(serial, prompt, row);
+  ASSERT_TRUE(first.ok()) << first.status().toString();
+  std::vector<int32_t> reply = {first->id};
+  std::vector<std::vector<float>> serialLogits;
+  for (int s = 0; s < 8; ++s) {
+    const int slots[] = {serial};
+    std::vector<float> logits;
+    Expected<std::vector<SampledToken>> next =
+        engine->decodeSample(slots, std::span<const int32_t>(&reply.back(), 1),
+                             std::span<const RowSampling>(&row, 1), &logits);
+    ASSERT_TRUE(next.ok()) << next.status().toString();
+    reply.push_back((*next)[0].id);
+    serialLogits.push_back(std::move(logits));
+  }
+  engine->endSequence(serial);
+
+  // The same with a window: known = the first token, drafts = the serial reply with draft 3
+  // wrong. Drafts 1 and 2 are accepted; the third token drawn is serial's; the window is rolled
+  // back.
+  const int slot = *engine->newSequence();
+  ASSERT_TRUE(engine->prefillSample(slot, prompt, row).ok());
+  std::vector<int32_t> drafts(reply.begin() + 1, reply.begin() + 6);
+  drafts[2] = (drafts[2] + 1) % static_cast<int32_t>(engine->vocabSize());
+  const VerifyWindow window{slot, std::span<const int32_t>(reply).first(1), drafts, row};
+  Expected<std::vector<VerifiedWindow>> verified =
+      engine->verifySample(std::span<const VerifyWindow>(&window, 1));
+  ASSERT_TRUE(verified.ok()) << verified.status().toString();
+  ASSERT_EQ((*verified)[0].tokens.size(), 3u);
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ((*verified)[0].tokens[i].id, reply[i + 1]) << "token " << i;
+  }
+  EXPECT_FALSE((*verified)[0].fed);
+  EXPECT_EQ(engine->length(slot), static_cast<int64_t>(prompt.size()));
+
+  // Fed again (the known and accepted tokens, then right drafts), the window is taken whole, and
+  // the next serial step's logits equal the serial sequence's bit for bit.
+  const std::vector<int32_t> known(reply.begin(), reply.begin() + 3);
+  const std::vector<int32_t> right(reply.begin() + 3, reply.begin() + 6);
+  const VerifyWindow again{slot, known, right, row};
+  verified = engine->verifySample(std::span<const VerifyWindow>(&again, 1));
+  ASSERT_TRUE(verified.ok()) << verified.status().toString();
+  EXPECT_TRUE((*verified)[0].fed);
+  ASSERT_EQ((*verified)[0].tokens.size(), 4u);
+  for (size_t i = 0; i < 4; ++i) {
+    EXPECT_EQ((*verified)[0].tokens[i].id, reply[i + 3]) << "token " << i;
+  }
+  EXPECT_EQ(engine->length(slot), static_cast<int64_t>(prompt.size() + 6));
+  const int slots[] = {slot};
+  std::vector<float> logits;
+  Expected<std::vector<SampledToken>> next =
+      engine->decodeSample(slots, std::span<const int32_t>(&reply[6], 1),
+                           std::span<const RowSampling>(&row, 1), &logits);
+  ASSERT_TRUE(next.ok()) << next.status().toString();
+  EXPECT_EQ((*next)[0].id, reply[7]);
+  ASSERT_EQ(logits.size(), serialLogits[6].size());
+  EXPECT_EQ(std::memcmp(logits.data(), serialLogits[6].data(), logits.size() * sizeof(float)), 0);
+
+  // A window wider than the plan verifies is refused, naming the widest.
+  const std::vector<int32_t> nine(9, reply[0]);
+  const VerifyWindow wide{slot, std::span<const int32_t>(nine).first(1),
+                          std::span<const int32_t>(nine).subspan(1), row};
+  Expected<std::vector<VerifiedWindow>> refused =
+      engine->verifySample(std::span<const VerifyWindow>(&wide, 1));
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("largest window for that many is 8"), std::string::npos)
+      << refused.status().toString();
+}
+
+/// Records one choice's tokens.
+class Recorder : public TokenSink {
+public:
+  bool onToken(int, const SampledToken &token) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    tokens_.push_back(token.id);
+    return true;
+  }
+  void onFinish(int, FinishReason reason, const Status &error) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    reason_ = reason;
+    error_ = error;
+    done_ = true;
+    cv_.notify_all();
+  }
+  std::vector<int32_t> wait() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    cv_.wait(lock, [&] { return done_; });
+    EXPECT_TRUE(error_.ok()) << error_.toString();
+    return tokens_;
+  }
+  FinishReason reason() const { return reason_; }
+
+private:
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  bool done_ = false;
+  std::vector<int32_t> tokens_;
+  FinishReason reason_ = FinishReason::Error;
+  Status error_;
+};
+
+/// Knows each prompt's serial reply and drafts it, every fifth token of it wrong.
+class OracleDrafter final : public Drafter {
+public:
+  explicit OracleDrafter(std::vector<std::vector<int32_t>> replies)
+      : replies_(std::move(replies)) {}
+  std::vector<int32_t> draft(std::span<const int32_t> tokens, int64_t max) override {
+    std::vector<int32_t> drafts;
+    for (const std::vector<int32_t> &full : replies_) {
+      if (tokens.size() > full.size() || !std::equal(tokens.begin(), tokens.end(), full.begin())) {
+        continue;
+      }
+      for (size_t at = tokens.size(); at < full.size() && static_cast<int64_t>(drafts.size()) < max;
+           ++at) {
+        drafts.push_back(at % 5 == 3 ? full[at] + 1 : full[at]);
+      }
+      break;
+    }
+    return drafts;
+  }
+
+private:
+  std::vector<std::vector<int32_t>> replies_; // prompt then reply
+};
+
+struct Reply {
+  std::vector<int32_t> tokens;
+  FinishReason reason;
+};
+
+/// Runs `requests` at once through a scheduler over `plan` and returns their replies.
+std::vector<Reply> serve(const TinyPlan &plan, std::vector<SequenceRequest> requests,
+                         DrafterFactory drafters, SchedulerStats *stats = nullptr) {
+  Scheduler scheduler(plan.engine(), 8, 0, std::move(drafters));
+  std::vector<std::shared_ptr<Recorder>> sinks;
+  for (SequenceRequest &r : requests) {
+    sinks.push_back(std::make_shared<Recorder>());
+    EXPECT_TRUE(scheduler.submit(std::move(r), sinks.back()).ok());
+  }
+  std::vector<Reply> replies;
+  for (auto &sink : sinks) {
+    std::vector<int32_t> tokens = sink->wait();
+    replies.push_back({std::move(tokens), sink->reason()});
+  }
+  if (stats != nullptr) {
+    *stats = scheduler.stats();
+  }
+  return replies;
+}
+
+SequenceRequest requestOf(std::vector<int32_t> prompt, SamplingParams sampling, int64_t maxTokens,
+                          bool draft) {
+  SequenceRequest r;
+  r.prompt = std::move(prompt);
+  r.sampling = sampling;
+  r.maxTokens = maxTokens;
+  r.draft = draft;
+  return r;
+}
+
+TEST(SpeculativeScheduler, RepliesWithDraftsEqualTheSerialReferenceAtEveryWindow) {
+  const std::vector<int32_t> a = promptOf(40, 1), b = promptOf(75, 9);
+  for (const char *decode :
+       {"1x1,2x1,1x2,2x2", "1x1,2x1,1x4,2x4", "1x1,2x1,1x8", "1x1,2x1,1x16,2x8"}) {
+    SCOPED_TRACE(std::string("--decode ") + decode);
+    const TinyPlan plan = planWith(decode);
+    for (const SamplingParams &params : {greedy(), sampled(7)}) {
+      SCOPED_TRACE(params.temperature > 0 ? "sampled" : "greedy");
+      auto requests = [&](bool draft) {
+        return std::vector<SequenceRequest>{requestOf(a, params, 24, draft),
+                                            requestOf(b, params, 17, draft)};
+      };
+      // Alone each (one sequence a step: the widest windows), then both at once.
+      std::vector<Reply> serial;
+      for (SequenceRequest &r : requests(false)) {
+        serial.push_back(serve(plan, {std::move(r)}, {}).front());
+      }
+      std::vector<std::vector<int32_t>> full;
+      for (size_t i = 0; i < serial.size(); ++i) {
+        full.push_back(i == 0 ? a : b);
+        full.back().insert(full.back().end(), serial[i].tokens.begin(), serial[i].tokens.end());
+      }
+      const DrafterFactory oracle = [full] { return std::make_unique<OracleDrafter>(full); };
+      SchedulerStats stats;
+      std::vector<Reply> alone;
+      for (SequenceRequest &r : requests(true)) {
+        alone.push_back(serve(plan, {std::move(r)}, oracle, &stats).front());
+      }
+      EXPECT_GT(stats.specAcceptedTokens, 0);
+      EXPECT_LT(stats.specAcceptedTokens, stats.specDraftTokens); // the wrong ones were drafted
+      std::vector<Reply> batched = serve(plan, requests(true), oracle);
+      for (size_t i = 0; i < serial.size(); ++i) {
+        EXPECT_EQ(serial[i].tokens.size(), i == 0 ? 24u : 17u);
+        EXPECT_EQ(alone[i].tokens, serial[i].tokens) << "request " << i << " alone";
+        EXPECT_EQ(batched[i].tokens, serial[i].tokens) << "request " << i << " batched";
+        EXPECT_EQ(alone[i].reason, FinishReason::Length);
+      }
+    }
+  }
+}
+
+TEST(SpeculativeScheduler, MaxTokensAndAnEndTokenInsideAnAcceptedWindowEndTheReplyAsSerially) {
+  const TinyPlan plan = planWith("1x1,1x16");
+  const std::vector<int32_t> prompt = promptOf(30, 4);
+  const std::vector<Reply> serial = serve(plan, {requestOf(prompt, sampled(3), 20, false)}, {});
+  ASSERT_EQ(serial[0].tokens.size(), 20u);
+  std::vector<int32_t> full = prompt;
+  full.insert(full.end(), serial[0].tokens.begin(), serial[0].tokens.end());
+  // Drafts always right: a window of 16 would run past max_tokens 5 and past the end token.
+  class Right final : public Drafter {
+  public:
+    explicit Right(std::vector<int32_t> full) : full_(std::move(full)) {}
+    std::vector<int32_t> draft(std::span<const int32_t> tokens, int64_t max) override {
+      const size_t from = std::min(tokens.size(), full_.size());
+      const size_t count = std::min(static_cast<size_t>(max), full_.size() - from);
+      return {full_.begin() + static_cast<std::ptrdiff_t>(from),
+              full_.begin() + static_cast<std::ptrdiff_t>(from + count)};
+    }
+
+  private:
+    std::vector<int32_t> full_;
+  };
+  const DrafterFactory right = [full] { return std::make_unique<Right>(full); };
+  SchedulerStats stats;
+  std::vector<Reply> five = serve(plan, {requestOf(prompt, sampled(3), 5, true)}, right, &stats);
+  EXPECT_EQ(five[0].tokens,
+            std::vector<int32_t>(serial[0].tokens.begin(), serial[0].tokens.begin() + 5));
+  EXPECT_EQ(five[0].reason, FinishReason::Length);
+  // The prefill draws the first token; one window of the 4 left: its known token and 3 drafts,
+  // never one past max_tokens.
+  EXPECT_EQ(stats.specDrafts, 1);
+  EXPECT_EQ(stats.specDraftTokens, 3);
+  EXPECT_EQ(stats.specAcceptedTokens, 3);
+  EXPECT_EQ(stats.specAcceptedPerPosition, (std::vector<int64_t>{1, 1, 1}));
+
+  // The serial reply's 9th token as the end token: the reply stops before it, drafts or not.
+  SequenceRequest stopping = requestOf(prompt, sampled(3), 20, true);
+  const int32_t end = serial[0].tokens[8];
+  stopping.eosIds = {end};
+  const size_t stop = static_cast<size_t>(
+      std::find(serial[0].tokens.begin(), serial[0].tokens.end(), end) - serial[0].tokens.begin());
+  std::vector<Reply> ended = serve(plan, {std::move(stopping)}, right);
+  EXPECT_EQ(ended[0].tokens,
+            std::vector<int32_t>(serial[0].tokens.begin(), serial[0].tokens.begin() + stop));
+  EXPECT_EQ(ended[0].reason, FinishReason::Stop);
+}
+
+TEST(SpeculativeScheduler, PenalizedRequestsAndPlansWithoutVerifyProgramsDecodeSerially) {
+  const std::vector<int32_t> prompt = promptOf(30, 8);
+  SamplingParams penalized = sampled(5);
+  penalized.repetitionPenalty = 1.3f;
+  const DrafterFactory copy = [] { return std::make_unique<CopyDrafter>(); };
+  // A prompt that repeats: copy drafts would have something to say.
+  std::vector<int32_t> repeating = prompt;
+  repeating.insert(repeating.end(), prompt.begin(), prompt.end());
+  for (const char *decode : {"1x1,1x8", "1x1"}) {
+    SCOPED_TRACE(std::string("--decode ") + decode);
+    const TinyPlan plan = planWith(decode);
+    for (const SamplingParams &params : {penalized, sampled(5)}) {
+      const std::vector<Reply> serial =
+          serve(plan, {requestOf(repeating, params, 12, false)}, copy);
+      SchedulerStats stats;
+      const std::vector<Reply> drafted =
+          serve(plan, {requestOf(repeating, params, 12, true)}, copy, &stats);
+      EXPECT_EQ(drafted[0].tokens, serial[0].tokens);
+      if (params.repetitionPenalty != 1.0f || std::string(decode) == "1x1") {
+        EXPECT_EQ(stats.specDrafts, 0);
+      }
+    }
+  }
+}
+
+} // namespace
+} // namespace glm::runtime
