@@ -423,7 +423,8 @@ std::variant<MessagesRequest, ApiError> parseMessagesRequest(std::string_view te
     }
     chat["temperature"] = *temperature;
   }
-  for (const char *key : {"top_p", "top_k"}) {
+  // draft: glmc's extension, as in chat (docs/api.md); the chat parser checks it.
+  for (const char *key : {"top_p", "top_k", "draft"}) {
     if (const Json *v = member(body, key)) {
       chat[key] = *v;
     }

@@ -72,6 +72,23 @@ std::string ServerMetrics::render(const runtime::SchedulerStats &engine,
   gauge("vllm:prefix_cache_hits_total", "counter",
         "Prompt tokens resumed from a kept state instead of prefilled.", engine.prefixHitTokens);
   gauge("glmc:kept_prompt_states", "gauge", "Prompt states kept for reuse now.", engine.keptStates);
+  // Speculative decoding as vLLM counts it; the tokens a verify round yields on average are
+  // 1 + accepted / drafts.
+  gauge("vllm:spec_decode_num_drafts_total", "counter",
+        "Verify rounds of a sequence that carried drafted tokens.", engine.specDrafts);
+  gauge("vllm:spec_decode_num_draft_tokens_total", "counter", "Tokens drafted.",
+        engine.specDraftTokens);
+  gauge("vllm:spec_decode_num_accepted_tokens_total", "counter",
+        "Drafted tokens accepted (each equal to the token the request's sampling drew there).",
+        engine.specAcceptedTokens);
+  // vLLM's form: one counter family, a series per position in the round (0: the first draft).
+  header("vllm:spec_decode_num_accepted_tokens_per_pos_total", "counter",
+         "Drafted tokens accepted, by their position in the verify round.");
+  for (size_t position = 0; position < engine.specAcceptedPerPosition.size(); ++position) {
+    text +=
+        strCat("vllm:spec_decode_num_accepted_tokens_per_pos_total{model_name=\"", modelName,
+               "\",position=\"", position, "\"} ", engine.specAcceptedPerPosition[position], "\n");
+  }
   gauge("glmc:http_requests_total", "counter", "Generation requests received.",
         requestsTotal.load());
   gauge("glmc:http_requests_failed_total", "counter",

@@ -194,6 +194,7 @@ std::optional<ApiError> settleSequence(const SamplingOptions &sampling, const ch
   s.maxTokens = maxTokens;
   s.minTokens = sampling.minTokens;
   s.ignoreEos = sampling.ignoreEos;
+  s.draft = sampling.draft;
   s.eosIds = model.eosIds;
   s.sampling.temperature = static_cast<float>(sampling.temperature);
   s.sampling.topP = static_cast<float>(sampling.topP);

@@ -497,6 +497,9 @@ MaybeError readSampling(const Json &body, const ProtocolLimits &limits, bool cha
   if (MaybeError e = readBool(body, "ignore_eos", out.ignoreEos)) {
     return e;
   }
+  if (MaybeError e = readBool(body, "draft", out.draft)) {
+    return e;
+  }
   return readStop(body, out.stop);
 }
 

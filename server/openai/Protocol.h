@@ -61,6 +61,9 @@ struct SamplingOptions {
   std::optional<int64_t> maxTokens; // max_tokens / max_completion_tokens; absent: up to the context
   int64_t minTokens = 0;
   bool ignoreEos = false;
+  /// glmc's `draft`: false decodes one token a step, without speculative drafts (the serial
+  /// reference a drafted reply must equal, token for token).
+  bool draft = true;
   std::vector<std::string> stop; // at most 8 strings, each non-empty
   int64_t n = 1;                 // choices, 1 .. kMaxChoices
   /// -1: no logprobs; k in [0, 20]: each token's logprob and its k most likely alternatives

@@ -624,6 +624,10 @@ std::variant<ResponsesRequest, ApiError> parseResponsesRequest(std::string_view 
       echo[key] = *v;
     }
   }
+  // glmc's extension, as in chat (docs/api.md): the chat parser checks it, under the same name.
+  if (const Json *v = member(body, "draft")) {
+    chat["draft"] = *v;
+  }
   echo["max_output_tokens"] = nullptr;
   if (const Json *v = member(body, "max_output_tokens")) {
     chat["max_tokens"] = *v;

@@ -784,6 +784,36 @@ TEST(HttpServer, SamplingControlsReachTheEngine) {
   EXPECT_EQ(engine.last().n, 1);
 }
 
+/// glmc's `draft`: false asks the engine for the serial reference, absent or true leaves drafts
+/// on; anything but a boolean is a 400 naming the field, on both endpoints.
+TEST(HttpServer, TheDraftFieldReachesTheEngine) {
+  FakeEngine engine;
+  engine.script = {1};
+  Running server(engine);
+  const Json completion = {{"model", "tiny"}, {"prompt", "x"}};
+  for (const Json &base : {chat("Hi"), completion}) {
+    const std::string path = base.contains("messages") ? "/v1/chat/completions" : "/v1/completions";
+    post(server, path, base, 200);
+    EXPECT_TRUE(engine.last().draft) << path;
+    for (bool draft : {false, true}) {
+      Json request = base;
+      request["draft"] = draft;
+      post(server, path, request, 200);
+      EXPECT_EQ(engine.last().draft, draft) << path;
+    }
+    const int submitted = engine.requests.load();
+    for (const Json &bad : {Json(0), Json("false"), Json::array({false})}) {
+      Json request = base;
+      request["draft"] = bad;
+      Json e = post(server, path, request, 400)["error"];
+      EXPECT_EQ(e["param"], "draft") << path << " " << bad.dump();
+      EXPECT_EQ(e["code"], "invalid_type") << bad.dump();
+      EXPECT_NE(e["message"].get<std::string>().find("'draft'"), std::string::npos) << e.dump();
+    }
+    EXPECT_EQ(engine.requests.load(), submitted) << "a refused request reached the engine";
+  }
+}
+
 /// Without a seed the key derives from the request id, so every request has its own and can be
 /// replayed; a seed given is the key.
 TEST(HttpServer, TheSamplingKeyIsTheSeedOrDerivesFromTheId) {
@@ -952,6 +982,50 @@ TEST(HttpServer, HealthAndMetricsShowThePool) {
                                  "glmc:pool_free_tokens{model_name=\"tiny\"} 1024\n"),
               std::string::npos);
   }
+}
+
+/// The engine's speculative-decoding counts are on /metrics under vLLM's names, the accepted
+/// drafts by position as one family with a position label.
+TEST(HttpServer, MetricsCountTheDrafts) {
+  FakeEngine engine;
+  engine.reported.specDrafts = 40;
+  engine.reported.specDraftTokens = 120;
+  engine.reported.specAcceptedTokens = 75;
+  engine.reported.specAcceptedPerPosition = {35, 25, 15};
+  Running server(engine);
+  auto metrics = server.client().Get("/metrics");
+  ASSERT_TRUE(metrics);
+  ASSERT_EQ(metrics->status, 200);
+  const std::string &body = metrics->body;
+  for (const char *expected :
+       {"# TYPE vllm:spec_decode_num_drafts_total counter\n"
+        "vllm:spec_decode_num_drafts_total{model_name=\"tiny\"} 40\n",
+        "# TYPE vllm:spec_decode_num_draft_tokens_total counter\n"
+        "vllm:spec_decode_num_draft_tokens_total{model_name=\"tiny\"} 120\n",
+        "# TYPE vllm:spec_decode_num_accepted_tokens_total counter\n"
+        "vllm:spec_decode_num_accepted_tokens_total{model_name=\"tiny\"} 75\n",
+        "# TYPE vllm:spec_decode_num_accepted_tokens_per_pos_total counter\n"
+        "vllm:spec_decode_num_accepted_tokens_per_pos_total{model_name=\"tiny\",position=\"0\"} "
+        "35\n"
+        "vllm:spec_decode_num_accepted_tokens_per_pos_total{model_name=\"tiny\",position=\"1\"} "
+        "25\n"
+        "vllm:spec_decode_num_accepted_tokens_per_pos_total{model_name=\"tiny\",position=\"2\"} "
+        "15\n"}) {
+    EXPECT_NE(body.find(expected), std::string::npos) << expected << "\n" << body;
+  }
+  EXPECT_EQ(body.find("position=\"3\""), std::string::npos) << body;
+
+  // Without drafts the counters are 0 and the per-position family has no series.
+  engine.reported = {};
+  metrics = server.client().Get("/metrics");
+  ASSERT_TRUE(metrics);
+  EXPECT_NE(metrics->body.find("vllm:spec_decode_num_drafts_total{model_name=\"tiny\"} 0\n"),
+            std::string::npos)
+      << metrics->body;
+  EXPECT_NE(
+      metrics->body.find("# TYPE vllm:spec_decode_num_accepted_tokens_per_pos_total counter\n"),
+      std::string::npos);
+  EXPECT_EQ(metrics->body.find("position="), std::string::npos) << metrics->body;
 }
 
 /// Every response echoes the request's X-Request-Id, or one generated when it gives none (or one

@@ -156,6 +156,11 @@ const FieldCase kSharedCases[] = {
     // ignore_eos
     {"IgnoreEosNumber", R"({"ignore_eos": 1})", "ignore_eos", "invalid_type"},
     {"IgnoreEosTrue", R"({"ignore_eos": true})", kOk, nullptr},
+    // draft (glmc: false decodes without speculative drafts)
+    {"DraftNumber", R"({"draft": 0})", "draft", "invalid_type"},
+    {"DraftString", R"({"draft": "false"})", "draft", "invalid_type"},
+    {"DraftFalse", R"({"draft": false})", kOk, nullptr},
+    {"DraftTrue", R"({"draft": true})", kOk, nullptr},
     // stop
     {"StopNumber", R"({"stop": 5})", "stop", "invalid_type"},
     {"StopEmptyString", R"({"stop": ""})", "stop", "invalid_value"},
@@ -637,6 +642,7 @@ TEST(ProtocolRequestTest, ChatDefaults) {
   EXPECT_FALSE(request.sampling.maxTokens.has_value());
   EXPECT_EQ(request.sampling.minTokens, 0);
   EXPECT_FALSE(request.sampling.ignoreEos);
+  EXPECT_TRUE(request.sampling.draft);
   EXPECT_TRUE(request.sampling.stop.empty());
   EXPECT_EQ(request.sampling.presencePenalty, 0.0);
   EXPECT_EQ(request.sampling.frequencyPenalty, 0.0);
@@ -651,7 +657,8 @@ TEST(ProtocolRequestTest, ChatFieldsAreRead) {
   ChatRequest request = parseChatOk(withFields(kChatBase, R"({
       "model": "glm-alias", "stream": true, "stream_options": {"include_usage": true},
       "temperature": 0.6, "top_p": 0.95, "top_k": 40, "min_p": 0.05, "seed": 18446744073709551615,
-      "max_tokens": 100, "min_tokens": 3, "ignore_eos": true, "stop": ["</s>", "\n\n"],
+      "max_tokens": 100, "min_tokens": 3, "ignore_eos": true, "draft": false,
+      "stop": ["</s>", "\n\n"],
       "tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "object",
                  "properties": {"z": {"type": "string"}, "a": {"type": "integer"}}}}}],
       "tool_choice": "auto"})"));
@@ -666,6 +673,7 @@ TEST(ProtocolRequestTest, ChatFieldsAreRead) {
   EXPECT_EQ(request.sampling.maxTokens, std::optional<int64_t>(100));
   EXPECT_EQ(request.sampling.minTokens, 3);
   EXPECT_TRUE(request.sampling.ignoreEos);
+  EXPECT_FALSE(request.sampling.draft);
   EXPECT_EQ(request.sampling.stop, (std::vector<std::string>{"</s>", "\n\n"}));
   // The tools keep their key order (the template renders the schemas as written).
   EXPECT_EQ(request.tools.dump(),

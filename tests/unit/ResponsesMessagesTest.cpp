@@ -549,6 +549,7 @@ INSTANTIATE_TEST_SUITE_P(
         BadResponsesRequest{"Truncation", R"({"truncation": "auto"})", 400, "truncation"},
         BadResponsesRequest{"Logprobs", R"({"include": ["message.output_text.logprobs"]})", 400,
                             "include[0]"},
+        BadResponsesRequest{"Draft", R"({"draft": "no"})", 400, "draft"},
         BadResponsesRequest{"UnknownModel", R"({"model": "other"})", 404, "model"}),
     [](const ::testing::TestParamInfo<BadResponsesRequest> &info) { return info.param.name; });
 
@@ -1026,6 +1027,7 @@ TEST(Messages, ErrorsHaveAnthropicsShapeAndNameTheField) {
   expectError(anthropicRequest({{"tool_choice", {{"type", "sometimes"}}}}), 400,
               "invalid_request_error", "tool_choice.type");
   expectError(anthropicRequest({{"model", "other"}}), 404, "not_found_error", "other");
+  expectError(anthropicRequest({{"draft", 1}}), 400, "invalid_request_error", "'draft'");
   // Malformed JSON too.
   httplib::Client c = server.client();
   auto bad = c.Post("/v1/messages", "{\"model\":", "application/json");
@@ -1125,6 +1127,28 @@ TEST(StopStrings, AStopStringInTheReasoningEndsTheReplyThere) {
   EXPECT_EQ(after.json["choices"][0]["message"]["reasoning_content"],
             "First I count: one two three.");
   EXPECT_EQ(after.json["choices"][0]["message"]["content"], "The ");
+}
+
+/// glmc's `draft` travels through both translations to the engine: false asks for the serial
+/// reference, absent or true leaves drafts on.
+TEST(Draft, BothApisPassTheFieldToTheEngine) {
+  FakeEngine engine;
+  Served server(engine);
+  engine.script = server.encode("</think>ok");
+  const std::pair<const char *, Json> apis[] = {
+      {"/v1/responses", {{"model", "tiny"}, {"input", "Hi"}}},
+      {"/v1/messages", anthropicRequest()}};
+  for (const auto &[path, base] : apis) {
+    ASSERT_EQ(post(server, path, base).status, 200) << path;
+    EXPECT_TRUE(engine.last().draft) << path;
+    for (bool draft : {false, true}) {
+      Json request = base;
+      request["draft"] = draft;
+      Reply r = post(server, path, request);
+      ASSERT_EQ(r.status, 200) << path << " " << r.body;
+      EXPECT_EQ(engine.last().draft, draft) << path;
+    }
+  }
 }
 
 //===------------------------------------------------------------------------------------------===//

@@ -18,6 +18,12 @@
 // its history; the second turns' TTFT and cached prompt tokens are reported apart (a server that
 // keeps prompt states resumes them). With --probe PATH a thread GETs PATH (e.g. /health) every
 // 20 ms while a level runs and reports how long the answers took: what monitoring sees under load.
+//
+// Speculative decoding: /metrics is read before and after each level, and the deltas of vLLM's
+// spec_decode counters are reported (the server's counts, so other clients' traffic counts too):
+// drafts (verify rounds that carried drafts), draft tokens, accepted tokens, and the tokens a
+// verify round yields on average, 1 + accepted / drafts. --no-draft sends glmc's `"draft": false`
+// in every request: the serial reference, to set against the drafted run.
 #include "tools/glmc/CommandLine.h"
 
 #include <httplib.h>
@@ -29,11 +35,13 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <iterator>
 #include <limits>
 #include <mutex>
 #include <numeric>
+#include <optional>
 #include <random>
 #include <sstream>
 #include <string>
@@ -60,6 +68,7 @@ struct Options {
   std::vector<int64_t> levels{1, 8};
   int64_t secondTurnWords = 0; // 0: one turn a request
   std::string probe;           // empty: no probe
+  bool noDraft = false;        // send "draft": false (no speculative drafts)
 };
 
 struct RequestResult {
@@ -119,6 +128,9 @@ RequestResult runOne(const Options &o, const Json &messages, int64_t outputToken
                {"max_completion_tokens", outputTokens},
                {"ignore_eos", true},
                {"temperature", o.temperature}};
+  if (o.noDraft) {
+    body["draft"] = false;
+  }
   httplib::Client client(o.host, o.port);
   client.set_read_timeout(600, 0);
   httplib::Request req;
@@ -251,6 +263,112 @@ std::vector<double> probe(const Options &o, const std::string &path, const std::
   return latencies;
 }
 
+/// The server's speculative-decoding counters (vLLM's spec_decode_* families), each summed over
+/// its series; acceptedPerPosition[i] is the series with position="i".
+struct SpecCounters {
+  double drafts = 0, draftTokens = 0, accepted = 0;
+  std::vector<double> acceptedPerPosition;
+};
+
+/// The counters in a Prometheus text, or nullopt when it has no drafts family (a server without
+/// speculative decoding).
+std::optional<SpecCounters> parseSpecCounters(const std::string &text) {
+  SpecCounters c;
+  bool found = false;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) {
+    if (line.empty() || line[0] == '#') {
+      continue;
+    }
+    const size_t nameEnd = line.find_first_of("{ ");
+    const size_t valueStart = line.rfind(' ');
+    if (nameEnd == std::string::npos || valueStart == std::string::npos) {
+      continue;
+    }
+    const std::string name = line.substr(0, nameEnd);
+    char *end = nullptr;
+    const double value = std::strtod(line.c_str() + valueStart + 1, &end);
+    if (end == line.c_str() + valueStart + 1) {
+      continue;
+    }
+    if (name == "vllm:spec_decode_num_drafts_total") {
+      c.drafts += value;
+      found = true;
+    } else if (name == "vllm:spec_decode_num_draft_tokens_total") {
+      c.draftTokens += value;
+    } else if (name == "vllm:spec_decode_num_accepted_tokens_total") {
+      c.accepted += value;
+    } else if (name == "vllm:spec_decode_num_accepted_tokens_per_pos_total") {
+      const size_t label = line.find("position=\"", nameEnd);
+      if (label == std::string::npos || label > valueStart) {
+        continue;
+      }
+      const long position = std::strtol(line.c_str() + label + 10, &end, 10);
+      if (*end != '"' || position < 0 || position > 1024) {
+        continue;
+      }
+      if (c.acceptedPerPosition.size() <= static_cast<size_t>(position)) {
+        c.acceptedPerPosition.resize(static_cast<size_t>(position) + 1, 0.0);
+      }
+      c.acceptedPerPosition[static_cast<size_t>(position)] += value;
+    }
+  }
+  return found ? std::optional<SpecCounters>(c) : std::nullopt;
+}
+
+/// GET /metrics, its speculative-decoding counters; nullopt (after saying why on stderr) when
+/// they cannot be read, so that a server without them is still measured.
+std::optional<SpecCounters> readSpecCounters(const Options &o) {
+  httplib::Client client(o.host, o.port);
+  client.set_read_timeout(60, 0);
+  httplib::Headers headers;
+  if (!o.apiKey.empty()) {
+    headers.emplace("Authorization", "Bearer " + o.apiKey);
+  }
+  httplib::Result res = client.Get("/metrics", headers);
+  if (!res || res->status != 200) {
+    std::fprintf(stderr, "glmc-serve-bench: speculative decoding not reported: GET /metrics %s\n",
+                 res ? ("answered HTTP " + std::to_string(res->status)).c_str()
+                     : ("failed: " + httplib::to_string(res.error())).c_str());
+    return std::nullopt;
+  }
+  std::optional<SpecCounters> counters = parseSpecCounters(res->body);
+  if (!counters) {
+    std::fprintf(stderr, "glmc-serve-bench: speculative decoding not reported: /metrics has no "
+                         "vllm:spec_decode_num_drafts_total\n");
+  }
+  return counters;
+}
+
+/// The level's speculative decoding, from the counters before and after it: the raw deltas
+/// under vLLM's bench keys, spec_accepted_tokens_per_round = 1 + accepted / drafts (vLLM's
+/// acceptance length, under both names), the acceptance rate (accepted / drafted, in %) and
+/// each position's acceptance (accepted there / drafts). The ratios are null without drafts.
+void addSpecDeltas(Json &out, const SpecCounters &before, const SpecCounters &after) {
+  const auto drafts = static_cast<int64_t>(std::llround(after.drafts - before.drafts));
+  const auto draftTokens =
+      static_cast<int64_t>(std::llround(after.draftTokens - before.draftTokens));
+  const auto accepted = static_cast<int64_t>(std::llround(after.accepted - before.accepted));
+  out["spec_decode_num_drafts"] = drafts;
+  out["spec_decode_draft_tokens"] = draftTokens;
+  out["spec_decode_accepted_tokens"] = accepted;
+  Json perRound = nullptr, rate = nullptr, perPosition = Json::array();
+  if (drafts > 0) {
+    perRound = 1.0 + static_cast<double>(accepted) / static_cast<double>(drafts);
+    for (size_t i = 0; i < after.acceptedPerPosition.size(); ++i) {
+      const double was = i < before.acceptedPerPosition.size() ? before.acceptedPerPosition[i] : 0;
+      perPosition.push_back((after.acceptedPerPosition[i] - was) / static_cast<double>(drafts));
+    }
+  }
+  if (draftTokens > 0) {
+    rate = 100.0 * static_cast<double>(accepted) / static_cast<double>(draftTokens);
+  }
+  out["spec_accepted_tokens_per_round"] = perRound;
+  out["spec_decode_acceptance_length"] = perRound;
+  out["spec_decode_acceptance_rate"] = rate;
+  out["spec_decode_per_position_acceptance_rates"] = perPosition;
+}
+
 Json runLevel(const Options &o, int64_t concurrency) {
   const int64_t total = o.requests > 0 ? o.requests : 4 * concurrency;
   const std::vector<RequestShape> shapes = makeShapes(o, total, concurrency);
@@ -261,6 +379,7 @@ Json runLevel(const Options &o, int64_t concurrency) {
   std::vector<double> probed;
   int64_t probeFailures = 0;
   std::thread prober;
+  const std::optional<SpecCounters> specBefore = readSpecCounters(o);
   if (!o.probe.empty()) {
     prober = std::thread([&] { probed = probe(o, o.probe, stopProbe, probeFailures); });
   }
@@ -289,6 +408,7 @@ Json runLevel(const Options &o, int64_t concurrency) {
   if (prober.joinable()) {
     prober.join();
   }
+  const std::optional<SpecCounters> specAfter = specBefore ? readSpecCounters(o) : std::nullopt;
 
   std::vector<double> ttft, tpot, itl, e2el;
   int64_t completed = 0, inputTokens = 0, outputTokens = 0;
@@ -329,6 +449,7 @@ Json runLevel(const Options &o, int64_t concurrency) {
   }
   Json out = {
       {"max_concurrency", concurrency},
+      {"draft", !o.noDraft},
       {"num_prompts", total},
       {"completed", completed},
       {"failed", total - completed + secondFailed},
@@ -352,6 +473,9 @@ Json runLevel(const Options &o, int64_t concurrency) {
     out["max_probe_ms"] = probed.empty() ? 0.0 : *std::max_element(probed.begin(), probed.end());
     out["probe_answers"] = static_cast<int64_t>(probed.size());
     out["probe_failures"] = probeFailures;
+  }
+  if (specBefore && specAfter) {
+    addSpecDeltas(out, *specBefore, *specAfter);
   }
   return out;
 }
@@ -408,6 +532,24 @@ void printLevel(const Json &r) {
     line("P99 latency (ms):", r["p99_probe_ms"]);
     line("Max latency (ms):", r["max_probe_ms"]);
   }
+  if (r.contains("spec_decode_num_drafts")) {
+    std::printf("-Speculative Decoding%s-\n", r["draft"].get<bool>() ? "" : " (--no-draft)");
+    count("Drafts:", r["spec_decode_num_drafts"]);
+    count("Draft tokens:", r["spec_decode_draft_tokens"]);
+    count("Accepted tokens:", r["spec_decode_accepted_tokens"]);
+    if (!r["spec_accepted_tokens_per_round"].is_null()) {
+      line("Tokens per verify round:", r["spec_accepted_tokens_per_round"]);
+    }
+    if (!r["spec_decode_acceptance_rate"].is_null()) {
+      line("Acceptance rate (%):", r["spec_decode_acceptance_rate"]);
+    }
+    const Json &positions = r["spec_decode_per_position_acceptance_rates"];
+    for (size_t i = 0; i < positions.size(); ++i) {
+      char label[64];
+      std::snprintf(label, sizeof label, "Accepted at position %zu (%%):", i);
+      line(label, 100.0 * positions[i].get<double>());
+    }
+  }
   std::printf("==================================================\n");
 }
 
@@ -438,6 +580,7 @@ int main(int argc, char **argv) {
       .option("second-turn", "N",
               "each request is two turns: the reply and N more words are sent again")
       .option("probe", "PATH", "GET PATH (e.g. /health) every 20 ms while a level runs")
+      .flag("no-draft", "send \"draft\": false: no speculative drafts (the serial reference)")
       .option("json", "OUT", "also write the results as JSON");
   if (std::optional<int> exit = cl.parseOrExit(std::vector<std::string>(argv + 1, argv + argc))) {
     return *exit;
@@ -469,6 +612,7 @@ int main(int argc, char **argv) {
   o.seed = static_cast<uint64_t>(seed->value_or(0));
   o.secondTurnWords = secondTurn->value_or(0);
   o.probe = cl.get("probe").value_or("");
+  o.noDraft = cl.has("no-draft");
   if (!o.probe.empty() && o.probe[0] != '/') {
     return fail("--probe wants a path that starts with '/', not '" + o.probe + "'");
   }
