@@ -120,15 +120,14 @@ Status CpuEngine::copyState(int from, int to) {
   return Status::success();
 }
 
-void CpuEngine::slotsOut(int slot, std::vector<uint8_t> &copy, bool countsAsPrompt) {
+void CpuEngine::slotsOut(int slot, std::vector<uint8_t> &copy, bool asPrompt) {
   copy.assign(static_cast<size_t>(keptStateBytes()), 0);
   size_t at = 0;
   for (const plan::StateLayout *s : *plan().states()) {
     if (!s->paged()) {
       std::memcpy(copy.data() + at, address(*s->slice()) + slot * s->unit_bytes(), s->unit_bytes());
-      if (countsAsPrompt && s->kind() == plan::StateKind::TokenCounts) {
-        Engine::countsAsPrompt(
-            {reinterpret_cast<uint32_t *>(copy.data() + at), s->unit_bytes() / 4});
+      if (asPrompt && s->kind() == plan::StateKind::TokenCounts) {
+        countsAsPrompt({reinterpret_cast<uint32_t *>(copy.data() + at), s->unit_bytes() / 4});
       }
       at += s->unit_bytes();
     }
@@ -149,7 +148,7 @@ Status CpuEngine::saveKept(int slot, int kept) {
   if (kept_.size() <= static_cast<size_t>(kept)) {
     kept_.resize(static_cast<size_t>(kept) + 1);
   }
-  slotsOut(slot, kept_[static_cast<size_t>(kept)], /*countsAsPrompt=*/true);
+  slotsOut(slot, kept_[static_cast<size_t>(kept)], /*asPrompt=*/true);
   return Status::success();
 }
 
@@ -162,7 +161,7 @@ Status CpuEngine::checkpointSlots(int slot) {
   if (checkpoints_.size() <= static_cast<size_t>(slot)) {
     checkpoints_.resize(static_cast<size_t>(slot) + 1);
   }
-  slotsOut(slot, checkpoints_[static_cast<size_t>(slot)], /*countsAsPrompt=*/false);
+  slotsOut(slot, checkpoints_[static_cast<size_t>(slot)], /*asPrompt=*/false);
   return Status::success();
 }
 

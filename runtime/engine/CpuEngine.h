@@ -55,7 +55,7 @@ private:
   Status restoreSlots(int slot) override;
   /// Sequence `slot`'s per-sequence slots, in plan order, copied out (token counts made those of
   /// prompt tokens when asked: a kept state's) and back in.
-  void slotsOut(int slot, std::vector<uint8_t> &copy, bool countsAsPrompt);
+  void slotsOut(int slot, std::vector<uint8_t> &copy, bool asPrompt);
   void slotsIn(const std::vector<uint8_t> &copy, int slot);
   Status copyPage(int32_t from, int32_t to) override;
 

@@ -7,6 +7,7 @@
 #include "runtime/engine/LockstepEngine.h"
 #include "runtime/engine/PrefixCache.h"
 #include "runtime/engine/Scheduler.h"
+#include "tests/unit/support/Recorder.h"
 #include "tests/unit/support/TinyPlan.h"
 
 #include <gtest/gtest.h>
@@ -172,37 +173,7 @@ TEST(PrefixCache, FindsTheLongestKeptPrefixWithinTheLimitAndEvictsTheLeastRecent
   EXPECT_FALSE(cache.find(promptOf(50, 4), 50));
 }
 
-/// Records one request's tokens and what the scheduler reports of its prompt.
-class Recorder : public TokenSink {
-public:
-  bool onToken(int, const SampledToken &token) override {
-    std::lock_guard<std::mutex> lock(mutex_);
-    tokens_.push_back(token.id);
-    return true;
-  }
-  void onFinish(int, FinishReason reason, const Status &) override {
-    std::lock_guard<std::mutex> lock(mutex_);
-    reason_ = reason;
-    done_ = true;
-    cv_.notify_all();
-  }
-  void onPromptCached(int64_t tokens) override { cached_ = tokens; }
-  std::vector<int32_t> wait() {
-    std::unique_lock<std::mutex> lock(mutex_);
-    cv_.wait(lock, [&] { return done_; });
-    return tokens_;
-  }
-  int64_t cached() const { return cached_; }
-  FinishReason reason() const { return reason_; }
-
-private:
-  std::mutex mutex_;
-  std::condition_variable cv_;
-  bool done_ = false;
-  std::vector<int32_t> tokens_;
-  FinishReason reason_ = FinishReason::Error;
-  std::atomic<int64_t> cached_{0};
-};
+using testing::Recorder;
 
 struct Reply {
   std::vector<int32_t> tokens;

@@ -7,6 +7,7 @@
 #include "runtime/engine/CpuEngine.h"
 #include "runtime/engine/Drafter.h"
 #include "runtime/engine/Scheduler.h"
+#include "tests/unit/support/Recorder.h"
 #include "tests/unit/support/TinyPlan.h"
 
 #include <gtest/gtest.h>
@@ -144,37 +145,7 @@ TEST(VerifyWindows, DrawWhatSerialStepsDrawAndARolledBackWindowLeavesTheSerialSt
       << refused.status().toString();
 }
 
-/// Records one choice's tokens.
-class Recorder : public TokenSink {
-public:
-  bool onToken(int, const SampledToken &token) override {
-    std::lock_guard<std::mutex> lock(mutex_);
-    tokens_.push_back(token.id);
-    return true;
-  }
-  void onFinish(int, FinishReason reason, const Status &error) override {
-    std::lock_guard<std::mutex> lock(mutex_);
-    reason_ = reason;
-    error_ = error;
-    done_ = true;
-    cv_.notify_all();
-  }
-  std::vector<int32_t> wait() {
-    std::unique_lock<std::mutex> lock(mutex_);
-    cv_.wait(lock, [&] { return done_; });
-    EXPECT_TRUE(error_.ok()) << error_.toString();
-    return tokens_;
-  }
-  FinishReason reason() const { return reason_; }
-
-private:
-  std::mutex mutex_;
-  std::condition_variable cv_;
-  bool done_ = false;
-  std::vector<int32_t> tokens_;
-  FinishReason reason_ = FinishReason::Error;
-  Status error_;
-};
+using testing::Recorder;
 
 /// Knows each prompt's serial reply and drafts it, every fifth token of it wrong.
 class OracleDrafter final : public Drafter {
@@ -217,6 +188,7 @@ std::vector<Reply> serve(const TinyPlan &plan, std::vector<SequenceRequest> requ
   std::vector<Reply> replies;
   for (auto &sink : sinks) {
     std::vector<int32_t> tokens = sink->wait();
+    EXPECT_TRUE(sink->error().ok()) << sink->error().toString();
     replies.push_back({std::move(tokens), sink->reason()});
   }
   if (stats != nullptr) {
