@@ -1,7 +1,7 @@
 // The lockstep protocol. Each engine call on rank 0 becomes: broadcast of a 16-byte command
 // (op, slot, count, logit rows), broadcast of its int32 payload (prefill tokens; decode slots then
-// tokens), the call on every rank, and a one-float-per-rank all-gather of "did your call succeed".
-// Idle, rank 0 sends Ping commands, which are just the last step.
+// tokens; a verify step's windows), the call on every rank, and a one-float-per-rank all-gather of
+// "did your call succeed". Idle, rank 0 sends Ping commands, which are just the last step.
 #include "runtime/engine/LockstepEngine.h"
 
 #include <cstdio>
@@ -19,17 +19,20 @@ enum class Op : uint32_t {
   EndSequence = 3,
   Prefill = 4,
   Decode = 5,
-  Form = 6,   // the group has formed: every rank runs its formGroup
-  Fork = 7,   // slot: the sequence forked; count: rank 0's new slot
-  Keep = 8,   // slot: the sequence kept; count: rank 0's kept-state id
-  Resume = 9, // slot: the new sequence; count: the kept-state id it resumes
-  Drop = 10,  // count: the kept-state id dropped
+  Form = 6,      // the group has formed: every rank runs its formGroup
+  Fork = 7,      // slot: the sequence forked; count: rank 0's new slot
+  Keep = 8,      // slot: the sequence kept; count: rank 0's kept-state id
+  Resume = 9,    // slot: the new sequence; count: the kept-state id it resumes
+  Drop = 10,     // count: the kept-state id dropped
+  Windows = 11,  // count: payload ints; rows: windows (a verify step, runWindows)
+  Rollback = 12, // slot: the sequence rolled back; count: the length it goes back to
 };
 
 /// What lockstepIdentity presents, so that ranks that would not understand each other's commands
 /// (a glmc of another protocol version) are refused at the door. 2: the Form command. 3: Fork,
 /// and prefill / decode calls that sample (rows = 2). 4: Keep, Resume and Drop (kept states).
-constexpr int kLockstepProtocol = 4;
+/// 5: Windows and Rollback (speculative decoding's verify steps).
+constexpr int kLockstepProtocol = 5;
 
 constexpr uint32_t kMaxCommandCount = 1u << 24;
 
@@ -55,6 +58,10 @@ const char *opName(uint32_t op) {
     return "resumeState";
   case Op::Drop:
     return "dropState";
+  case Op::Windows:
+    return "a verify step";
+  case Op::Rollback:
+    return "rollbackWindow";
   }
   return "an unknown call";
 }
@@ -102,6 +109,44 @@ struct LockstepCommand {
 /// What a worker samples with: greedy, nothing applied. Its tokens are never read.
 const SamplingParams kWorkerSampling{};
 constexpr uint32_t kSampledRows = 2;
+
+/// A verify step's payload: per window its slot, known-token count and draft count, then every
+/// window's known tokens and drafts in order.
+std::vector<int32_t> windowsPayload(std::span<const VerifyWindow> windows) {
+  std::vector<int32_t> payload;
+  for (const VerifyWindow &w : windows) {
+    payload.insert(payload.end(), {w.slot, static_cast<int32_t>(w.known.size()),
+                                   static_cast<int32_t>(w.drafts.size())});
+  }
+  for (const VerifyWindow &w : windows) {
+    payload.insert(payload.end(), w.known.begin(), w.known.end());
+    payload.insert(payload.end(), w.drafts.begin(), w.drafts.end());
+  }
+  return payload;
+}
+
+/// The windows of a payload of `count` windows, their slots mapped by `local`, all sampling with
+/// `sampling`; the spans point into `payload`. Unavailable when the counts overrun it (rank 0 and
+/// this rank no longer agree on the protocol).
+template <typename Local>
+Expected<std::vector<VerifyWindow>> windowsOf(std::span<const int32_t> payload, uint32_t count,
+                                              const Local &local, RowSampling sampling) {
+  std::vector<VerifyWindow> windows;
+  size_t at = 3 * size_t{count};
+  for (uint32_t i = 0; i < count && at <= payload.size(); ++i) {
+    const int32_t known = payload[3 * i + 1], drafts = payload[3 * i + 2];
+    if (known < 0 || drafts < 0 || payload.size() - at < size_t(known) + size_t(drafts)) {
+      break;
+    }
+    windows.push_back({local(payload[3 * i]), payload.subspan(at, size_t(known)),
+                       payload.subspan(at + size_t(known), size_t(drafts)), sampling});
+    at += size_t(known) + size_t(drafts);
+  }
+  if (windows.size() != count || at != payload.size()) {
+    return Status(StatusCode::Unavailable, "rank 0 sent a verify step whose windows overrun it");
+  }
+  return windows;
+}
 
 std::string lockstepIdentity(const PlanFile &plan, const Checkpoint &checkpoint,
                              const Ablation *ablation) {
@@ -571,6 +616,43 @@ LockstepEngine::decodeSample(std::span<const int> slots, std::span<const int32_t
   return sampled;
 }
 
+Expected<std::vector<std::vector<SampledToken>>>
+LockstepEngine::runWindows(std::span<const VerifyWindow> windows) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (const VerifyWindow &w : windows) {
+    GLM_RETURN_IF_ERROR(checkCurrent(w.slot));
+    if (w.sampling.params != nullptr) {
+      GLM_RETURN_IF_ERROR(local_->checkSampling(*w.sampling.params));
+    }
+  }
+  const std::vector<int32_t> payload = windowsPayload(windows);
+  if (windows.empty() || payload.size() > kMaxCommandCount) {
+    return local_->runWindows(windows); // its error, before any rank is involved
+  }
+  LockstepCommand command;
+  command.op = static_cast<uint32_t>(Op::Windows);
+  command.count = static_cast<uint32_t>(payload.size());
+  command.rows = static_cast<uint32_t>(windows.size());
+  GLM_RETURN_IF_ERROR(begin(command, payload));
+  Expected<std::vector<std::vector<SampledToken>>> drawn = local_->runWindows(windows);
+  GLM_RETURN_IF_ERROR(finish(drawn.status(), "a verify step"));
+  return drawn;
+}
+
+Status LockstepEngine::rollbackWindow(int slot, int64_t length) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  GLM_RETURN_IF_ERROR(checkCurrent(slot));
+  if (length < 0 || length > local_->length(slot)) {
+    return local_->rollbackWindow(slot, length); // its error, before any rank is involved
+  }
+  LockstepCommand command;
+  command.op = static_cast<uint32_t>(Op::Rollback);
+  command.slot = slot;
+  command.count = static_cast<uint32_t>(length);
+  GLM_RETURN_IF_ERROR(begin(command, {}));
+  return finish(local_->rollbackWindow(slot, length), "rollbackWindow");
+}
+
 Expected<int> LockstepEngine::forkSequence(int from) {
   std::lock_guard<std::mutex> lock(mutex_);
   GLM_RETURN_IF_ERROR(health());
@@ -694,9 +776,9 @@ Status runLockstepWorker(Comm &comm, Engine &engine,
                            strCat("rank 0 sent a ", opName(command.op), " of ", command.count,
                                   " entries (at most ", kMaxCommandCount, ")")));
     }
-    std::vector<int32_t> payload(op == Op::Prefill  ? command.count
-                                 : op == Op::Decode ? 2 * size_t{command.count}
-                                                    : 0);
+    std::vector<int32_t> payload(op == Op::Prefill || op == Op::Windows ? command.count
+                                 : op == Op::Decode                     ? 2 * size_t{command.count}
+                                                                        : 0);
     if (!payload.empty()) {
       if (Status s = comm.broadcast(payload.data(), payload.size() * sizeof(int32_t)); !s.ok()) {
         return endAll(s);
@@ -785,6 +867,15 @@ Status runLockstepWorker(Comm &comm, Engine &engine,
         engine.dropState(mine);
         kept.erase(static_cast<int>(command.count));
       }
+      break;
+    case Op::Windows: {
+      Expected<std::vector<VerifyWindow>> windows =
+          windowsOf(payload, command.rows, local, {&kWorkerSampling, 0});
+      result = windows.ok() ? engine.runWindows(*windows).status() : windows.status();
+      break;
+    }
+    case Op::Rollback:
+      result = engine.rollbackWindow(local(command.slot), command.count);
       break;
     default:
       return endAll(

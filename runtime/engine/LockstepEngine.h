@@ -86,9 +86,11 @@ public:
   int64_t pagesNeeded(int slot, int64_t more) const override;
   int64_t freePages() const override;
   int64_t pageTokens() const override;
-  /// 1: verify windows (speculative decoding) do not cross ranks yet, so a TP group decodes one
-  /// token a step. Running them needs the window step and its rollback as lockstep commands.
-  int64_t maxWindow(size_t) const override { return 1; }
+  /// Verify windows (speculative decoding): every rank runs the step and each rollback; rank 0
+  /// draws with the requests' settings, the workers greedily (their draws are not read).
+  Expected<std::vector<std::vector<SampledToken>>>
+  runWindows(std::span<const VerifyWindow> windows) override;
+  Status rollbackWindow(int slot, int64_t length) override;
   Expected<std::vector<float>> prefill(int slot, std::span<const int32_t> tokens,
                                        LogitRows rows = LogitRows::All) override;
   Expected<std::vector<float>> decode(std::span<const int> slots,
