@@ -42,6 +42,13 @@ build/bin/glmc compile "$fixture" -o "$out/plans/gpu_bf16.glmp" "${common[@]}" -
 serving=(--tp 1 --max-seqs 2 --max-context 2048 --decode 1x1,2x1 --prefill 64 --target "$arch" --dense bf16 --head bf16)
 build/bin/glmc compile "$fixture" -o "$out/plans/gpu_f32_serving.glmp" "${serving[@]}" --precision f32
 build/bin/glmc compile "$fixture" -o "$out/plans/gpu_bf16_serving.glmp" "${serving[@]}" --precision bf16
+# The verify-window plans of tests/gpu/CudaEngineVerifyTest.cpp (the EXL3 one after its checkpoint).
+verify=(--tp 1 --max-seqs 2 --max-context 2048 --decode 1x1,2x1,1x2,1x4,1x8,1x16,2x2,2x8 --prefill 64 --target "$arch")
+build/bin/glmc compile "$fixture" -o "$out/plans/gpu_f32_verify.glmp" "${verify[@]}" --precision f32 --dense bf16 --head bf16
+build/bin/glmc compile "$fixture" -o "$out/plans/gpu_bf16_verify.glmp" "${verify[@]}" --precision bf16 --dense bf16 --head bf16
+build/bin/glmc compile "$fixture" -o "$out/plans/gpu_bf16_q4_verify.glmp" "${verify[@]}" --precision bf16
+build/bin/glmc compile "$fixture" -o "$out/plans/gpu_bf16_pool_verify.glmp" --tp 1 --max-seqs 2 --max-context 256 --pool-tokens 256 \
+  --target "$arch" --precision bf16 --dense bf16 --head bf16 --decode 1x1,2x1,1x8,2x4 --prefill 64
 # The tensor-parallel plans tests/gpu/CudaEngineTpTest.cpp reads (every rank a thread on one GPU).
 tp=(--max-seqs 2 --max-context 2048 --decode 1x1,2x1 --prefill 1152 --prefill-logits all --target "$arch" --dense bf16 --head bf16)
 build/bin/glmc compile "$fixture" -o "$out/plans/gpu_f32_tp2.glmp" "${tp[@]}" --tp 2 --precision f32
@@ -70,6 +77,7 @@ for model in exl3 exl3-dense; do
       "${common[@]}" --target "$arch" --precision "$precision" --prefill 1152
   done
 done
+build/bin/glmc compile "$out/fixtures/glm53-tiny-exl3" -o "$out/plans/exl3_bf16_verify.glmp" "${verify[@]}" --precision bf16
 # The shared libraries the compiler-less glmc needs beyond the C library, OpenSSL and zlib.
 for lib in $(ldd "$out/glmc" | awk '/=> \// {print $3}' | grep -E 'httplib|brotli|pcre2'); do
   cp -L "$lib" "$out/lib/"

@@ -27,6 +27,7 @@ public:
   std::string name() const override { return step_.getName().str(); }
   int64_t batch() const override { return program_.getBatch(); }
   int64_t rowsPerSequence() const override;
+  bool decodeProgram() const override { return program_.getKind() == "decode"; }
   DType activation() const override { return facts_.activation; }
   size_t operandCount() const override { return step_.getInputs().size(); }
   size_t resultCount() const override { return step_.getOutputs().size(); }

@@ -98,6 +98,18 @@ public:
   virtual int64_t batch() const = 0;
   virtual int64_t rowsPerSequence() const = 0;
   int64_t rows() const { return batch() * rowsPerSequence(); }
+  /// Whether the step is in a decode program: one-row steps of a batch, or verify windows.
+  virtual bool decodeProgram() const = 0;
+  /// The rows an adapter makes its choices for (kernel, split, chunking): 1 in a decode program
+  /// of at most kRowInvariantRows rows, so that a row's result has the same bits alone, in any
+  /// batch and in any verify window (speculative decoding accepts a draft only where it equals
+  /// the serial draw: docs/speculative-decoding.md); the step's rows otherwise. Where a kernel's
+  /// arithmetic for a row does not depend on the rows beside it, choosing by 1 changes only its
+  /// speed.
+  int64_t choiceRows() const { return decodeProgram() && rows() <= kRowInvariantRows ? 1 : rows(); }
+  /// The largest decode program whose rows all get their one-row bits: beyond it (serial batches
+  /// of more than 64 sequences) the kernels of many rows are worth more than batch invariance.
+  static constexpr int64_t kRowInvariantRows = 64;
   /// The plan's activation type: F32 or BF16.
   virtual DType activation() const = 0;
 

@@ -31,6 +31,9 @@
 //                           step.
 //   kdaPrefillKernel<T, W>  4 warps (32 columns), tiles of 16 tokens: for prefill chunks, where
 //                           the per-token step repeats C times and staging is shared by more warps.
+// Both step each column through the same per-token arithmetic, so a row's output and the state it
+// leaves have the same bits in either (measured: tests/gpu/CudaEngineVerifyTest.cpp's windows of
+// 4-16 rows against one-row steps), and the choice below is speed alone.
 // Padding rows (negative positions) are skipped: the state does not see them and their output is
 // 0. A sequence with a negative slot writes 0 to its rows and touches no state.
 #pragma once

@@ -24,10 +24,12 @@ Expected<GpuStep> linearGpu(const OpStep &step) {
   }
   const bool quantized = encoding != DenseEncoding::Plain;
   const bool bf16 = step.activation() == DType::BF16;
+  // Chosen for choiceRows: a decode program's rows all run the kernel and K split one row gets.
+  const int64_t choice = step.choiceRows();
   const LinearKernel kernel = quantized
-                                  ? linearQuantKernelFor(bf16, rows, out, target.smCount)
+                                  ? linearQuantKernelFor(bf16, choice, out, target.smCount)
                                   : linearKernelFor(bf16 && step.denseWeightType(0) == DType::BF16,
-                                                    rows, out, target.name, target.smCount);
+                                                    choice, out, target.name, target.smCount);
   const Exl3Staging staging = exl3StagingOf(step, 0, /*routed=*/false);
 
   ArgPack<LinearGpuArgs> p;

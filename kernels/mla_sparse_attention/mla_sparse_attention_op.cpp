@@ -42,8 +42,10 @@ Expected<GpuStep> mlaSparseAttentionGpu(const OpStep &step) {
   const bool mma =
       mlaAttendUsesMma(step.activation() == DType::BF16,
                        static_cast<int64_t>(dtypeSize(step.state(0).element)), m.heads, m.rank);
+  // Chunks for choiceRows: in a decode program every row's slots split as one row's do, so that
+  // its partials combine in the same order whatever rows share the step.
   const int32_t chunks =
-      mlaSparseAttentionChunks(rows, m.heads, m.width, mma, step.target().smCount);
+      mlaSparseAttentionChunks(step.choiceRows(), m.heads, m.width, mma, step.target().smCount);
   // kv_b as the arena holds it: plain, Q4 groups or fp8 blocks (an fp8 e4m3 weight is fp8 blocks,
   // its scales after the values, whatever the encoding says), one matrix [kv_b rows, rank].
   const WeightInfo kvB = step.weight(0);

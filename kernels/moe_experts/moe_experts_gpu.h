@@ -21,7 +21,8 @@
 // silu(a), the product, the down projection, each w · y, and the running sum after every expert
 // (HF index_adds bf16(w · y) into a bf16 buffer, experts in increasing id). Accumulation is f32.
 //
-// Decode (tokens <= kMoeDecodeMaxTokens), three launches. Blocks are per (row tile, slot); the
+// Decode (tokens <= kMoeDecodeMaxTokens, and every decode program the adapter chooses for one row:
+// OpStep::choiceRows), three launches. Blocks are per (row tile, slot); the
 // block of an expert's first slot serves every slot of that expert (later ones return at once),
 // so each selected expert's weights are read once per step however many tokens share it. Each
 // thread issues 16 loads of 16 bytes before converting any.

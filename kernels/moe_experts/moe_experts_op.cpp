@@ -54,8 +54,10 @@ MoeShape shapeOf(const OpStep &step) {
   m.sharded = step.intParam("expert_shards", 1) > 1;
   const int64_t rows = step.rows();
   const bool bf16 = step.activation() == DType::BF16;
-  m.path =
-      moeExpertsPathFor(bf16 && step.denseWeightType(0) == DType::BF16, rows, m.hidden, m.inter);
+  // The path for choiceRows: a decode program's tokens take the decode kernels, whose dot
+  // products do not depend on which tokens share an expert; the grouped kernels' do.
+  m.path = moeExpertsPathFor(bf16 && step.denseWeightType(0) == DType::BF16, step.choiceRows(),
+                             m.hidden, m.inter);
   bool exl3 = bf16;
   for (size_t i = 0; i < 3; ++i) {
     exl3 = exl3 && step.weight(i).exl3;

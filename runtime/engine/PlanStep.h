@@ -17,6 +17,7 @@ public:
   std::string name() const override { return step_.name() ? step_.name()->str() : "?"; }
   int64_t batch() const override { return program_.batch(); }
   int64_t rowsPerSequence() const override;
+  bool decodeProgram() const override { return program_.kind() == plan::ProgramKind::Decode; }
   DType activation() const override {
     return plan_.precision() == plan::Precision::F32 ? DType::F32 : DType::BF16;
   }

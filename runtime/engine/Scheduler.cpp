@@ -70,8 +70,8 @@ struct Scheduler::Active {
   std::vector<int32_t> tokens; // the prompt, then every token delivered
   int64_t promptTokens = 0;
   int64_t inEngine = 0; // tokens[0, inEngine) are in the engine's state
-  // Tokens before the last that a rolled-back verify window left outside the state: they lead
-  // its next window (tokens.size() - 1 == inEngine + behind while it decodes).
+  // Tokens before the last that a rolled-back verify window or a preemption left outside the
+  // state: they lead its next windows (tokens.size() - 1 == inEngine + behind while it decodes).
   int64_t behind = 0;
   std::unique_ptr<Drafter> drafter; // null: this sequence decodes one token a step
   int64_t generated = 0;            // tokens delivered
@@ -86,6 +86,12 @@ struct Scheduler::Active {
   /// last token, which the next decode step feeds.
   int64_t prefillTarget() const {
     return static_cast<int64_t>(tokens.size()) - (generated > 0 || forks() ? 1 : 0) - behind;
+  }
+  /// Tokens before the last that decode steps fed: the reply's but its last (and the prompt's
+  /// last, which every choice of a forking request decodes).
+  int64_t decodedTokens() const {
+    return std::max<int64_t>(0, static_cast<int64_t>(tokens.size()) - 1 - promptTokens +
+                                    (forks() ? 1 : 0));
   }
   bool decoding() const {
     return slot >= 0 && (generated > 0 || forks()) &&
@@ -129,9 +135,9 @@ constexpr size_t kKeptBoundaries = 2;
 } // namespace
 
 Scheduler::Scheduler(std::unique_ptr<Engine> engine, int64_t maxWaiting, size_t keptStates,
-                     DrafterFactory drafters)
+                     DraftOptions drafts)
     : engine_(std::move(engine)), maxWaiting_(maxWaiting), cache_(keptStates),
-      drafters_(std::move(drafters)) {
+      drafters_(std::move(drafts.drafters)), maxDrafts_(drafts.maxTokens) {
   if (!drafters_) {
     drafters_ = [] { return std::make_unique<CopyDrafter>(); };
   }
@@ -355,15 +361,17 @@ void Scheduler::step(std::vector<std::unique_ptr<Active>> &running) {
     --stats_.running;
     ++stats_.finished;
   };
-  // Frees the newest sequence's state, except `keep`'s; it will be prefilled again from its
-  // tokens (preemption by recomputation). False when there is nothing to free.
+  // Frees the newest sequence's state, except `keep`'s, to be recomputed (False when there is
+  // nothing to free): its prompt is prefilled again, and the tokens decode steps fed go back in
+  // through decode steps, in catch-up windows (step 3), so that its state has the bits serial
+  // decoding gave it; a prefill would give its reply's rows other bits on a GPU.
   auto preemptNewest = [&](const Active *keep) {
     for (size_t i = running.size(); i-- > 0;) {
       if (running[i]->slot >= 0 && running[i].get() != keep) {
         engine_->endSequence(running[i]->slot);
         running[i]->slot = -1;
         running[i]->inEngine = 0;
-        running[i]->behind = 0;
+        running[i]->behind = running[i]->decodedTokens();
         std::lock_guard<std::mutex> lock(mutex_);
         ++stats_.preemptions;
         return true;
@@ -443,7 +451,7 @@ void Scheduler::step(std::vector<std::unique_ptr<Active>> &running) {
       if (r.constraint) {
         a->constraint = r.constraint->clone();
       }
-      if (r.draft && engine_->maxWindow(1) > 1) {
+      if (r.draft && maxDrafts_ > 0 && engine_->maxWindow(1) > 1) {
         a->drafter = drafters_();
       }
       a->tokens = r.prompt;
@@ -555,7 +563,9 @@ void Scheduler::step(std::vector<std::unique_ptr<Active>> &running) {
     for (size_t i = 0; i < running.size(); ++i) {
       if (running[i]->decoding()) {
         decoding.push_back(i);
-        needed += engine_->pagesNeeded(running[i]->slot, 1 + running[i]->behind);
+        // This step's window at most: a sequence far behind catches up a window at a time.
+        needed += engine_->pagesNeeded(running[i]->slot,
+                                       std::min(1 + running[i]->behind, engine_->maxWindow(1)));
       }
     }
     // Kept states give their pages up first; then the newest running sequence.
@@ -582,7 +592,10 @@ void Scheduler::step(std::vector<std::unique_ptr<Active>> &running) {
     return;
   }
   // Drafts, where the plan verifies windows this wide for this many sequences and the pool has
-  // the pages; a sequence further behind than a window holds is fed by the next prefill instead.
+  // the pages. A sequence further behind than a window holds (after a preemption, or when the
+  // batch grew) catches up in windows of its known tokens; where the plan has no window of more
+  // than one row, the next prefill feeds them instead (the reply's rows then get the prefill
+  // kernels' bits).
   const int64_t window = engine_->maxWindow(decoding.size());
   std::vector<Round> rounds;
   bool windows = false;
@@ -590,9 +603,14 @@ void Scheduler::step(std::vector<std::unique_ptr<Active>> &running) {
   for (size_t i : decoding) {
     Active &a = *running[i];
     const int64_t known = 1 + a.behind;
-    spare -= engine_->pagesNeeded(a.slot, known);
+    spare -= engine_->pagesNeeded(a.slot, std::min(known, window));
     if (known > window) {
-      a.behind = 0; // no longer decoding: a prefill chunk catches it up next step
+      if (window == 1) {
+        a.behind = 0; // no longer decoding: a prefill chunk catches it up next step
+      } else {
+        rounds.push_back({i, {}, window});
+        windows = true;
+      }
       continue;
     }
     rounds.push_back({i, {}});
@@ -601,7 +619,8 @@ void Scheduler::step(std::vector<std::unique_ptr<Active>> &running) {
       continue;
     }
     // Never past max_tokens: every accepted draft is a token of the reply.
-    const int64_t most = std::min(window - known, a.request().maxTokens - a.generated - 1);
+    const int64_t most =
+        std::min({window - known, maxDrafts_, a.request().maxTokens - a.generated - 1});
     std::vector<int32_t> guess = a.drafter->draft(a.tokens, most);
     const int64_t pages = engine_->pagesNeeded(a.slot, known + static_cast<int64_t>(guess.size())) -
                           engine_->pagesNeeded(a.slot, known);
@@ -652,7 +671,9 @@ void Scheduler::verify(std::vector<std::unique_ptr<Active>> &running,
   std::vector<VerifyWindow> windows;
   for (const Round &round : rounds) {
     Active &a = *running[round.index];
-    const auto known = std::span<const int32_t>(a.tokens).subspan(static_cast<size_t>(a.inEngine));
+    const auto lacking =
+        std::span<const int32_t>(a.tokens).subspan(static_cast<size_t>(a.inEngine));
+    const auto known = round.feed > 0 ? lacking.first(static_cast<size_t>(round.feed)) : lacking;
     windows.push_back({a.slot, known, round.drafts, a.stepSampling(engine_->vocabSize())});
   }
   Expected<std::vector<VerifiedWindow>> verified = engine_->verifySample(windows);
@@ -663,6 +684,11 @@ void Scheduler::verify(std::vector<std::unique_ptr<Active>> &running,
     if (!verified.ok()) {
       a.sink().onFinish(a.choice, FinishReason::Error, verified.status());
       finish(i, false);
+      continue;
+    }
+    if (rounds[k].feed > 0) {
+      a.inEngine += rounds[k].feed;
+      a.behind -= rounds[k].feed;
       continue;
     }
     const VerifiedWindow &v = (*verified)[k];

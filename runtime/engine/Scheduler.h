@@ -22,15 +22,22 @@
 
 namespace glm::runtime {
 
+/// How the scheduler drafts for speculative decoding. Drafts run only where the plan has verify
+/// programs, and never more than its widest window for the step's sequences holds.
+struct DraftOptions {
+  /// Makes each sequence's drafter (empty: copy drafts; a factory returning null: none).
+  DrafterFactory drafters;
+  /// The most drafts one window carries.
+  int64_t maxTokens = INT64_MAX;
+};
+
 /// Implements the engine interface the server calls (runtime/api), over any Engine.
 class Scheduler final : public EngineApi {
 public:
   /// Takes the engine; at most `maxWaiting` requests wait for a free sequence slot. With
   /// `keptStates` > 0, up to that many prompt states are kept for reuse (see the .cpp's header).
-  /// `drafters` makes each sequence's drafter for speculative decoding (empty: copy drafts; a
-  /// factory returning null: none); drafts run only where the plan has verify programs.
   Scheduler(std::unique_ptr<Engine> engine, int64_t maxWaiting, size_t keptStates = 0,
-            DrafterFactory drafters = {});
+            DraftOptions drafts = {});
   /// Stops the worker; requests still running finish with FinishReason::Cancelled.
   ~Scheduler();
 
@@ -59,10 +66,13 @@ private:
   std::optional<uint64_t> keep(const Active &a);
   /// Drops the least recently used kept state; false when none is kept.
   bool evictKept();
-  /// One sequence's part of a verify step: running[index], and its drafts (maybe none).
+  /// One sequence's part of a verify step: running[index], and its drafts (maybe none). With
+  /// `feed` > 0 it is a catch-up window: the first `feed` tokens the state lacks and no drafts,
+  /// and nothing is delivered (the token drawn after them is known already).
   struct Round {
     size_t index;
     std::vector<int32_t> drafts;
+    int64_t feed = 0;
   };
   /// The verify step of `rounds` (each window: the tokens the state lacks, then the drafts);
   /// delivers what each yields and ends a sequence through `finish` (index, keep its state).
@@ -73,6 +83,7 @@ private:
   int64_t maxWaiting_;
   PrefixCache cache_; // the worker's only
   DrafterFactory drafters_;
+  int64_t maxDrafts_;
   mutable std::mutex mutex_;
   std::condition_variable wake_;
   std::deque<std::pair<SequenceRequest, std::shared_ptr<TokenSink>>> waiting_;

@@ -3,9 +3,11 @@
 // leaves the state a serial step leaves, bit for bit; and through the scheduler, replies with
 // drafts (an oracle's, right and wrong by turns) equal the serial reference token for token,
 // greedy and sampled, alone and batched, at every window size, with max_tokens and an
-// end-of-sequence token landing inside an accepted window.
+// end-of-sequence token landing inside an accepted window, across a preemption, and across the
+// ranks of a tensor-parallel group.
 #include "runtime/engine/CpuEngine.h"
 #include "runtime/engine/Drafter.h"
+#include "runtime/engine/LockstepEngine.h"
 #include "runtime/engine/Scheduler.h"
 #include "tests/unit/support/Recorder.h"
 #include "tests/unit/support/TinyPlan.h"
@@ -176,10 +178,10 @@ struct Reply {
   FinishReason reason;
 };
 
-/// Runs `requests` at once through a scheduler over `plan` and returns their replies.
-std::vector<Reply> serve(const TinyPlan &plan, std::vector<SequenceRequest> requests,
-                         DrafterFactory drafters, SchedulerStats *stats = nullptr) {
-  Scheduler scheduler(plan.engine(), 8, 0, std::move(drafters));
+/// Runs `requests` at once through a scheduler over `engine` and returns their replies.
+std::vector<Reply> serve(std::unique_ptr<Engine> engine, std::vector<SequenceRequest> requests,
+                         DraftOptions drafts, SchedulerStats *stats = nullptr) {
+  Scheduler scheduler(std::move(engine), 8, 0, std::move(drafts));
   std::vector<std::shared_ptr<Recorder>> sinks;
   for (SequenceRequest &r : requests) {
     sinks.push_back(std::make_shared<Recorder>());
@@ -195,6 +197,12 @@ std::vector<Reply> serve(const TinyPlan &plan, std::vector<SequenceRequest> requ
     *stats = scheduler.stats();
   }
   return replies;
+}
+
+/// The same over a CPU engine of `plan`.
+std::vector<Reply> serve(const TinyPlan &plan, std::vector<SequenceRequest> requests,
+                         DraftOptions drafts, SchedulerStats *stats = nullptr) {
+  return serve(plan.engine(), std::move(requests), std::move(drafts), stats);
 }
 
 SequenceRequest requestOf(std::vector<int32_t> prompt, SamplingParams sampling, int64_t maxTokens,
@@ -233,11 +241,11 @@ TEST(SpeculativeScheduler, RepliesWithDraftsEqualTheSerialReferenceAtEveryWindow
       SchedulerStats stats;
       std::vector<Reply> alone;
       for (SequenceRequest &r : requests(true)) {
-        alone.push_back(serve(plan, {std::move(r)}, oracle, &stats).front());
+        alone.push_back(serve(plan, {std::move(r)}, {oracle}, &stats).front());
       }
       EXPECT_GT(stats.specAcceptedTokens, 0);
       EXPECT_LT(stats.specAcceptedTokens, stats.specDraftTokens); // the wrong ones were drafted
-      std::vector<Reply> batched = serve(plan, requests(true), oracle);
+      std::vector<Reply> batched = serve(plan, requests(true), {oracle});
       for (size_t i = 0; i < serial.size(); ++i) {
         EXPECT_EQ(serial[i].tokens.size(), i == 0 ? 24u : 17u);
         EXPECT_EQ(alone[i].tokens, serial[i].tokens) << "request " << i << " alone";
@@ -271,7 +279,7 @@ TEST(SpeculativeScheduler, MaxTokensAndAnEndTokenInsideAnAcceptedWindowEndTheRep
   };
   const DrafterFactory right = [full] { return std::make_unique<Right>(full); };
   SchedulerStats stats;
-  std::vector<Reply> five = serve(plan, {requestOf(prompt, sampled(3), 5, true)}, right, &stats);
+  std::vector<Reply> five = serve(plan, {requestOf(prompt, sampled(3), 5, true)}, {right}, &stats);
   EXPECT_EQ(five[0].tokens,
             std::vector<int32_t>(serial[0].tokens.begin(), serial[0].tokens.begin() + 5));
   EXPECT_EQ(five[0].reason, FinishReason::Length);
@@ -282,16 +290,100 @@ TEST(SpeculativeScheduler, MaxTokensAndAnEndTokenInsideAnAcceptedWindowEndTheRep
   EXPECT_EQ(stats.specAcceptedTokens, 3);
   EXPECT_EQ(stats.specAcceptedPerPosition, (std::vector<int64_t>{1, 1, 1}));
 
+  // At most 2 drafts a window: more rounds, the same reply.
+  std::vector<Reply> capped =
+      serve(plan, {requestOf(prompt, sampled(3), 20, true)}, {right, 2}, &stats);
+  EXPECT_EQ(capped[0].tokens, serial[0].tokens);
+  EXPECT_GT(stats.specDrafts, 0);
+  EXPECT_EQ(stats.specDraftTokens, 2 * stats.specDrafts);
+  EXPECT_EQ(stats.specAcceptedTokens, stats.specDraftTokens);
+
   // The serial reply's 9th token as the end token: the reply stops before it, drafts or not.
   SequenceRequest stopping = requestOf(prompt, sampled(3), 20, true);
   const int32_t end = serial[0].tokens[8];
   stopping.eosIds = {end};
   const size_t stop = static_cast<size_t>(
       std::find(serial[0].tokens.begin(), serial[0].tokens.end(), end) - serial[0].tokens.begin());
-  std::vector<Reply> ended = serve(plan, {std::move(stopping)}, right);
+  std::vector<Reply> ended = serve(plan, {std::move(stopping)}, {right});
   EXPECT_EQ(ended[0].tokens,
             std::vector<int32_t>(serial[0].tokens.begin(), serial[0].tokens.begin() + stop));
   EXPECT_EQ(ended[0].reason, FinishReason::Stop);
+}
+
+TEST(SpeculativeScheduler, APreemptedSequenceCatchesUpInWindowsAndEndsAsSerially) {
+  // A pool of 256 tokens and two sequences that grow to 232 tokens each (SchedulerTest's case),
+  // with drafts: the newer gives its pages back mid-reply, its prompt is prefilled again and
+  // its reply fed back in catch-up windows of 8 (2 x 4 while both decode), and both replies
+  // equal their serial references.
+  const TinyPlan plan(
+      "--tp 1 --max-seqs 2 --max-context 256 --prefill 64 --decode 1x1,2x1,1x8,2x4");
+  std::vector<SequenceRequest> requests;
+  for (int32_t r = 0; r < 2; ++r) {
+    std::vector<int32_t> prompt;
+    for (int32_t t = 0; t < 100; ++t) {
+      prompt.push_back(30 + 7 * r + t % 50);
+    }
+    requests.push_back(requestOf(prompt, r == 0 ? greedy() : sampled(77), 132, true));
+    requests.back().ignoreEos = true;
+  }
+  std::vector<Reply> serial;
+  std::vector<std::vector<int32_t>> full;
+  for (const SequenceRequest &r : requests) {
+    SequenceRequest alone = r;
+    alone.draft = false;
+    serial.push_back(serve(plan, {std::move(alone)}, {}).front());
+    full.push_back(r.prompt);
+    full.back().insert(full.back().end(), serial.back().tokens.begin(), serial.back().tokens.end());
+  }
+  SchedulerStats stats;
+  const std::vector<Reply> together =
+      serve(plan, requests, {[full] { return std::make_unique<OracleDrafter>(full); }}, &stats);
+  EXPECT_GE(stats.preemptions, 1);
+  EXPECT_GT(stats.specAcceptedTokens, 0);
+  for (size_t i = 0; i < requests.size(); ++i) {
+    EXPECT_EQ(serial[i].tokens.size(), 132u);
+    EXPECT_EQ(together[i].tokens, serial[i].tokens) << "request " << i;
+  }
+}
+
+TEST(SpeculativeScheduler, TensorParallelRanksVerifyAndRollBackTogether) {
+  // TP 2, both ranks in this process (LockstepEngine): every verify step and every rollback runs
+  // on both ranks, and the replies equal the group's serial ones.
+  const TinyPlan plan(
+      "--tp 2 --max-seqs 2 --max-context 512 --prefill 64 --decode 1x1,2x1,1x8,2x4");
+  auto group = [&]() -> std::unique_ptr<Engine> {
+    auto make = [&](LoopbackComm &comm) -> Expected<std::unique_ptr<Engine>> {
+      CpuEngineOptions options;
+      options.comm = &comm;
+      GLM_ASSIGN_OR_RETURN(std::unique_ptr<PlanFile> file, PlanFile::open(plan.path()));
+      GLM_ASSIGN_OR_RETURN(std::unique_ptr<CpuEngine> engine,
+                           CpuEngine::create(std::move(file), plan.checkpoint(), options));
+      return std::unique_ptr<Engine>(std::move(engine));
+    };
+    Expected<std::unique_ptr<LockstepEngine>> engine = LockstepEngine::createInProcess(2, make);
+    EXPECT_TRUE(engine.ok()) << engine.status().toString();
+    return engine.ok() ? std::move(engine).value() : nullptr;
+  };
+  const std::vector<int32_t> a = promptOf(40, 2), b = promptOf(60, 6);
+  auto requests = [&](bool draft) {
+    return std::vector<SequenceRequest>{requestOf(a, sampled(9), 20, draft),
+                                        requestOf(b, greedy(), 20, draft)};
+  };
+  const std::vector<Reply> serial = serve(group(), requests(false), {});
+  std::vector<std::vector<int32_t>> full = {a, b};
+  for (size_t i = 0; i < 2; ++i) {
+    full[i].insert(full[i].end(), serial[i].tokens.begin(), serial[i].tokens.end());
+  }
+  EXPECT_EQ(group()->maxWindow(1), 8);
+  SchedulerStats stats;
+  const std::vector<Reply> drafted = serve(
+      group(), requests(true), {[full] { return std::make_unique<OracleDrafter>(full); }}, &stats);
+  EXPECT_GT(stats.specAcceptedTokens, 0);
+  EXPECT_LT(stats.specAcceptedTokens, stats.specDraftTokens); // some rolled back
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(serial[i].tokens.size(), 20u);
+    EXPECT_EQ(drafted[i].tokens, serial[i].tokens) << "request " << i;
+  }
 }
 
 TEST(SpeculativeScheduler, PenalizedRequestsAndPlansWithoutVerifyProgramsDecodeSerially) {
@@ -307,10 +399,10 @@ TEST(SpeculativeScheduler, PenalizedRequestsAndPlansWithoutVerifyProgramsDecodeS
     const TinyPlan plan = planWith(decode);
     for (const SamplingParams &params : {penalized, sampled(5)}) {
       const std::vector<Reply> serial =
-          serve(plan, {requestOf(repeating, params, 12, false)}, copy);
+          serve(plan, {requestOf(repeating, params, 12, false)}, {copy});
       SchedulerStats stats;
       const std::vector<Reply> drafted =
-          serve(plan, {requestOf(repeating, params, 12, true)}, copy, &stats);
+          serve(plan, {requestOf(repeating, params, 12, true)}, {copy}, &stats);
       EXPECT_EQ(drafted[0].tokens, serial[0].tokens);
       if (params.repetitionPenalty != 1.0f || std::string(decode) == "1x1") {
         EXPECT_EQ(stats.specDrafts, 0);

@@ -1,8 +1,10 @@
-// The tiny fixture's plans, greedy runs and the kept-state contract for the engine tests.
+// The tiny fixture's plans, greedy runs and the kept-state and verify-window contracts for the
+// engine tests.
 #include "tests/gpu/support/TinyModel.h"
 
 #include "tests/gpu/support/GpuTest.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <span>
@@ -31,9 +33,17 @@ Expected<std::unique_ptr<runtime::PlanFile>> compileTiny(const std::string &name
   const std::filesystem::path out =
       std::filesystem::temp_directory_path() /
       ("tiny_plan_" + std::to_string(::getpid()) + "_" + name + ".glmp");
+  // --max-seqs 2 --max-context 2048 unless `options` says otherwise.
+  std::string defaults;
+  for (const char *option : {"--max-seqs 2", "--max-context 2048"}) {
+    const std::string name = std::string(option).substr(0, std::string(option).find(' '));
+    if (options.find(name + " ") == std::string::npos) {
+      defaults += std::string(option) + " ";
+    }
+  }
   const std::string command = glmcPath() + " compile " +
                               (model.empty() ? tinyFixture() : model).string() + " -o " +
-                              out.string() + " --max-seqs 2 --max-context 2048 " + options;
+                              out.string() + " " + defaults + options;
   if (std::system(command.c_str()) != 0) {
     return internalError("failed: ", command);
   }
@@ -146,6 +156,190 @@ Status resumedEqualsCold(runtime::Engine &engine, const std::vector<int32_t> &id
       }
     }
   }
+  return Status::success();
+}
+
+namespace {
+
+using runtime::SampledToken;
+
+bool sameBits(float a, float b) { return std::memcmp(&a, &b, sizeof(float)) == 0; }
+
+/// Where a window's draw differs from the serial one's in any bit: its id, its logprob, its top
+/// alternatives. Empty when they are the same.
+std::string drawDifference(const SampledToken &got, const SampledToken &want) {
+  if (got.id != want.id || !sameBits(got.logprob, want.logprob)) {
+    return strCat("drew ", got.id, " (logprob ", got.logprob, "), serially ", want.id, " (logprob ",
+                  want.logprob, ")");
+  }
+  if (got.top.size() != want.top.size()) {
+    return strCat(got.top.size(), " top logprobs, serially ", want.top.size());
+  }
+  for (size_t k = 0; k < got.top.size(); ++k) {
+    if (got.top[k].id != want.top[k].id || !sameBits(got.top[k].logprob, want.top[k].logprob)) {
+      return strCat("top logprob ", k, " is ", got.top[k].id, " at ", got.top[k].logprob,
+                    ", serially ", want.top[k].id, " at ", want.top[k].logprob);
+    }
+  }
+  return {};
+}
+
+/// A sequence's serial reference: every token it draws after its prompt (the prefill's, then one
+/// a step) and the logits of every step.
+struct SerialRun {
+  std::vector<SampledToken> drawn;
+  std::vector<std::vector<float>> logits; // logits[s]: the step that drew drawn[s + 1]
+};
+
+} // namespace
+
+Status windowsEqualSerial(runtime::Engine &engine, const std::vector<std::vector<int32_t>> &prompts,
+                          int64_t rows, const runtime::SamplingParams &sampling, size_t rounds) {
+  using runtime::RowSampling;
+  using runtime::VerifyWindow;
+  const size_t steps = rounds * static_cast<size_t>(rows) + 1;
+  std::vector<SerialRun> serial(prompts.size());
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    const RowSampling row{&sampling, static_cast<int64_t>(prompts[i].size())};
+    GLM_ASSIGN_OR_RETURN(const int slot, engine.newSequence());
+    Expected<SampledToken> first = engine.prefillSample(slot, prompts[i], row);
+    Status s = first.status();
+    if (s.ok()) {
+      serial[i].drawn.push_back(std::move(first).value());
+    }
+    for (size_t step = 0; s.ok() && step < steps; ++step) {
+      const int slots[] = {slot};
+      std::vector<float> logits;
+      Expected<std::vector<SampledToken>> next = engine.decodeSample(
+          slots, std::span(&serial[i].drawn.back().id, 1), std::span(&row, 1), &logits);
+      s = next.status();
+      if (s.ok()) {
+        serial[i].drawn.push_back(std::move((*next)[0]));
+        serial[i].logits.push_back(std::move(logits));
+      }
+    }
+    engine.endSequence(slot);
+    GLM_RETURN_IF_ERROR(s.withContext(strCat("the serial run of prompt ", i)));
+  }
+
+  // Per sequence: its slot, the reply tokens drawn so far, and how many of them its state holds.
+  struct Windowed {
+    int slot = -1;
+    std::vector<int32_t> reply;
+    size_t held = 0;
+  };
+  std::vector<Windowed> seqs(prompts.size());
+  std::vector<RowSampling> rowSampling;
+  auto endAll = [&] {
+    for (const Windowed &w : seqs) {
+      if (w.slot >= 0) {
+        engine.endSequence(w.slot);
+      }
+    }
+  };
+  auto fail = [&](Status s) {
+    endAll();
+    return s;
+  };
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    rowSampling.push_back({&sampling, static_cast<int64_t>(prompts[i].size())});
+    Expected<int> slot = engine.newSequence();
+    if (!slot.ok()) {
+      return fail(slot.status());
+    }
+    seqs[i].slot = *slot;
+    Expected<SampledToken> first = engine.prefillSample(*slot, prompts[i], rowSampling[i]);
+    if (!first.ok()) {
+      return fail(first.status());
+    }
+    if (std::string d = drawDifference(*first, serial[i].drawn[0]); !d.empty()) {
+      return fail(internalError("prompt ", i, "'s prefill ", d));
+    }
+    seqs[i].reply.push_back(first->id);
+  }
+  for (size_t round = 0; round < rounds; ++round) {
+    std::vector<VerifyWindow> windows;
+    std::vector<std::vector<int32_t>> drafts(seqs.size());
+    for (size_t i = 0; i < seqs.size(); ++i) {
+      Windowed &w = seqs[i];
+      const std::span<const int32_t> known = std::span(w.reply).subspan(w.held);
+      const size_t n = static_cast<size_t>(rows) - std::min(known.size(), size_t(rows));
+      const std::vector<SampledToken> &ref = serial[i].drawn;
+      for (size_t j = 0; j < n && w.reply.size() + j < ref.size(); ++j) {
+        drafts[i].push_back(ref[w.reply.size() + j].id);
+      }
+      if (round % 2 == 1 && !drafts[i].empty()) {
+        int32_t &wrong = drafts[i][(round + i) % drafts[i].size()];
+        wrong = (wrong + 1) % static_cast<int32_t>(engine.vocabSize());
+      }
+      windows.push_back({w.slot, known, drafts[i], rowSampling[i]});
+    }
+    Expected<std::vector<runtime::VerifiedWindow>> verified = engine.verifySample(windows);
+    if (!verified.ok()) {
+      return fail(verified.status().withContext(strCat("verify round ", round)));
+    }
+    for (size_t i = 0; i < seqs.size(); ++i) {
+      Windowed &w = seqs[i];
+      const runtime::VerifiedWindow &v = (*verified)[i];
+      for (const SampledToken &t : v.tokens) {
+        const size_t at = w.reply.size();
+        if (at >= serial[i].drawn.size()) {
+          return fail(internalError("prompt ", i, ": round ", round, " drew past the reference"));
+        }
+        if (std::string d = drawDifference(t, serial[i].drawn[at]); !d.empty()) {
+          return fail(internalError("prompt ", i, " of ", seqs.size(), ", windows of ", rows,
+                                    " rows, round ", round, ": reply token ", at, " ", d));
+        }
+        w.reply.push_back(t.id);
+      }
+      // A window taken whole holds all but the token drawn after its last row; a rolled-back one
+      // holds none of its rows.
+      if (v.fed) {
+        w.held = w.reply.size() - 1;
+      }
+    }
+  }
+  // The state after the windows: what is not held goes in as windows without drafts, then one
+  // serial step, whose logits must be the reference's at the same position bit for bit.
+  for (size_t i = 0; i < seqs.size(); ++i) {
+    Windowed &w = seqs[i];
+    while (w.reply.size() - w.held > 1) {
+      const size_t n = std::min<size_t>(w.reply.size() - 1 - w.held, static_cast<size_t>(rows));
+      const VerifyWindow window{w.slot, std::span(w.reply).subspan(w.held, n), {}, rowSampling[i]};
+      Expected<std::vector<runtime::VerifiedWindow>> fed =
+          engine.verifySample(std::span(&window, 1));
+      if (!fed.ok()) {
+        return fail(fed.status());
+      }
+      w.held += n;
+    }
+    const size_t at = w.reply.size(); // the step feeding reply[at - 1] draws reply[at]
+    if (at > serial[i].logits.size()) {
+      return fail(internalError("prompt ", i, ": the windows ran past the reference"));
+    }
+    const int slots[] = {w.slot};
+    std::vector<float> logits;
+    Expected<std::vector<SampledToken>> next = engine.decodeSample(
+        slots, std::span(&w.reply.back(), 1), std::span(&rowSampling[i], 1), &logits);
+    if (!next.ok()) {
+      return fail(next.status());
+    }
+    const std::vector<float> &want = serial[i].logits[at - 1];
+    if (logits.size() != want.size()) {
+      return fail(
+          internalError("prompt ", i, ": ", logits.size(), " logits, serially ", want.size()));
+    }
+    for (size_t k = 0; k < want.size(); ++k) {
+      if (!sameBits(logits[k], want[k])) {
+        return fail(internalError("prompt ", i, " of ", seqs.size(), ", windows of ", rows,
+                                  " rows: after the windows, logit ", k,
+                                  " of the step drawing "
+                                  "reply token ",
+                                  at, " is ", logits[k], ", serially ", want[k]));
+      }
+    }
+  }
+  endAll();
   return Status::success();
 }
 

@@ -2,6 +2,7 @@
 // through any Engine, and row comparisons.
 #pragma once
 
+#include "runtime/api/SamplingParams.h"
 #include "runtime/engine/Engine.h"
 #include "runtime/plan/PlanFile.h"
 
@@ -21,7 +22,8 @@ std::filesystem::path tinyFixture();
 std::string glmcPath();
 
 /// Compiles the tiny fixture (or `model`, a checkpoint of it) with glmc `options` (--target, --tp,
-/// --precision, programs) and --max-seqs 2 --max-context 2048, and opens the plan. Where glmc
+/// --precision, programs) and --max-seqs 2 --max-context 2048 where `options` gives neither, and
+/// opens the plan. Where glmc
 /// cannot run (the compiler links LLVM, which a GPU machine may lack), GLM_TEST_PLANS names a
 /// directory of plans compiled elsewhere with the same options, `name`.glmp each
 /// (scripts/gpu-bundle.sh makes them).
@@ -51,5 +53,16 @@ Expected<GreedyRun> greedyRun(runtime::Engine &engine, const std::vector<int32_t
 Status resumedEqualsCold(runtime::Engine &engine, const std::vector<int32_t> &ids,
                          runtime::LogitRows rows, const std::vector<int64_t> &keptAt,
                          size_t steps = 3);
+
+/// Issue 19's exactness contract on any engine: each of `prompts` prefilled alone and decoded
+/// serially (one row a step, `rounds * rows + 1` steps) is the reference. Then all of them are
+/// prefilled again and decoded in `rounds` verify steps, one window of `rows` rows per sequence
+/// each step, its drafts the reference's tokens (on odd rounds one of them wrong, so that the
+/// window is rolled back and its tokens lead the next), and last in one serial step. An error
+/// names the first token drawn in a window that differs from the reference's in id or in any
+/// bit of its logprobs, or the first logit of that last step that differs from the reference's
+/// at the same position.
+Status windowsEqualSerial(runtime::Engine &engine, const std::vector<std::vector<int32_t>> &prompts,
+                          int64_t rows, const runtime::SamplingParams &sampling, size_t rounds);
 
 } // namespace glm::testing
