@@ -323,12 +323,20 @@ Expected<std::vector<SampledToken>> Engine::decodeSample(std::span<const int> sl
   return std::move(out.sampled);
 }
 
-int64_t Engine::maxWindow(size_t sequences) const {
+int64_t Engine::maxWindow(size_t sequences) const { return maxWindowOf(plan(), sequences); }
+
+int64_t Engine::maxWindowOf(const plan::Plan &plan, size_t sequences,
+                            std::vector<std::string> *programs) {
   int64_t rows = 1;
-  for (const plan::Program *p : *plan().programs()) {
-    if (p->kind() == plan::ProgramKind::Decode && !p->last_row_logits() &&
-        p->batch() >= sequences) {
+  for (const plan::Program *p : *plan.programs()) {
+    if (p->kind() != plan::ProgramKind::Decode || p->last_row_logits()) {
+      continue;
+    }
+    if (p->batch() >= sequences) {
       rows = std::max<int64_t>(rows, p->rows());
+    }
+    if (programs != nullptr && p->rows() > 1) {
+      programs->push_back(strCat(p->batch(), "x", p->rows()));
     }
   }
   return rows;

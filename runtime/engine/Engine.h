@@ -187,6 +187,10 @@ public:
   /// The most rows one sequence's verify window may have in a step of `sequences` sequences: the
   /// largest R of the plan's decode programs of at least that batch (1: none verifies more).
   virtual int64_t maxWindow(size_t sequences) const;
+  /// The same for any plan (what `glmc serve` checks before loading weights); `programs`, when
+  /// given, receives the verify programs ("1x16", ...: decode programs of more than one row).
+  static int64_t maxWindowOf(const plan::Plan &plan, size_t sequences,
+                             std::vector<std::string> *programs = nullptr);
   /// One verify step: every window in the smallest decode program that holds them (padding rows
   /// change nothing), each row drawing the token at its position with its sequence's key, as a
   /// serial step draws it. Draft j is accepted when it equals the token drawn after the row

@@ -21,6 +21,21 @@
 #include <thread>
 
 namespace glm::tools {
+namespace {
+
+/// Drafts a window carries by default where the plan verifies wider: past ~15 a copy draft's
+/// tail is rarely still right, and a round's cost grows with its rows.
+constexpr int64_t kDefaultDraftTokens = 15;
+
+std::string commaList(const std::vector<std::string> &items) {
+  std::string out;
+  for (const std::string &item : items) {
+    out += (out.empty() ? "" : ", ") + item;
+  }
+  return out;
+}
+
+} // namespace
 
 int runServe(const std::vector<std::string> &args) {
   CommandLine cl("glmc serve", "PLAN.glmp --model DIR [options]",
@@ -64,6 +79,10 @@ int runServe(const std::vector<std::string> &args) {
               "on SIGTERM/SIGINT, seconds running requests may take to finish\n(default 30); "
               "then each ends with an error event, its finish_reason and\n[DONE], and the "
               "server exits 0; a second signal exits at once")
+      .option("draft-tokens", "N",
+              "the most drafted tokens a sequence's verify window carries (default:\nwhat the "
+              "plan's widest window holds, at most 15; 0: no speculative\ndecoding); a plan "
+              "verifies windows only if compiled with --decode BxR, R > 1")
       .option("tp-listen", "HOST:PORT", "rank 0 runs here and takes worker ranks at HOST:PORT")
       .option("tp-transport", "nccl|tcp",
               "how a GPU plan's ranks exchange: NCCL, one GPU each (default), or\nhost memory "
@@ -92,9 +111,10 @@ int runServe(const std::vector<std::string> &args) {
       cl.getInt("max-body-memory", 1 << 20, int64_t{1} << 40);
   Expected<std::optional<int64_t>> monitorPort = cl.getInt("monitor-port", 0, 65535);
   Expected<std::optional<int64_t>> drainTimeout = cl.getInt("drain-timeout", 0, 86400);
+  Expected<std::optional<int64_t>> draftTokens = cl.getInt("draft-tokens", 0, 1 << 16);
   for (const auto *value :
        {&port, &maxWaiting, &keptStates, &maxConnections, &maxClient, &headerTimeout, &bodyTimeout,
-        &idleTimeout, &maxBody, &maxBodyMemory, &monitorPort, &drainTimeout}) {
+        &idleTimeout, &maxBody, &maxBodyMemory, &monitorPort, &drainTimeout, &draftTokens}) {
     if (!value->ok()) {
       return cl.fail(value->status());
     }
@@ -139,6 +159,19 @@ int runServe(const std::vector<std::string> &args) {
   Expected<std::unique_ptr<runtime::PlanFile>> plan = runtime::PlanFile::open(cl.positionals()[0]);
   if (!plan.ok()) {
     return cl.fail(plan.status());
+  }
+  // The draft depth, against the windows the plan verifies: refused before any weight loads.
+  std::vector<std::string> verifyPrograms;
+  const int64_t widest = runtime::Engine::maxWindowOf((*plan)->root(), 1, &verifyPrograms);
+  const int64_t drafts = draftTokens->value_or(std::min<int64_t>(widest - 1, kDefaultDraftTokens));
+  if (drafts > widest - 1) {
+    return cl.fail(
+        invalidArgument("--draft-tokens ", drafts, " needs verify windows of ", drafts + 1,
+                        " rows; ", cl.positionals()[0],
+                        verifyPrograms.empty()
+                            ? " has no verify program (compile it with --decode BxR, R > 1)"
+                            : strCat(" verifies ", commaList(verifyPrograms),
+                                     " (B sequences x R rows): at most ", widest - 1, " drafts")));
   }
   const int64_t maxContext = (*plan)->root().state_pool()
                                  ? static_cast<int64_t>((*plan)->root().state_pool()->max_context())
@@ -215,8 +248,13 @@ int runServe(const std::vector<std::string> &args) {
                 static_cast<long long>(kept),
                 static_cast<double>((*engine)->keptStateBytes()) / (1 << 20));
   }
+  if (drafts > 0 && (*engine)->maxWindow(1) > 1) {
+    std::printf("glmc serve: speculative decoding: copy drafts, up to %lld a window (verify "
+                "programs %s)\n",
+                static_cast<long long>(drafts), commaList(verifyPrograms).c_str());
+  }
   runtime::Scheduler scheduler(std::move(engine).value(), maxWaiting->value_or(4 * sequences),
-                               static_cast<size_t>(kept));
+                               static_cast<size_t>(kept), {.maxTokens = drafts});
 
   server::ServerOptions options;
   options.host = cl.get("host").value_or("127.0.0.1");
