@@ -20,12 +20,29 @@
 namespace glm::compiler {
 
 std::vector<glm53::ProgramShape> defaultPrograms(const CompileOptions &options) {
-  std::vector<glm53::ProgramShape> programs = {{glm53::ProgramShape::Kind::Decode, 1, 1}};
+  using Kind = glm53::ProgramShape::Kind;
+  std::vector<glm53::ProgramShape> programs = {{Kind::Decode, 1, 1}};
   if (options.maxSeqs > 1) {
-    programs.push_back({glm53::ProgramShape::Kind::Decode, options.maxSeqs, 1});
+    programs.push_back({Kind::Decode, options.maxSeqs, 1});
   }
-  programs.push_back(
-      {glm53::ProgramShape::Kind::Prefill, 1, std::min<int64_t>(512, options.maxContext)});
+  // Verify windows (docs/speculative-decoding.md): one sequence's of 4 rows (3 drafts, an MTP
+  // head's chain) and of 16 (up to 15 copy drafts), and up to 4 sequences' of 4 rows, all within
+  // the rows whose kernels give each row its one-row bits (kernels::OpStep::kRowInvariantRows).
+  // The scheduler takes the smallest that holds a step's windows.
+  auto window = [&](int64_t batch, int64_t rows) {
+    const bool listed = std::any_of(programs.begin(), programs.end(), [&](const auto &p) {
+      return p.batch == batch && p.rows == rows;
+    });
+    if (!listed && rows < options.maxContext) {
+      programs.push_back({Kind::Decode, batch, rows});
+    }
+  };
+  window(1, 4);
+  window(1, 16);
+  if (options.maxSeqs > 1) {
+    window(std::min<int64_t>(options.maxSeqs, 4), 4);
+  }
+  programs.push_back({Kind::Prefill, 1, std::min<int64_t>(512, options.maxContext)});
   return programs;
 }
 

@@ -228,15 +228,17 @@ TEST(PlanMemory, ThePoolFormulaPredictsTheCompilersPlans) {
   fs::remove_all(dir);
 }
 
-TEST(PlanMemory, KeptPromptStatesAreCountedBesideTheArenas) {
+TEST(PlanMemory, KeptPromptStatesAndCheckpointsAreCountedBesideTheArenas) {
   const fs::path dir = tempDir("kept");
   std::unique_ptr<runtime::PlanFile> plan = tinyPlan(dir, 4096);
   ASSERT_TRUE(plan);
   PlanMemory m = planMemory(plan->root());
-  // Serve's default, and one copy of a sequence's unpaged states (KDA, conv, ...) each.
+  // Serve's default, and one copy of a sequence's unpaged states (KDA, conv, ...) each; the
+  // default plan verifies windows, so each sequence has a checkpoint of the same states too.
   EXPECT_EQ(m.keptStates, kKeptStatesPerSequence * m.maxSequences);
+  EXPECT_EQ(m.checkpoints, m.maxSequences);
   ASSERT_GT(m.keptStateBytes, 0u);
-  EXPECT_EQ(m.rankBytes(), m.perRankBytes + m.keptStates * m.keptStateBytes);
+  EXPECT_EQ(m.rankBytes(), m.perRankBytes + (m.keptStates + m.checkpoints) * m.keptStateBytes);
   // Memory for the arenas alone is refused while the kept states do not fit, and names them.
   const uint64_t reserve = 1 << 20;
   Status s = checkMemoryFits(m, 2, 2 * m.perRankBytes + reserve, reserve, "here");
@@ -244,9 +246,11 @@ TEST(PlanMemory, KeptPromptStatesAreCountedBesideTheArenas) {
   EXPECT_HAS(s.message(), strCat(m.keptStates, " kept prompt states of"));
   EXPECT_HAS(s.message(), "(--kept-states)");
   EXPECT_TRUE(checkMemoryFits(m, 2, 2 * m.rankBytes() + reserve, reserve, "here").ok());
-  // --kept-states 0 needs only the arenas.
+  // --kept-states 0 needs the arenas and the checkpoints.
   m.keptStates = 0;
-  EXPECT_TRUE(checkMemoryFits(m, 2, 2 * m.perRankBytes + reserve, reserve, "here").ok());
+  EXPECT_HAS(checkMemoryFits(m, 2, 2 * m.perRankBytes + reserve, reserve, "here").message(),
+             strCat(m.checkpoints, " verify-window checkpoints of"));
+  EXPECT_TRUE(checkMemoryFits(m, 2, 2 * m.rankBytes() + reserve, reserve, "here").ok());
   fs::remove_all(dir);
 }
 

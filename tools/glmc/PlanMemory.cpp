@@ -1,6 +1,8 @@
 // What a plan needs in memory per rank, whether a machine has it, and the largest window that fits.
 #include "tools/glmc/PlanMemory.h"
 
+#include "runtime/engine/Engine.h"
+
 #include <algorithm>
 #include <charconv>
 #include <cmath>
@@ -33,6 +35,10 @@ PlanMemory planMemory(const plan::Plan &plan) {
     }
   }
   m.keptStates = defaultKeptStates(m.maxSequences);
+  // Engine::checkpointSlots copies a sequence's unpaged states before a window with drafts.
+  if (runtime::Engine::maxWindowOf(plan, 1) > 1) {
+    m.checkpoints = std::max<uint64_t>(m.maxSequences, 1);
+  }
   m.poolBytes = std::min(m.poolBytes, m.perRankBytes);
   m.unifiedMemory = plan.target()->arch() != plan::Arch::Sm90a;
   m.target = plan.target()->name() ? plan.target()->name()->str() : "";
@@ -164,6 +170,10 @@ Status checkMemoryFits(const PlanMemory &memory, int ranksHere, uint64_t availab
   if (memory.keptStates > 0 && memory.keptStateBytes > 0) {
     rankText += strCat(", ", memory.keptStates, " kept prompt states of ",
                        byteSizeText(memory.keptStateBytes), " included (--kept-states)");
+  }
+  if (memory.checkpoints > 0 && memory.keptStateBytes > 0) {
+    rankText += strCat(", ", memory.checkpoints, " verify-window checkpoints of ",
+                       byteSizeText(memory.keptStateBytes), " included");
   }
   std::string message =
       strCat(where, ": not enough memory: the plan needs ", rankText, " (", memory.target, ", a ",

@@ -23,7 +23,9 @@ inline uint64_t defaultKeptStates(uint64_t maxSequences) {
 /// arena ends in the page pool every sequence draws its pages from (page_count pages: the pool's
 /// tokens plus a partly filled page per sequence, plan-size-state-pool); max_context is each
 /// request's window, which the pool must hold at least once. Beside the arenas, each kept prompt
-/// state is a copy of one sequence's unpaged state (its pages are the pool's). All else is fixed.
+/// state is a copy of one sequence's unpaged state (its pages are the pool's), and so is each
+/// sequence's verify-window checkpoint where the plan verifies windows (speculative decoding).
+/// All else is fixed.
 struct PlanMemory {
   uint64_t perRankBytes = 0; // all arenas of one rank
   uint64_t poolBytes = 0;    // the state pool's pages (page_count * page_bytes)
@@ -35,6 +37,7 @@ struct PlanMemory {
   uint64_t alignment = 0;      // the largest arena alignment: the slack a re-planned pool may add
   uint64_t keptStateBytes = 0; // one kept prompt state's copy, a rank (the unpaged states)
   uint64_t keptStates = 0;     // how many the server keeps (planMemory: serve's default)
+  uint64_t checkpoints = 0;    // verify-window checkpoints: one a sequence with verify programs
   bool unifiedMemory = false;  // CPU plans and GB10 (sm_121a): the arenas are host memory
   std::string target;
 
@@ -46,10 +49,10 @@ struct PlanMemory {
   uint64_t poolTokens() const {
     return pageCount > maxSequences ? (pageCount - maxSequences) * pageTokens : 0;
   }
-  /// What a rank takes in all: its arenas and its kept states.
-  uint64_t rankBytes() const { return perRankBytes + keptStates * keptStateBytes; }
+  /// What a rank takes in all: its arenas, its kept states and its checkpoints.
+  uint64_t rankBytes() const { return perRankBytes + (keptStates + checkpoints) * keptStateBytes; }
   /// The rank's bytes that do not depend on the pool: weights, slots, activations, io, kept
-  /// states.
+  /// states, checkpoints.
   uint64_t fixedBytes() const { return rankBytes() - poolBytes; }
 };
 
