@@ -16,17 +16,34 @@ namespace glm::plan {
 /// FNV-1a 64 over `buffer`, its content_hash field's bytes read as zeros. `buffer` must have
 /// passed the flatbuffers verifier.
 inline uint64_t planContentHash(std::span<const uint8_t> buffer) {
+  constexpr uint64_t kPrime = 0x100000001B3ull;
+  // Bytes [begin, end), eight a turn: the same value as one a turn, in a fraction of the loop
+  // tests (which a coverage-instrumented build, the plan fuzzers', pays for one by one).
+  auto mix = [](uint64_t h, const uint8_t *begin, const uint8_t *end) {
+    for (; end - begin >= 8; begin += 8) {
+      for (int k = 0; k < 8; ++k) {
+        h = (h ^ begin[k]) * kPrime;
+      }
+    }
+    for (; begin != end; ++begin) {
+      h = (h ^ *begin) * kPrime;
+    }
+    return h;
+  };
   // The field's place in the buffer, through the root as a plain table (Plan hides the Table
   // it derives from); an absent field hashes nothing out.
+  const uint8_t *data = buffer.data(), *end = data + buffer.size();
   const uint8_t *field =
-      flatbuffers::GetRoot<flatbuffers::Table>(buffer.data())->GetAddressOf(Plan::VT_CONTENT_HASH);
-  const size_t skip = field != nullptr ? static_cast<size_t>(field - buffer.data()) : SIZE_MAX;
-  uint64_t h = 0xCBF29CE484222325ull;
-  for (size_t i = 0; i < buffer.size(); ++i) {
-    const uint8_t byte = i - skip < sizeof(uint64_t) ? 0 : buffer[i];
-    h = (h ^ byte) * 0x100000001B3ull;
+      flatbuffers::GetRoot<flatbuffers::Table>(data)->GetAddressOf(Plan::VT_CONTENT_HASH);
+  if (field == nullptr || field < data || field >= end) {
+    return mix(0xCBF29CE484222325ull, data, end);
   }
-  return h;
+  const uint8_t *after = end - field > 8 ? field + 8 : end;
+  uint64_t h = mix(0xCBF29CE484222325ull, data, field);
+  for (const uint8_t *zero = field; zero != after; ++zero) {
+    h *= kPrime; // (h ^ 0) * kPrime
+  }
+  return mix(h, after, end);
 }
 
 /// Writes the content hash into a finished plan buffer whose content_hash field is present
