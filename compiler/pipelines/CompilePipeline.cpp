@@ -25,10 +25,10 @@ std::vector<glm53::ProgramShape> defaultPrograms(const CompileOptions &options) 
   if (options.maxSeqs > 1) {
     programs.push_back({Kind::Decode, options.maxSeqs, 1});
   }
-  // Verify windows (docs/speculative-decoding.md): one sequence's of 4 rows (3 drafts, an MTP
-  // head's chain) and of 16 (up to 15 copy drafts), and up to 4 sequences' of 4 rows, all within
-  // the rows whose kernels give each row its one-row bits (kernels::OpStep::kRowInvariantRows).
-  // The scheduler takes the smallest that holds a step's windows.
+  // Verify windows (docs/speculative-decoding.md): one sequence's of 4, 8 and 16 rows (the
+  // scheduler's draft limits 3, 7 and 15) and up to 4 sequences' of 4 rows, all within the rows
+  // whose kernels give each row its one-row bits (kernels::OpStep::kRowInvariantRows). A step
+  // takes the smallest that holds its windows.
   auto window = [&](int64_t batch, int64_t rows) {
     const bool listed = std::any_of(programs.begin(), programs.end(), [&](const auto &p) {
       return p.batch == batch && p.rows == rows;
@@ -38,6 +38,7 @@ std::vector<glm53::ProgramShape> defaultPrograms(const CompileOptions &options) 
     }
   };
   window(1, 4);
+  window(1, 8);
   window(1, 16);
   if (options.maxSeqs > 1) {
     window(std::min<int64_t>(options.maxSeqs, 4), 4);

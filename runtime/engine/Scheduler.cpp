@@ -35,6 +35,10 @@ namespace glm::runtime {
 
 namespace {
 
+/// Drafts a sequence's first window carries, and every window after a rejected draft: a 4-row
+/// window, an MTP head's chain of 3.
+constexpr int64_t kFirstDrafts = 3;
+
 /// `sampling` with the end-of-sequence tokens biased to -inf (min_tokens, as vLLM has it: none
 /// before it, whatever their bias), through the same logit_bias the request may set.
 SamplingParams withEndTokensBanned(const SamplingParams &sampling,
@@ -73,10 +77,11 @@ struct Scheduler::Active {
   // Tokens before the last that a rolled-back verify window or a preemption left outside the
   // state: they lead its next windows (tokens.size() - 1 == inEngine + behind while it decodes).
   int64_t behind = 0;
-  std::unique_ptr<Drafter> drafter; // null: this sequence decodes one token a step
-  int64_t generated = 0;            // tokens delivered
-  std::vector<uint64_t> boundaries; // cache entries at its prompt's chunk boundaries, oldest first
-  bool lookedUp = false;            // its prompt was looked up among the kept states
+  std::unique_ptr<Drafter> drafter;  // null: this sequence decodes one token a step
+  int64_t draftLimit = kFirstDrafts; // drafts its next window may carry (see verify())
+  int64_t generated = 0;             // tokens delivered
+  std::vector<uint64_t> boundaries;  // cache entries at its prompt's chunk boundaries, oldest first
+  bool lookedUp = false;             // its prompt was looked up among the kept states
 
   const SequenceRequest &request() const { return shared->request; }
   TokenSink &sink() const { return *shared->sink; }
@@ -619,8 +624,8 @@ void Scheduler::step(std::vector<std::unique_ptr<Active>> &running) {
       continue;
     }
     // Never past max_tokens: every accepted draft is a token of the reply.
-    const int64_t most =
-        std::min({window - known, maxDrafts_, a.request().maxTokens - a.generated - 1});
+    const int64_t most = std::min(
+        {window - known, maxDrafts_, a.draftLimit, a.request().maxTokens - a.generated - 1});
     std::vector<int32_t> guess = a.drafter->draft(a.tokens, most);
     const int64_t pages = engine_->pagesNeeded(a.slot, known + static_cast<int64_t>(guess.size())) -
                           engine_->pagesNeeded(a.slot, known);
@@ -705,6 +710,12 @@ void Scheduler::verify(std::vector<std::unique_ptr<Active>> &running,
       for (int64_t j = 0; j < accepted; ++j) {
         ++stats_.specAcceptedPerPosition[static_cast<size_t>(j)];
       }
+      // A window costs its rows' bytes (each row reads its own experts: on a GB10 a 16-row window
+      // of GLM-5.3-Flash reads ~7.7x a one-row step's, docs/speculative-decoding.md), so a
+      // sequence drafts long only while its drafts keep being right: the limit doubles (3, 7, 15)
+      // with every window taken whole and falls back to the first with a rejection.
+      a.draftLimit =
+          accepted == drafted ? std::min(2 * a.draftLimit + 1, maxDrafts_) : kFirstDrafts;
     }
     if (v.fed) {
       a.inEngine += static_cast<int64_t>(windows[k].known.size()) + drafted;

@@ -259,8 +259,8 @@ TEST(SpeculativeScheduler, RepliesWithDraftsEqualTheSerialReferenceAtEveryWindow
 TEST(SpeculativeScheduler, MaxTokensAndAnEndTokenInsideAnAcceptedWindowEndTheReplyAsSerially) {
   const TinyPlan plan = planWith("1x1,1x16");
   const std::vector<int32_t> prompt = promptOf(30, 4);
-  const std::vector<Reply> serial = serve(plan, {requestOf(prompt, sampled(3), 20, false)}, {});
-  ASSERT_EQ(serial[0].tokens.size(), 20u);
+  const std::vector<Reply> serial = serve(plan, {requestOf(prompt, sampled(3), 40, false)}, {});
+  ASSERT_EQ(serial[0].tokens.size(), 40u);
   std::vector<int32_t> full = prompt;
   full.insert(full.end(), serial[0].tokens.begin(), serial[0].tokens.end());
   // Drafts always right: a window of 16 would run past max_tokens 5 and past the end token.
@@ -290,10 +290,21 @@ TEST(SpeculativeScheduler, MaxTokensAndAnEndTokenInsideAnAcceptedWindowEndTheRep
   EXPECT_EQ(stats.specAcceptedTokens, 3);
   EXPECT_EQ(stats.specAcceptedPerPosition, (std::vector<int64_t>{1, 1, 1}));
 
+  // Right drafts and room to spare: windows of 3 drafts, then 7, then 15 (the limit doubles with
+  // every window taken whole), then the 10 that max_tokens 40 leaves after the first token and
+  // three windows' 28.
+  std::vector<Reply> longer =
+      serve(plan, {requestOf(prompt, sampled(3), 40, true)}, {right}, &stats);
+  EXPECT_EQ(longer[0].tokens, serial[0].tokens);
+  EXPECT_EQ(stats.specDrafts, 4);
+  EXPECT_EQ(stats.specDraftTokens, 3 + 7 + 15 + 10);
+  EXPECT_EQ(stats.specAcceptedTokens, stats.specDraftTokens);
+
   // At most 2 drafts a window: more rounds, the same reply.
   std::vector<Reply> capped =
       serve(plan, {requestOf(prompt, sampled(3), 20, true)}, {right, 2}, &stats);
-  EXPECT_EQ(capped[0].tokens, serial[0].tokens);
+  EXPECT_EQ(capped[0].tokens,
+            std::vector<int32_t>(serial[0].tokens.begin(), serial[0].tokens.begin() + 20));
   EXPECT_GT(stats.specDrafts, 0);
   EXPECT_EQ(stats.specDraftTokens, 2 * stats.specDrafts);
   EXPECT_EQ(stats.specAcceptedTokens, stats.specDraftTokens);
