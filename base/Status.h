@@ -31,6 +31,18 @@ template <typename... Args> std::string strCat(Args &&...args) {
   return os.str();
 }
 
+/// `items` with `separator` between them: strJoin({"1x4", "1x16"}, ", ") is "1x4, 1x16".
+template <typename Items> std::string strJoin(const Items &items, std::string_view separator) {
+  std::string out;
+  for (const auto &item : items) {
+    if (!out.empty()) {
+      out += separator;
+    }
+    out += item;
+  }
+  return out;
+}
+
 class [[nodiscard]] Status {
 public:
   Status() = default;

@@ -27,14 +27,6 @@ namespace {
 /// tail is rarely still right, and a round's cost grows with its rows.
 constexpr int64_t kDefaultDraftTokens = 15;
 
-std::string commaList(const std::vector<std::string> &items) {
-  std::string out;
-  for (const std::string &item : items) {
-    out += (out.empty() ? "" : ", ") + item;
-  }
-  return out;
-}
-
 } // namespace
 
 int runServe(const std::vector<std::string> &args) {
@@ -170,7 +162,7 @@ int runServe(const std::vector<std::string> &args) {
                         " rows; ", cl.positionals()[0],
                         verifyPrograms.empty()
                             ? " has no verify program (compile it with --decode BxR, R > 1)"
-                            : strCat(" verifies ", commaList(verifyPrograms),
+                            : strCat(" verifies ", strJoin(verifyPrograms, ", "),
                                      " (B sequences x R rows): at most ", widest - 1, " drafts")));
   }
   const int64_t maxContext = (*plan)->root().state_pool()
@@ -251,7 +243,7 @@ int runServe(const std::vector<std::string> &args) {
   if (drafts > 0 && (*engine)->maxWindow(1) > 1) {
     std::printf("glmc serve: speculative decoding: copy drafts, up to %lld a window (verify "
                 "programs %s)\n",
-                static_cast<long long>(drafts), commaList(verifyPrograms).c_str());
+                static_cast<long long>(drafts), strJoin(verifyPrograms, ", ").c_str());
   }
   runtime::Scheduler scheduler(std::move(engine).value(), maxWaiting->value_or(4 * sequences),
                                static_cast<size_t>(kept), {.maxTokens = drafts});

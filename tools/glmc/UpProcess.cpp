@@ -47,14 +47,6 @@ std::vector<char *> cArgv(const std::vector<std::string> &argv) {
   return out;
 }
 
-std::string joined(const std::vector<std::string> &argv) {
-  std::string text;
-  for (const std::string &a : argv) {
-    text += (text.empty() ? "" : " ") + a;
-  }
-  return text;
-}
-
 } // namespace
 
 Expected<CommandResult> runCommand(const std::vector<std::string> &argv, const std::string &input,
@@ -110,8 +102,9 @@ Expected<CommandResult> runCommand(const std::vector<std::string> &argv, const s
           close(fd);
         }
       }
-      return Status(StatusCode::Unavailable,
-                    strCat("`", joined(argv), "` did not finish within ", timeoutMs / 1000, " s"));
+      return Status(
+          StatusCode::Unavailable,
+          strCat("`", strJoin(argv, " "), "` did not finish within ", timeoutMs / 1000, " s"));
     }
     if (poll(fds, n, wait) < 0 && errno != EINTR) {
       break;
