@@ -714,8 +714,9 @@ void Scheduler::verify(std::vector<std::unique_ptr<Active>> &running,
       // of GLM-5.3-Flash reads ~7.7x a one-row step's, docs/speculative-decoding.md), so a
       // sequence drafts long only while its drafts keep being right: the limit doubles (3, 7, 15)
       // with every window taken whole and falls back to the first with a rejection.
-      a.draftLimit =
-          accepted == drafted ? std::min(2 * a.draftLimit + 1, maxDrafts_) : kFirstDrafts;
+      a.draftLimit = accepted == drafted
+                         ? std::min({2 * a.draftLimit + 1, maxDrafts_, engine_->maxWindow(1) - 1})
+                         : kFirstDrafts;
     }
     if (v.fed) {
       a.inEngine += static_cast<int64_t>(windows[k].known.size()) + drafted;
