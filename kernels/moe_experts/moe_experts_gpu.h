@@ -21,11 +21,11 @@
 // silu(a), the product, the down projection, each w · y, and the running sum after every expert
 // (HF index_adds bf16(w · y) into a bf16 buffer, experts in increasing id). Accumulation is f32.
 //
-// Decode (tokens <= kMoeDecodeMaxTokens, and every decode program the adapter chooses for one row:
-// OpStep::choiceRows), three launches. Blocks are per (row tile, slot); the
-// block of an expert's first slot serves every slot of that expert (later ones return at once),
-// so each selected expert's weights are read once per step however many tokens share it. Each
-// thread issues 16 loads of 16 bytes before converting any.
+// Decode (tokens <= kMoeDecodeMaxTokens, and every decode program, whose adapter chooses for one
+// row: OpStep::choiceRows), three launches. Blocks are per (row tile, slot); the block of an
+// expert's first slot serves every slot of that expert (later ones return at once), so each
+// selected expert's weights are read once per step however many tokens share it. Each thread
+// issues 16 loads of 16 bytes before converting any.
 //   moeExpertsGateUpKernel<T, W>  grid (ceil(inter / 16), tokens * topK), 256 threads: a block
 //       owns 16 rows of one expert's gate and up (2 of each per warp), streams them against 2 of
 //       the expert's tokens at a time (more re-read the rows, mostly from L2) and writes h (T) to

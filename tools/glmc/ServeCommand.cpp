@@ -73,8 +73,9 @@ int runServe(const std::vector<std::string> &args) {
               "server exits 0; a second signal exits at once")
       .option("draft-tokens", "N",
               "the most drafted tokens a sequence's verify window carries (default:\nwhat the "
-              "plan's widest window holds, at most 15; 0: no speculative\ndecoding); a plan "
-              "verifies windows only if compiled with --decode BxR, R > 1")
+              "plan's widest window holds, at most 15; 0: no speculative\ndecoding); verify "
+              "windows are the plan's decode programs BxR, R > 1\n(by default 1x4, 1x8, 1x16 "
+              "and Bx4)")
       .option("tp-listen", "HOST:PORT", "rank 0 runs here and takes worker ranks at HOST:PORT")
       .option("tp-transport", "nccl|tcp",
               "how a GPU plan's ranks exchange: NCCL, one GPU each (default), or\nhost memory "
