@@ -3,7 +3,8 @@
 // leaves the state a serial step leaves, bit for bit; and through the scheduler, replies with
 // drafts (an oracle's, right and wrong by turns) equal the serial reference token for token,
 // greedy and sampled, alone and batched, at every window size, with max_tokens and an
-// end-of-sequence token landing inside an accepted window, across a preemption, and across the
+// end-of-sequence token or a consumer that stops (a stop string) landing inside an accepted
+// window, across a preemption, and across the
 // ranks of a tensor-parallel group.
 #include "runtime/engine/CpuEngine.h"
 #include "runtime/engine/Drafter.h"
@@ -256,7 +257,7 @@ TEST(SpeculativeScheduler, RepliesWithDraftsEqualTheSerialReferenceAtEveryWindow
   }
 }
 
-TEST(SpeculativeScheduler, MaxTokensAndAnEndTokenInsideAnAcceptedWindowEndTheReplyAsSerially) {
+TEST(SpeculativeScheduler, MaxTokensAnEndTokenOrAStopInsideAWindowEndTheReplyAsSerially) {
   const TinyPlan plan = planWith("1x1,1x16");
   const std::vector<int32_t> prompt = promptOf(30, 4);
   const std::vector<Reply> serial = serve(plan, {requestOf(prompt, sampled(3), 40, false)}, {});
@@ -308,6 +309,28 @@ TEST(SpeculativeScheduler, MaxTokensAndAnEndTokenInsideAnAcceptedWindowEndTheRep
   EXPECT_GT(stats.specDrafts, 0);
   EXPECT_EQ(stats.specDraftTokens, 2 * stats.specDrafts);
   EXPECT_EQ(stats.specAcceptedTokens, stats.specDraftTokens);
+
+  // A consumer that stops after 6 tokens (the server does, at a stop string), inside the second
+  // window: it has the serial tokens up to there and is sent none after.
+  class StopAfter final : public Recorder {
+  public:
+    bool onToken(int choice, const SampledToken &token) override {
+      Recorder::onToken(choice, token);
+      return ++count_ < 6;
+    }
+
+  private:
+    int count_ = 0;
+  };
+  {
+    Scheduler scheduler(plan.engine(), 8, 0, {right});
+    auto stopping = std::make_shared<StopAfter>();
+    ASSERT_TRUE(scheduler.submit(requestOf(prompt, sampled(3), 20, true), stopping).ok());
+    EXPECT_EQ(stopping->wait(),
+              std::vector<int32_t>(serial[0].tokens.begin(), serial[0].tokens.begin() + 6));
+    EXPECT_EQ(stopping->reason(), FinishReason::Cancelled);
+    EXPECT_GE(scheduler.stats().specDrafts, 2);
+  }
 
   // The serial reply's 9th token as the end token: the reply stops before it, drafts or not.
   SequenceRequest stopping = requestOf(prompt, sampled(3), 20, true);
