@@ -4,8 +4,7 @@
 // drafts (an oracle's, right and wrong by turns) equal the serial reference token for token,
 // greedy and sampled, alone and batched, at every window size, with max_tokens and an
 // end-of-sequence token or a consumer that stops (a stop string) landing inside an accepted
-// window, across a preemption, and across the
-// ranks of a tensor-parallel group.
+// window, across a preemption, and across the ranks of a tensor-parallel group.
 #include "runtime/engine/CpuEngine.h"
 #include "runtime/engine/Drafter.h"
 #include "runtime/engine/LockstepEngine.h"
