@@ -45,7 +45,8 @@ Expected<GpuStep> mhcPreGpu(const OpStep &step) {
   p.set(p.args.sinkhornIters, params.sinkhornIters, "sinkhornIters");
   p.set(p.args.normEps, params.normEps, "normEps");
   p.set(p.args.hcEps, params.hcEps, "hcEps");
-  const bool prefill = mhcPreUsesPrefill(rows);
+  // For choiceRows: the two kernels reduce a token's dots in different orders.
+  const bool prefill = mhcPreUsesPrefill(step.choiceRows());
   return GpuStep{{p.launch(
       "kernels/mhc_pre/mhc_pre.cuh",
       kernelInstance(prefill ? "mhcPrePrefillKernel" : "mhcPreDecodeKernel",
