@@ -30,10 +30,7 @@ std::vector<glm53::ProgramShape> defaultPrograms(const CompileOptions &options) 
   // whose kernels give each row its one-row bits (kernels::OpStep::kRowInvariantRows). A step
   // takes the smallest that holds its windows.
   auto window = [&](int64_t batch, int64_t rows) {
-    const bool listed = std::any_of(programs.begin(), programs.end(), [&](const auto &p) {
-      return p.batch == batch && p.rows == rows;
-    });
-    if (!listed && rows < options.maxContext) {
+    if (rows < options.maxContext) {
       programs.push_back({Kind::Decode, batch, rows});
     }
   };

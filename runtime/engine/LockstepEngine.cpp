@@ -625,9 +625,13 @@ LockstepEngine::runWindows(std::span<const VerifyWindow> windows) {
       GLM_RETURN_IF_ERROR(local_->checkSampling(*w.sampling.params));
     }
   }
-  const std::vector<int32_t> payload = windowsPayload(windows);
-  if (windows.empty() || payload.size() > kMaxCommandCount) {
+  if (windows.empty()) {
     return local_->runWindows(windows); // its error, before any rank is involved
+  }
+  const std::vector<int32_t> payload = windowsPayload(windows);
+  if (payload.size() > kMaxCommandCount) {
+    return invalidArgument("a verify step of ", payload.size(), " tokens and counts is more than ",
+                           kMaxCommandCount, " a lockstep command carries");
   }
   LockstepCommand command;
   command.op = static_cast<uint32_t>(Op::Windows);

@@ -142,7 +142,8 @@ constexpr size_t kKeptBoundaries = 2;
 Scheduler::Scheduler(std::unique_ptr<Engine> engine, int64_t maxWaiting, size_t keptStates,
                      DraftOptions drafts)
     : engine_(std::move(engine)), maxWaiting_(maxWaiting), cache_(keptStates),
-      drafters_(std::move(drafts.drafters)), maxDrafts_(drafts.maxTokens) {
+      drafters_(std::move(drafts.drafters)), maxDrafts_(drafts.maxTokens),
+      widestWindow_(engine_->maxWindow(1)) {
   if (!drafters_) {
     drafters_ = [] { return std::make_unique<CopyDrafter>(); };
   }
@@ -456,7 +457,7 @@ void Scheduler::step(std::vector<std::unique_ptr<Active>> &running) {
       if (r.constraint) {
         a->constraint = r.constraint->clone();
       }
-      if (r.draft && maxDrafts_ > 0 && engine_->maxWindow(1) > 1) {
+      if (r.draft && maxDrafts_ > 0 && widestWindow_ > 1) {
         a->drafter = drafters_();
       }
       a->tokens = r.prompt;
@@ -569,8 +570,8 @@ void Scheduler::step(std::vector<std::unique_ptr<Active>> &running) {
       if (running[i]->decoding()) {
         decoding.push_back(i);
         // This step's window at most: a sequence far behind catches up a window at a time.
-        needed += engine_->pagesNeeded(running[i]->slot,
-                                       std::min(1 + running[i]->behind, engine_->maxWindow(1)));
+        needed +=
+            engine_->pagesNeeded(running[i]->slot, std::min(1 + running[i]->behind, widestWindow_));
       }
     }
     // Kept states give their pages up first; then the newest running sequence.
@@ -699,8 +700,15 @@ void Scheduler::verify(std::vector<std::unique_ptr<Active>> &running,
     const VerifiedWindow &v = (*verified)[k];
     const int64_t drafted = static_cast<int64_t>(rounds[k].drafts.size());
     if (drafted > 0) {
-      std::lock_guard<std::mutex> lock(mutex_);
       const int64_t accepted = static_cast<int64_t>(v.tokens.size()) - 1;
+      // A window costs its rows' bytes (each row reads its own experts: on a GB10 a 16-row window
+      // of GLM-5.3-Flash reads ~7.7x a one-row step's, docs/speculative-decoding.md), so a
+      // sequence drafts long only while its drafts keep being right: the limit doubles (3, 7, 15)
+      // with every window taken whole and falls back to the first with a rejection.
+      a.draftLimit = accepted == drafted
+                         ? std::min({2 * a.draftLimit + 1, maxDrafts_, widestWindow_ - 1})
+                         : kFirstDrafts;
+      std::lock_guard<std::mutex> lock(mutex_);
       ++stats_.specDrafts;
       stats_.specDraftTokens += drafted;
       stats_.specAcceptedTokens += accepted;
@@ -710,13 +718,6 @@ void Scheduler::verify(std::vector<std::unique_ptr<Active>> &running,
       for (int64_t j = 0; j < accepted; ++j) {
         ++stats_.specAcceptedPerPosition[static_cast<size_t>(j)];
       }
-      // A window costs its rows' bytes (each row reads its own experts: on a GB10 a 16-row window
-      // of GLM-5.3-Flash reads ~7.7x a one-row step's, docs/speculative-decoding.md), so a
-      // sequence drafts long only while its drafts keep being right: the limit doubles (3, 7, 15)
-      // with every window taken whole and falls back to the first with a rejection.
-      a.draftLimit = accepted == drafted
-                         ? std::min({2 * a.draftLimit + 1, maxDrafts_, engine_->maxWindow(1) - 1})
-                         : kFirstDrafts;
     }
     if (v.fed) {
       a.inEngine += static_cast<int64_t>(windows[k].known.size()) + drafted;

@@ -84,6 +84,7 @@ private:
   PrefixCache cache_; // the worker's only
   DrafterFactory drafters_;
   int64_t maxDrafts_;
+  int64_t widestWindow_; // the plan's widest verify window (1: none)
   mutable std::mutex mutex_;
   std::condition_variable wake_;
   std::deque<std::pair<SequenceRequest, std::shared_ptr<TokenSink>>> waiting_;

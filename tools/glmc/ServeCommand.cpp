@@ -241,7 +241,7 @@ int runServe(const std::vector<std::string> &args) {
                 static_cast<long long>(kept),
                 static_cast<double>((*engine)->keptStateBytes()) / (1 << 20));
   }
-  if (drafts > 0 && (*engine)->maxWindow(1) > 1) {
+  if (drafts > 0) { // drafts > 0 only where the plan verifies windows (checked above)
     std::printf("glmc serve: speculative decoding: copy drafts, up to %lld a window (verify "
                 "programs %s)\n",
                 static_cast<long long>(drafts), strJoin(verifyPrograms, ", ").c_str());
