@@ -11,7 +11,7 @@
 #include "runtime/engine/Scheduler.h"
 #include "tests/gpu/support/GpuTest.h"
 #include "tests/gpu/support/TinyModel.h"
-#include "tests/unit/support/Recorder.h"
+#include "tests/unit/support/Requests.h"
 
 #include <cstdlib>
 #include <unistd.h>
@@ -21,6 +21,7 @@ namespace {
 
 using runtime::Engine;
 using runtime::SamplingParams;
+using runtime::testing::promptOf;
 
 struct VerifyPlan {
   const char *name;    // under GLM_TEST_PLANS, as scripts/gpu-bundle.sh names it
@@ -67,15 +68,6 @@ protected:
     }
   }
 
-  /// Made-up prompts of the tiny vocabulary, a different one for each salt.
-  static std::vector<int32_t> prompt(size_t n, int32_t salt) {
-    std::vector<int32_t> tokens;
-    for (size_t i = 0; i < n; ++i) {
-      tokens.push_back(static_cast<int32_t>((salt + 37 * i + (i * i) % 11) % 900 + 20));
-    }
-    return tokens;
-  }
-
   static SamplingParams sampled(uint64_t seed) {
     SamplingParams p;
     p.temperature = 1.0f;
@@ -97,10 +89,10 @@ protected:
 };
 
 TEST_P(CudaEngineVerify, AWindowAloneDrawsWhatSerialStepsDraw) {
+  ASSERT_EQ(engine_->maxWindow(1), 16);
   for (const int64_t rows : {2, 4, 8, 16}) {
-    ASSERT_EQ(engine_->maxWindow(1), 16);
     for (const SamplingParams &sampling : {greedy(), sampled(7)}) {
-      const Status s = windowsEqualSerial(*engine_, {prompt(70, 3)}, rows, sampling, 4);
+      const Status s = windowsEqualSerial(*engine_, {promptOf(70, 3)}, rows, sampling, 4);
       EXPECT_TRUE(s.ok()) << "R = " << rows << (sampling.temperature > 0 ? ", sampled: " : ": ")
                           << s.toString();
     }
@@ -112,7 +104,7 @@ TEST_P(CudaEngineVerify, TwoWindowsInOneStepDrawWhatEachDrawsSerially) {
   ASSERT_EQ(engine_->maxWindow(2), 8);
   for (const int64_t rows : {1, 2, 8}) {
     const Status s =
-        windowsEqualSerial(*engine_, {prompt(70, 3), prompt(45, 11)}, rows, sampled(5), 4);
+        windowsEqualSerial(*engine_, {promptOf(70, 3), promptOf(45, 11)}, rows, sampled(5), 4);
     EXPECT_TRUE(s.ok()) << "2 windows of R = " << rows << ": " << s.toString();
   }
 }
@@ -151,55 +143,31 @@ TEST(CudaEngineVerifyScheduler, PreemptedRepliesWithAndWithoutDraftsEqualTheirsA
     EXPECT_TRUE(e.ok()) << e.status().toString();
     return e.ok() ? std::move(e).value() : nullptr;
   };
-  std::vector<runtime::SequenceRequest> requests(2);
-  for (int32_t r = 0; r < 2; ++r) {
-    for (int32_t t = 0; t < 100; ++t) {
-      requests[r].prompt.push_back(30 + 7 * r + t % 50);
-    }
-    requests[r].maxTokens = 132;
-    requests[r].ignoreEos = true;
-  }
-  requests[1].sampling = {.temperature = 0.8f, .topP = 0.95f, .seed = 77};
-  // Every request of `batch` at once through a new scheduler: the replies and the stats.
-  auto serve = [&](const std::vector<runtime::SequenceRequest> &batch,
-                   runtime::SchedulerStats *stats) {
-    std::vector<std::vector<int32_t>> replies;
-    std::unique_ptr<Engine> e = engine();
-    if (e == nullptr) {
-      return replies;
-    }
-    runtime::Scheduler scheduler(std::move(e), 4);
-    std::vector<std::shared_ptr<runtime::testing::Recorder>> sinks;
-    for (const runtime::SequenceRequest &r : batch) {
-      sinks.push_back(std::make_shared<runtime::testing::Recorder>());
-      EXPECT_TRUE(scheduler.submit(r, sinks.back()).ok());
-    }
-    for (auto &sink : sinks) {
-      replies.push_back(sink->wait());
-      EXPECT_TRUE(sink->error().ok()) << sink->error().toString();
-    }
-    *stats = scheduler.stats();
-    return replies;
-  };
+  const std::vector<runtime::SequenceRequest> requests =
+      runtime::testing::requestsOutgrowingAPoolOf256(
+          {.temperature = 0.8f, .topP = 0.95f, .seed = 77});
   runtime::SchedulerStats stats;
   std::vector<std::vector<int32_t>> alone;
   for (runtime::SequenceRequest r : requests) {
     r.draft = false;
-    std::vector<std::vector<int32_t>> reply = serve({r}, &stats);
+    const std::vector<runtime::testing::Reply> reply =
+        runtime::testing::serveAtOnce(engine(), {r}, {}, &stats);
     ASSERT_EQ(reply.size(), 1u);
-    ASSERT_EQ(reply[0].size(), 132u);
-    alone.push_back(reply[0]);
+    ASSERT_EQ(reply[0].tokens.size(), 132u);
+    alone.push_back(reply[0].tokens);
   }
   for (const bool draft : {false, true}) {
     std::vector<runtime::SequenceRequest> batch = requests;
     for (runtime::SequenceRequest &r : batch) {
       r.draft = draft;
     }
-    const std::vector<std::vector<int32_t>> together = serve(batch, &stats);
+    const std::vector<runtime::testing::Reply> together =
+        runtime::testing::serveAtOnce(engine(), batch, {}, &stats);
     EXPECT_GE(stats.preemptions, 1) << (draft ? "drafts" : "no drafts");
     ASSERT_EQ(together.size(), 2u);
     for (size_t i = 0; i < 2; ++i) {
-      EXPECT_EQ(together[i], alone[i]) << "request " << i << (draft ? ", drafts" : ", no drafts");
+      EXPECT_EQ(together[i].tokens, alone[i])
+          << "request " << i << (draft ? ", drafts" : ", no drafts");
     }
   }
 }

@@ -10,6 +10,7 @@
 #include "models/glm53/Config.h"
 #include "tests/unit/support/ChildProcess.h"
 #include "tests/unit/support/Compare.h"
+#include "tests/unit/support/ForwardingEngine.h"
 
 #include <gtest/gtest.h>
 #include <httplib.h>
@@ -184,42 +185,21 @@ TEST(Lockstep, AWorkerOfAnotherPlanIsRefused) {
 
 /// Forwards to an engine; its `gateAt`-th decode call waits for the test's release, so that the
 /// test can act while a request is certainly in flight.
-class GatedEngine : public Engine {
+class GatedEngine : public testing::ForwardingEngine {
 public:
-  explicit GatedEngine(std::unique_ptr<Engine> inner) : inner_(std::move(inner)) {
-    (void)initCommon(inner_->plan(), "gated test engine");
-  }
-  Expected<int> newSequence() override { return inner_->newSequence(); }
-  void endSequence(int slot) override { inner_->endSequence(slot); }
-  int64_t length(int slot) const override { return inner_->length(slot); }
-  int64_t pagesNeeded(int slot, int64_t more) const override {
-    return inner_->pagesNeeded(slot, more);
-  }
-  int64_t freePages() const override { return inner_->freePages(); }
-  Status health() const override { return inner_->health(); }
-  Expected<std::vector<float>> prefill(int slot, std::span<const int32_t> tokens,
-                                       LogitRows rows) override {
-    return inner_->prefill(slot, tokens, rows);
-  }
+  using ForwardingEngine::ForwardingEngine;
   Expected<std::vector<float>> decode(std::span<const int> slots,
                                       std::span<const int32_t> tokens) override {
     gate();
-    return inner_->decode(slots, tokens);
-  }
-  Expected<SampledToken> prefillSample(int slot, std::span<const int32_t> tokens,
-                                       const RowSampling &sampling, std::vector<float> *logits,
-                                       LogitRows rows) override {
-    return inner_->prefillSample(slot, tokens, sampling, logits, rows);
+    return ForwardingEngine::decode(slots, tokens);
   }
   Expected<std::vector<SampledToken>> decodeSample(std::span<const int> slots,
                                                    std::span<const int32_t> tokens,
                                                    std::span<const RowSampling> sampling,
                                                    std::vector<float> *logits) override {
     gate();
-    return inner_->decodeSample(slots, tokens, sampling, logits);
+    return ForwardingEngine::decodeSample(slots, tokens, sampling, logits);
   }
-  Expected<int> forkSequence(int from) override { return inner_->forkSequence(from); }
-  const plan::Plan &plan() const override { return inner_->plan(); }
   /// Holds the gated decode step until the test releases it.
   void gate() {
     if (gateAt > 0 && ++decodes == gateAt) {
@@ -232,11 +212,6 @@ public:
   std::atomic<int> gateAt{0};
   std::atomic<int> decodes{0};
   std::promise<void> reached, release;
-
-private:
-  Status clearSlots(int) override { return Status::success(); }
-  Status copyState(int, int) override { return Status::success(); }
-  std::unique_ptr<Engine> inner_;
 };
 
 /// Rank 1 as a thread of this test over TCP (what `glmc worker` runs), with its own formGroup.

@@ -9,6 +9,7 @@
 #include "runtime/engine/Drafter.h"
 #include "runtime/engine/LockstepEngine.h"
 #include "runtime/engine/Scheduler.h"
+#include "tests/unit/support/ForwardingEngine.h"
 #include "tests/unit/support/Recorder.h"
 #include "tests/unit/support/TinyPlan.h"
 
@@ -173,36 +174,13 @@ private:
   std::vector<std::vector<int32_t>> replies_; // prompt then reply
 };
 
-struct Reply {
-  std::vector<int32_t> tokens;
-  FinishReason reason;
-};
+using testing::Reply;
+using testing::serveAtOnce;
 
-/// Runs `requests` at once through a scheduler over `engine` and returns their replies.
-std::vector<Reply> serve(std::unique_ptr<Engine> engine, std::vector<SequenceRequest> requests,
-                         DraftOptions drafts, SchedulerStats *stats = nullptr) {
-  Scheduler scheduler(std::move(engine), 8, 0, std::move(drafts));
-  std::vector<std::shared_ptr<Recorder>> sinks;
-  for (SequenceRequest &r : requests) {
-    sinks.push_back(std::make_shared<Recorder>());
-    EXPECT_TRUE(scheduler.submit(std::move(r), sinks.back()).ok());
-  }
-  std::vector<Reply> replies;
-  for (auto &sink : sinks) {
-    std::vector<int32_t> tokens = sink->wait();
-    EXPECT_TRUE(sink->error().ok()) << sink->error().toString();
-    replies.push_back({std::move(tokens), sink->reason()});
-  }
-  if (stats != nullptr) {
-    *stats = scheduler.stats();
-  }
-  return replies;
-}
-
-/// The same over a CPU engine of `plan`.
+/// Runs `requests` at once through a scheduler over a CPU engine of `plan`.
 std::vector<Reply> serve(const TinyPlan &plan, std::vector<SequenceRequest> requests,
                          DraftOptions drafts, SchedulerStats *stats = nullptr) {
-  return serve(plan.engine(), std::move(requests), std::move(drafts), stats);
+  return serveAtOnce(plan.engine(), std::move(requests), std::move(drafts), stats);
 }
 
 SequenceRequest requestOf(std::vector<int32_t> prompt, SamplingParams sampling, int64_t maxTokens,
@@ -343,22 +321,31 @@ TEST(SpeculativeScheduler, MaxTokensAnEndTokenOrAStopInsideAWindowEndTheReplyAsS
   EXPECT_EQ(ended[0].reason, FinishReason::Stop);
 }
 
+/// A CPU engine whose prefills must stay within each sequence's prompt: a reply's tokens go in
+/// through decode steps only (a prefill would give them other bits on a GPU). Counts those that
+/// did not.
+class PromptOnlyPrefills final : public testing::ForwardingEngine {
+public:
+  using ForwardingEngine::ForwardingEngine;
+  Expected<SampledToken> prefillSample(int slot, std::span<const int32_t> tokens,
+                                       const RowSampling &sampling, std::vector<float> *logits,
+                                       LogitRows rows) override {
+    if (length(slot) + static_cast<int64_t>(tokens.size()) > sampling.promptTokens) {
+      ++replyPrefills;
+    }
+    return ForwardingEngine::prefillSample(slot, tokens, sampling, logits, rows);
+  }
+  std::atomic<int> replyPrefills{0};
+};
+
 TEST(SpeculativeScheduler, APreemptedSequenceCatchesUpInWindowsAndEndsAsSerially) {
-  // A pool of 256 tokens and two sequences that grow to 232 tokens each (SchedulerTest's case),
-  // with drafts: the newer gives its pages back mid-reply, its prompt is prefilled again and
-  // its reply fed back in catch-up windows of 8 (2 x 4 while both decode), and both replies
-  // equal their serial references.
+  // A pool of 256 tokens and two sequences that grow to 232 tokens each, with drafts: the newer
+  // gives its pages back mid-reply, its prompt is prefilled again and its reply fed back in
+  // catch-up windows of 8 (2 x 4 while both decode), never by a prefill, and both replies equal
+  // their serial references.
   const TinyPlan plan(
       "--tp 1 --max-seqs 2 --max-context 256 --prefill 64 --decode 1x1,2x1,1x8,2x4");
-  std::vector<SequenceRequest> requests;
-  for (int32_t r = 0; r < 2; ++r) {
-    std::vector<int32_t> prompt;
-    for (int32_t t = 0; t < 100; ++t) {
-      prompt.push_back(30 + 7 * r + t % 50);
-    }
-    requests.push_back(requestOf(prompt, r == 0 ? greedy() : sampled(77), 132, true));
-    requests.back().ignoreEos = true;
-  }
+  const std::vector<SequenceRequest> requests = testing::requestsOutgrowingAPoolOf256(sampled(77));
   std::vector<Reply> serial;
   std::vector<std::vector<int32_t>> full;
   for (const SequenceRequest &r : requests) {
@@ -368,15 +355,22 @@ TEST(SpeculativeScheduler, APreemptedSequenceCatchesUpInWindowsAndEndsAsSerially
     full.push_back(r.prompt);
     full.back().insert(full.back().end(), serial.back().tokens.begin(), serial.back().tokens.end());
   }
-  SchedulerStats stats;
-  const std::vector<Reply> together =
-      serve(plan, requests, {[full] { return std::make_unique<OracleDrafter>(full); }}, &stats);
-  EXPECT_GE(stats.preemptions, 1);
-  EXPECT_GT(stats.specAcceptedTokens, 0);
+  auto watched = std::make_unique<PromptOnlyPrefills>(plan.engine());
+  PromptOnlyPrefills *watch = watched.get();
+  Scheduler scheduler(std::move(watched), 8, 0,
+                      {[full] { return std::make_unique<OracleDrafter>(full); }});
+  std::vector<std::shared_ptr<Recorder>> sinks;
+  for (const SequenceRequest &r : requests) {
+    sinks.push_back(std::make_shared<Recorder>());
+    ASSERT_TRUE(scheduler.submit(r, sinks.back()).ok());
+  }
   for (size_t i = 0; i < requests.size(); ++i) {
     EXPECT_EQ(serial[i].tokens.size(), 132u);
-    EXPECT_EQ(together[i].tokens, serial[i].tokens) << "request " << i;
+    EXPECT_EQ(sinks[i]->wait(), serial[i].tokens) << "request " << i;
   }
+  EXPECT_GE(scheduler.stats().preemptions, 1);
+  EXPECT_GT(scheduler.stats().specAcceptedTokens, 0);
+  EXPECT_EQ(watch->replyPrefills, 0);
 }
 
 TEST(SpeculativeScheduler, TensorParallelRanksVerifyAndRollBackTogether) {
@@ -402,14 +396,14 @@ TEST(SpeculativeScheduler, TensorParallelRanksVerifyAndRollBackTogether) {
     return std::vector<SequenceRequest>{requestOf(a, sampled(9), 20, draft),
                                         requestOf(b, greedy(), 20, draft)};
   };
-  const std::vector<Reply> serial = serve(group(), requests(false), {});
+  const std::vector<Reply> serial = serveAtOnce(group(), requests(false), {});
   std::vector<std::vector<int32_t>> full = {a, b};
   for (size_t i = 0; i < 2; ++i) {
     full[i].insert(full[i].end(), serial[i].tokens.begin(), serial[i].tokens.end());
   }
-  EXPECT_EQ(group()->maxWindow(1), 8);
+  EXPECT_EQ(Engine::maxWindowOf(PlanFile::open(plan.path()).value()->root(), 1), 8);
   SchedulerStats stats;
-  const std::vector<Reply> drafted = serve(
+  const std::vector<Reply> drafted = serveAtOnce(
       group(), requests(true), {[full] { return std::make_unique<OracleDrafter>(full); }}, &stats);
   EXPECT_GT(stats.specAcceptedTokens, 0);
   EXPECT_LT(stats.specAcceptedTokens, stats.specDraftTokens); // some rolled back

@@ -6,6 +6,7 @@
 #include "runtime/engine/LockstepEngine.h"
 
 #include "tests/unit/support/Compare.h"
+#include "tests/unit/support/ForwardingEngine.h"
 
 #include <gtest/gtest.h>
 
@@ -184,24 +185,12 @@ TEST(TensorParallelCpu, InProcessLockstepRanksGiveTheOneRankLogits) {
 
 /// Rank 1's engine in the failure test: fails every prefill at once, before any collective, as a
 /// rank whose device failed would.
-class FailingPrefill : public Engine {
+class FailingPrefill : public testing::ForwardingEngine {
 public:
-  explicit FailingPrefill(std::unique_ptr<Engine> inner) : inner_(std::move(inner)) {}
-  Expected<int> newSequence() override { return inner_->newSequence(); }
-  void endSequence(int slot) override { inner_->endSequence(slot); }
+  using ForwardingEngine::ForwardingEngine;
   Expected<std::vector<float>> prefill(int, std::span<const int32_t>, LogitRows) override {
     return internalError("injected failure");
   }
-  Expected<std::vector<float>> decode(std::span<const int> slots,
-                                      std::span<const int32_t> tokens) override {
-    return inner_->decode(slots, tokens);
-  }
-  const plan::Plan &plan() const override { return inner_->plan(); }
-
-private:
-  Status clearSlots(int) override { return Status::success(); }
-  Status copyState(int, int) override { return Status::success(); }
-  std::unique_ptr<Engine> inner_;
 };
 
 TEST(TensorParallelCpu, ARankFailingMidCallEndsTheInProcessGroupInsteadOfHanging) {

@@ -333,9 +333,8 @@ Status windowsEqualSerial(runtime::Engine &engine, const std::vector<std::vector
       if (!sameBits(logits[k], want[k])) {
         return fail(internalError("prompt ", i, " of ", seqs.size(), ", windows of ", rows,
                                   " rows: after the windows, logit ", k,
-                                  " of the step drawing "
-                                  "reply token ",
-                                  at, " is ", logits[k], ", serially ", want[k]));
+                                  " of the step drawing reply token ", at, " is ", logits[k],
+                                  ", serially ", want[k]));
       }
     }
   }

@@ -23,10 +23,9 @@ std::string glmcPath();
 
 /// Compiles the tiny fixture (or `model`, a checkpoint of it) with glmc `options` (--target, --tp,
 /// --precision, programs) and --max-seqs 2 --max-context 2048 where `options` gives neither, and
-/// opens the plan. Where glmc
-/// cannot run (the compiler links LLVM, which a GPU machine may lack), GLM_TEST_PLANS names a
-/// directory of plans compiled elsewhere with the same options, `name`.glmp each
-/// (scripts/gpu-bundle.sh makes them).
+/// opens the plan. Where glmc cannot run (the compiler links LLVM, which a GPU machine may lack),
+/// GLM_TEST_PLANS names a directory of plans compiled elsewhere with the same options,
+/// `name`.glmp each (scripts/gpu-bundle.sh makes them).
 Expected<std::unique_ptr<runtime::PlanFile>> compileTiny(const std::string &name,
                                                          const std::string &options,
                                                          const std::filesystem::path &model = {});

@@ -1,8 +1,10 @@
-// The tiny fixture's f32 CPU plan, compiled by glmc for a test, and made-up prompts for it: what
-// the engine-level tests of kept states and speculative decoding share.
+// The tiny fixture's f32 CPU plan, compiled by glmc for a test (made-up prompts for it:
+// tests/unit/support/Requests.h): what the engine-level tests of kept states and speculative
+// decoding share.
 #pragma once
 
 #include "runtime/engine/CpuEngine.h"
+#include "tests/unit/support/Requests.h"
 
 #include <gtest/gtest.h>
 
@@ -44,14 +46,5 @@ private:
   std::filesystem::path path_;
   std::unique_ptr<Checkpoint> checkpoint_;
 };
-
-/// `n` made-up token ids of the tiny vocabulary, different for each `salt`.
-inline std::vector<int32_t> promptOf(size_t n, int32_t salt) {
-  std::vector<int32_t> tokens;
-  for (size_t i = 0; i < n; ++i) {
-    tokens.push_back(static_cast<int32_t>((salt + 37 * i + (i * i) % 11) % 900 + 20));
-  }
-  return tokens;
-}
 
 } // namespace glm::runtime::testing
