@@ -18,6 +18,7 @@
 #include "kernels/mla_sparse_attention/mla_sparse_attention_op.h"
 #include "kernels/moe_experts/moe_experts_op.h"
 #include "kernels/moe_router/moe_router_op.h"
+#include "kernels/next_embedding/next_embedding_op.h"
 #include "kernels/rms_norm/rms_norm_op.h"
 #include "kernels/sample/sample_op.h"
 #include "kernels/short_conv/short_conv_op.h"
@@ -47,6 +48,7 @@ constexpr OpAdapters kOps[] = {
     {"moe_experts", moeExpertsCheck, moeExpertsGpu, moeExpertsCpu, /*takesExl3=*/true},
     {"moe_router", moeRouterCheck, moeRouterGpu, moeRouterCpu, /*takesExl3=*/false,
      encodingBit(DenseEncoding::Fp8)},
+    {"next_embedding", nextEmbeddingCheck, nextEmbeddingGpu, nextEmbeddingCpu},
     {"rms_norm", rmsNormCheck, rmsNormGpu, rmsNormCpu},
     {"sample", sampleCheck, sampleGpu, sampleCpu},
     {"short_conv", shortConvCheck, shortConvGpu, shortConvCpu},

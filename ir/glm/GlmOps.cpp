@@ -125,6 +125,31 @@ LogicalResult EmbeddingOp::verifySymbolUses(SymbolTableCollection &symbols) {
                      {weight.getTensorType().getDimSize(0), out[1]});
 }
 
+LogicalResult NextEmbeddingOp::verify() {
+  const int64_t rows = shapeOf(getIds())[0];
+  ArrayRef<int64_t> sampled = shapeOf(getSampled());
+  if (shapeOf(getResult())[0] != rows) {
+    return emitOpError() << "gives " << shapeOf(getResult())[0] << " rows for " << rows << " ids";
+  }
+  if (sampled[1] != 1 + kSampleAlternatives || sampled[0] < 1 ||
+      (sampled[0] != rows && (!getFollowInput() || rows % sampled[0] != 0))) {
+    return emitOpError() << "reads the draws of every row [" << rows << ", "
+                         << 1 + kSampleAlternatives
+                         << "] (or, following the input, of each sequence's last), not "
+                         << shapeText(sampled);
+  }
+  return success();
+}
+
+LogicalResult NextEmbeddingOp::verifySymbolUses(SymbolTableCollection &symbols) {
+  auto weight = symbols.lookupNearestSymbolFrom<WeightOp>(*this, getWeightAttr());
+  if (!weight || weight.getTensorType().getRank() != 2) {
+    return emitOpError() << "weight " << getWeightAttr() << " must name a 2-D glm.weight";
+  }
+  return checkWeight(*this, symbols, getWeightAttr(), "weight",
+                     {weight.getTensorType().getDimSize(0), shapeOf(getResult())[1]});
+}
+
 LogicalResult ExpandStreamsOp::verify() {
   ArrayRef<int64_t> in = shapeOf(getInput()), out = shapeOf(getResult());
   if (out[0] != in[0] || out[2] != in[1]) {

@@ -91,6 +91,31 @@ def Glm_EmbeddingOp : Glm_Op<"embedding", [Glm_SymbolContract, Pure, DeclareOpIn
   let extraClassDeclaration = Glm_ContractOf<["weight"]>.decl;
 }
 
+def Glm_NextEmbeddingOp : Glm_Op<"next_embedding", [Glm_SymbolContract, Glm_ReadsStepContext,
+    Pure, DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "embeds the token that follows each row (the MTP head's input)";
+  let description = [{
+    Row n of a sequence gets `W[next]`, next the token that follows its own:
+    with `follow_input`, the next row's input token while one of the same
+    sequence follows (a prefill chunk's prompt) and then the token the host
+    says follows the step (its sampling parameters' `following` word), else
+    the token its sampler drew after it, the first id of its `sampled` row. `sampled` holds every
+    row's draw [N, 1 + K] or, after a last_rows head, each sequence's [B, 1 + K]
+    (then only `follow_input` programs may read it: only their last row does).
+    A row at absolute position 0 gets zeros (vLLM's MTP convention,
+    glm53_arch.md §6.14); padding rows get zeros. W: [V, H].
+  }];
+  let arguments = (ins Glm_TokenIds:$ids, Glm_IndexTensor:$sampled, FlatSymbolRefAttr:$weight,
+                       BoolAttr:$follow_input);
+  let results = (outs Glm_Rows:$result);
+  let assemblyFormat = [{
+    $ids `,` $sampled `,` $weight attr-dict `:` type($ids) `,` type($sampled) `->` type($result)
+  }];
+  let hasVerifier = 1;
+  let extraClassDeclaration = Glm_ContractOf<["weight"]>.decl #
+      Glm_StepContextOf<["positions", "sampling_params"]>.decl;
+}
+
 def Glm_ExpandStreamsOp : Glm_Op<"expand_streams", [Pure]> {
   let summary = "copies each row into S identical residual streams";
   let description = [{ `X[n, s, :] = x[n, :]` for s in [0, S): [N, H] -> [N, S, H]. }];

@@ -24,7 +24,10 @@ struct SampleWords {
   int32_t logprobs;  // -1: none; k: the sampled token's logprob and the k most likely
   int32_t biasCount; // entries of the sequence's logit_bias row, sorted by id
   int32_t hasMask;   // the sequence's token_mask row applies
-  int32_t reserved[3];
+  // 1 + the token after the sequence's rows in this step where the host knows it (a prefill
+  // chunk with more of the prompt after it: the MTP head embeds it, next_embedding.h); 0: none.
+  int32_t following;
+  int32_t reserved[2];
 };
 static_assert(sizeof(SampleWords) == 64, "the sampling_params io slot is 16 words a sequence");
 

@@ -1,5 +1,5 @@
 // The CUDA kernels that move rows around (expand_streams, stream_mean, add, concat, embedding,
-// last_rows)
+// next_embedding, last_rows)
 // against their CPU references, at GLM-5.3-Flash's width (hidden 4096, hc 4) and the tiny
 // model's (hidden 128), at decode and prefill row counts, and on the scalar (odd width, unaligned)
 // path.
@@ -13,6 +13,8 @@
 #include "kernels/expand_streams/expand_streams_gpu.h"
 #include "kernels/last_rows/last_rows.h"
 #include "kernels/last_rows/last_rows_gpu.h"
+#include "kernels/next_embedding/next_embedding.h"
+#include "kernels/next_embedding/next_embedding_gpu.h"
 #include "kernels/stream_mean/stream_mean.h"
 #include "kernels/stream_mean/stream_mean_gpu.h"
 #include "tests/gpu/support/GpuTest.h"
@@ -27,6 +29,7 @@ const char *kSource = R"(#include "kernels/add/add.cuh"
 #include "kernels/embedding/embedding.cuh"
 #include "kernels/expand_streams/expand_streams.cuh"
 #include "kernels/last_rows/last_rows.cuh"
+#include "kernels/next_embedding/next_embedding.cuh"
 #include "kernels/stream_mean/stream_mean.cuh")";
 
 enum Kernel : size_t {
@@ -44,6 +47,8 @@ enum Kernel : size_t {
   kEmbedBf16F32,
   kLastRowsF32,
   kLastRowsBf16,
+  kNextEmbedF32F32,
+  kNextEmbedBf16Bf16,
 };
 
 constexpr int64_t kHc = 4;
@@ -95,6 +100,9 @@ protected:
                                    "glm::kernels::embeddingKernel<glm::kernels::Bf16, float>",
                                    "glm::kernels::lastRowsKernel<float>",
                                    "glm::kernels::lastRowsKernel<glm::kernels::Bf16>",
+                                   "glm::kernels::nextEmbeddingKernel<float, float>",
+                                   "glm::kernels::nextEmbeddingKernel<glm::kernels::Bf16, "
+                                   "glm::kernels::Bf16>",
                                }));
   }
 
@@ -341,6 +349,99 @@ TEST_F(DataMovementGpu, EmbeddingZeroesOutOfRangeIds) {
                                 kernels::embeddingLaunch(tokens, hidden), args));
     GLM_ASSERT_OK_AND_ASSIGN(std::vector<float> out, download(dout, expected.size(), bf16Out));
     EXPECT_EQ(out, expected) << (bf16Out ? "bf16 out" : "f32 out");
+  }
+}
+
+// The MTP head's input: each row's next token's embedding row, exactly the CPU reference's, as a
+// prefill chunk (the next input token, then the host's `following` word or the last row's draw,
+// held for every row or for the last alone) and as a verify window (each row's draw) gives it:
+// sequences padded and not, one starting at position 0 (zeros there), a padding batch entry.
+TEST_F(DataMovementGpu, NextEmbeddingGathersEachRowsNextToken) {
+  constexpr int64_t kWidth = 1 + kernels::kSampleTopLogprobs;
+  struct Case {
+    int64_t batch, rowsPerSequence, vocab, hidden;
+  };
+  const Case cases[] = {
+      {1, 2048, 4096, 4096}, {4, 16, 4096, 4096}, {3, 37, 1024, 128}, {2, 5, 50, 100}};
+  SplitMix64 rng(308);
+  for (const Case &c : cases) {
+    const int64_t rows = c.batch * c.rowsPerSequence;
+    std::vector<int32_t> ids(rows), positions(rows, -1), sampled(rows * kWidth);
+    std::vector<int64_t> used(c.batch);
+    std::vector<kernels::SampleWords> params(c.batch, kernels::SampleWords{});
+    for (int64_t b = 0; b < c.batch; ++b) {
+      // Sequence 0 starts the context; the last is a padding entry when there are several.
+      used[b] = b + 1 == c.batch && c.batch > 1 ? 0 : c.rowsPerSequence - (b % 2) * (b + 1);
+      const int32_t start = b == 0 ? 0 : static_cast<int32_t>(rng.below(1000));
+      for (int64_t r = 0; r < used[b]; ++r) {
+        positions[b * c.rowsPerSequence + r] = start + static_cast<int32_t>(r);
+      }
+      params[b].following = b == 1 ? 1 + static_cast<int32_t>(rng.below(c.vocab)) : 0;
+    }
+    for (int32_t &id : ids) {
+      id = static_cast<int32_t>(rng.below(c.vocab));
+    }
+    for (int32_t &id : sampled) {
+      id = static_cast<int32_t>(rng.below(c.vocab));
+    }
+    GLM_ASSERT_OK_AND_ASSIGN(cuda::DeviceMemory dids, toDevice(ids));
+    GLM_ASSERT_OK_AND_ASSIGN(cuda::DeviceMemory dpos, toDevice(positions));
+    GLM_ASSERT_OK_AND_ASSIGN(cuda::DeviceMemory dsampled, toDevice(sampled));
+    GLM_ASSERT_OK_AND_ASSIGN(cuda::DeviceMemory dparams, toDevice(params));
+    for (bool bf16 : {false, true}) {
+      const std::vector<float> table = randomValues(rng, c.vocab * c.hidden, bf16);
+      GLM_ASSERT_OK_AND_ASSIGN(cuda::DeviceMemory dtable, upload(table, bf16));
+      // Prefill with every row's draws, prefill after a last_rows head, a verify window.
+      for (auto [followInput, lastOnly] : {std::pair{true, false}, {true, true}, {false, false}}) {
+        // The draws a last-only head holds: each sequence's last real row's.
+        std::vector<int32_t> lastDraws(c.batch * kWidth, 0);
+        for (int64_t b = 0; b < c.batch; ++b) {
+          const int64_t last = b * c.rowsPerSequence + std::max<int64_t>(used[b] - 1, 0);
+          std::copy_n(sampled.begin() + last * kWidth, kWidth, lastDraws.begin() + b * kWidth);
+        }
+        std::vector<float> ref(rows * c.hidden, 0.0f);
+        for (int64_t b = 0; b < c.batch; ++b) {
+          const int64_t first = b * c.rowsPerSequence;
+          GLM_ASSERT_OK(kernels::nextEmbeddingRef(
+              {.ids = ids.data() + first,
+               .sampled =
+                   lastOnly ? lastDraws.data() + b * kWidth : sampled.data() + first * kWidth,
+               .sampledLastOnly = lastOnly,
+               .positions = positions.data() + first,
+               .following = params[b].following - 1,
+               .table = kernels::WeightView::f32(table.data(), {c.vocab, c.hidden}),
+               .out = ref.data() + first * c.hidden,
+               .rows = used[b],
+               .followInput = followInput}));
+        }
+        if (bf16) {
+          for (float &v : ref) {
+            v = kernels::roundToBf16(v);
+          }
+        }
+        GLM_ASSERT_OK_AND_ASSIGN(cuda::DeviceMemory dlast, toDevice(lastDraws));
+        GLM_ASSERT_OK_AND_ASSIGN(cuda::DeviceMemory dout, poisoned(ref.size() * 4));
+        const kernels::NextEmbeddingGpuArgs args{
+            reinterpret_cast<const int32_t *>(dids.ptr()),
+            reinterpret_cast<const int32_t *>(lastOnly ? dlast.ptr() : dsampled.ptr()),
+            reinterpret_cast<const int32_t *>(dpos.ptr()),
+            reinterpret_cast<const kernels::SampleWords *>(dparams.ptr()),
+            ptr(dtable),
+            ptr(dout),
+            c.rowsPerSequence,
+            lastOnly ? c.batch : rows,
+            rows,
+            c.vocab,
+            c.hidden,
+            followInput ? 1 : 0};
+        GLM_ASSERT_OK(launchAndWait(module_->function(bf16 ? kNextEmbedBf16Bf16 : kNextEmbedF32F32),
+                                    kernels::nextEmbeddingLaunch(rows, c.hidden), args));
+        GLM_ASSERT_OK_AND_ASSIGN(std::vector<float> out, download(dout, ref.size(), bf16));
+        EXPECT_EQ(out, ref) << c.batch << "x" << c.rowsPerSequence << ", hidden " << c.hidden
+                            << (followInput ? " following the input" : " following the draws")
+                            << (lastOnly ? ", last rows' draws" : "") << (bf16 ? " bf16" : " f32");
+      }
+    }
   }
 }
 
