@@ -78,6 +78,10 @@ for model in exl3 exl3-dense; do
   done
 done
 build/bin/glmc compile "$out/fixtures/glm53-tiny-exl3" -o "$out/plans/exl3_bf16_verify.glmp" "${verify[@]}" --precision bf16
+# A tiny checkpoint with an MTP layer (the goldens' of tests/goldens/glm53-tiny-mtp) and its verify plans.
+build/bin/glmc synth --preset tiny --seed 7 -o "$out/fixtures/glm53-tiny-mtp" > /dev/null 2>&1
+build/bin/glmc compile "$out/fixtures/glm53-tiny-mtp" -o "$out/plans/mtp_f32_verify.glmp" "${verify[@]}" --precision f32 --dense bf16 --head bf16
+build/bin/glmc compile "$out/fixtures/glm53-tiny-mtp" -o "$out/plans/mtp_bf16_verify.glmp" "${verify[@]}" --precision bf16
 # The shared libraries the compiler-less glmc needs beyond the C library, OpenSSL and zlib.
 for lib in $(ldd "$out/glmc" | awk '/=> \// {print $3}' | grep -E 'httplib|brotli|pcre2'); do
   cp -L "$lib" "$out/lib/"

@@ -366,9 +366,13 @@ private:
     auto ret = cast<func::ReturnOp>(fn.getBody().back().getTerminator());
     llvm::DenseMap<Value, StringRef> outputs;
     int64_t vocab = 0; // the sampler's, for the token mask
-    for (Value v : ret.getOperands()) {
+    // A program returns its logits, the sampler's ids and logprobs, and, with an MTP head, that
+    // head's sampler's ids (models/glm53/Builder.h).
+    for (auto [i, v] : llvm::enumerate(ret.getOperands())) {
       if (auto sample = v.getDefiningOp<SampleOp>()) {
-        outputs[v] = v == sample.getIds() ? "sampled_ids" : "sampled_logprobs";
+        outputs[v] = i == 3                 ? "draft_ids"
+                     : v == sample.getIds() ? "sampled_ids"
+                                            : "sampled_logprobs";
         vocab = cast<RankedTensorType>(sample.getLogits().getType()).getDimSize(1);
       } else {
         outputs[v] = "logits";
@@ -386,6 +390,7 @@ private:
     const int64_t pagesPerSequence = (maxContext_ + pageTokens_ - 1) / pageTokens_;
     Type i32 = b_.getI32Type();
     context_.clear();
+    picked_ = {};
     static_assert(glm::kernels::kSampleParamWords == 16 &&
                       glm::kernels::kSampleTopLogprobs == kSampleAlternatives,
                   "the sampler's io slots as the kernels read them");
@@ -413,12 +418,16 @@ private:
       for (auto [i, r] : llvm::enumerate(op.getResults())) {
         const std::string rname = op.getNumResults() == 1 ? name : name + "." + std::to_string(i);
         auto io = outputs.find(r);
-        if (!f32_ && io != outputs.end() && io->second == "logits") {
+        const bool logitsIo = io != outputs.end() && io->second == "logits";
+        if (!f32_ && (logitsIo || llvm::any_of(r.getUsers(), llvm::IsaPred<SampleOp>))) {
           // HF's lm_head runs in bf16 and widens its logits afterwards (.float()): the step
-          // writes bf16 and a convert step fills the f32 logits slot the host reads.
+          // writes bf16 and a convert step fills the f32 logits the sampler (and, from the
+          // logits slot, the host) reads. The MTP head's are widened alike.
           Value narrow = alloc(op.getLoc(), r, rname + ".bf16");
           results.push_back(narrow);
-          widen.push_back({narrow, alloc(op.getLoc(), r, rname, b_.getStringAttr("logits"))});
+          widen.push_back({narrow, alloc(op.getLoc(), r, rname,
+                                         logitsIo ? b_.getStringAttr("logits") : StringAttr(),
+                                         /*f32=*/true)});
           buffers[r] = widen.back().second;
           continue;
         }
@@ -444,7 +453,8 @@ private:
         return failure();
       }
       if (pickedPositions) {
-        context_["positions"] = pickedPositions;
+        picked_ = {pickedPositions,
+                   cast<RankedTensorType>(op.getResult(0).getType()).getDimSize(0)};
       }
       for (auto [narrow, wide] : widen) {
         planir::StepOp::create(
@@ -498,7 +508,7 @@ private:
                              "(ReadsStepContext)");
     }
     for (StringRef slot : slots) {
-      Value buffer = context_.lookup(slot);
+      Value buffer = slot == "positions" ? positionsFor(op) : context_.lookup(slot);
       if (!buffer) {
         return op->emitOpError() << "reads step context '" << slot
                                  << "': none of positions, sequence_slots, page_table, "
@@ -548,7 +558,7 @@ private:
   }
 
   /// Weight bytes a step reads and the FLOPs it does: whole weights for dense ops, one row per
-  /// token for the embedding, the selected experts' share for the MoE.
+  /// token for the embeddings, the selected experts' share for the MoE.
   /// Either is nullopt when it overflows int64.
   using Cost = std::pair<std::optional<uint64_t>, std::optional<uint64_t>>;
   Cost cost(Operation *op, uint64_t weightBytes) {
@@ -557,15 +567,16 @@ private:
       return d < 0 ? std::nullopt : std::optional<uint64_t>(static_cast<uint64_t>(d));
     };
     const std::optional<uint64_t> none = 0;
+    // One row of the table per token.
+    auto gather = [&](FlatSymbolRefAttr weight, Value ids) {
+      auto table = SymbolTable::lookupNearestSymbolFrom<planir::WeightOp>(module_, weight);
+      const uint64_t vocab = table ? std::max<int64_t>(table.getRankShape()[0], 1) : uint64_t(1);
+      return Cost{mul(weightBytes / vocab, numel(shape(ids))), none};
+    };
     return llvm::TypeSwitch<Operation *, Cost>(op)
-        .Case<EmbeddingOp>([&](EmbeddingOp e) {
-          // One row of the table per token.
-          auto table =
-              SymbolTable::lookupNearestSymbolFrom<planir::WeightOp>(module_, e.getWeightAttr());
-          const uint64_t vocab =
-              table ? std::max<int64_t>(table.getRankShape()[0], 1) : uint64_t(1);
-          return Cost{mul(weightBytes / vocab, numel(shape(e.getIds()))), none};
-        })
+        .Case<EmbeddingOp>([&](EmbeddingOp e) { return gather(e.getWeightAttr(), e.getIds()); })
+        .Case<NextEmbeddingOp>(
+            [&](NextEmbeddingOp e) { return gather(e.getWeightAttr(), e.getIds()); })
         .Case<LinearOp>([&](LinearOp l) {
           const auto in = shape(l.getInput()), out = shape(l.getResult());
           return Cost{weightBytes, mul(mul(2, numel(in)), dim(out[1]))};
@@ -603,7 +614,24 @@ private:
   llvm::StringMap<SmallVector<int64_t, 2>> tails_; // the unit shape of each state's tail
   llvm::StringSet<> states_;                       // the module's state symbols
   /// The current program's step context: its io buffers by slot name (ReadsStepContext).
+  /// The positions an op reads: those of the rows a last_rows step picked where the op runs on
+  /// them (the head after it), else the program's (the MTP head runs on every row after it).
+  Value positionsFor(Operation *op) const {
+    Value all = context_.lookup("positions");
+    if (!picked_.positions) {
+      return all;
+    }
+    Value first = op->getNumOperands() > 0 ? op->getOperand(0) : op->getResult(0);
+    const int64_t rows = cast<RankedTensorType>(first.getType()).getDimSize(0);
+    return rows == picked_.rows ? picked_.positions : all;
+  }
+
   llvm::StringMap<Value> context_;
+  /// The positions of the rows the program's last_rows step picked, once it has run.
+  struct {
+    Value positions;
+    int64_t rows = 0;
+  } picked_;
 };
 
 struct GlmToPlanPass : glm::compiler::impl::GlmToPlanPassBase<GlmToPlanPass> {

@@ -26,7 +26,8 @@ std::vector<glm53::ProgramShape> defaultPrograms(const CompileOptions &options) 
     programs.push_back({Kind::Decode, options.maxSeqs, 1});
   }
   // Verify windows (docs/speculative-decoding.md): one sequence's of 4, 8 and 16 rows (the
-  // scheduler's draft limits 3, 7 and 15) and up to 4 sequences' of 4 rows, all within the rows
+  // scheduler's draft limits 3, 7 and 15) and up to 4 sequences' of 4 rows (and of 2, the MTP
+  // head's one guess, in a plan with the head), all within the rows
   // whose kernels give each row its one-row bits (kernels::OpStep::kRowInvariantRows). A step
   // takes the smallest that holds its windows.
   auto window = [&](int64_t batch, int64_t rows) {
@@ -34,6 +35,13 @@ std::vector<glm53::ProgramShape> defaultPrograms(const CompileOptions &options) 
       programs.push_back({Kind::Decode, batch, rows});
     }
   };
+  if (options.mtp) {
+    // The MTP head's one guess a round (where no copy draft is longer).
+    window(1, 2);
+    if (options.maxSeqs > 1) {
+      window(std::min<int64_t>(options.maxSeqs, 4), 2);
+    }
+  }
   window(1, 4);
   window(1, 8);
   window(1, 16);
@@ -167,8 +175,9 @@ Expected<std::vector<uint8_t>> compileGlm53Plan(mlir::MLIRContext &context,
   std::unique_ptr<ProgressReporter> building = stage(
       progress,
       strCat("model IR (", config.numHiddenLayers + config.numNextnPredictLayers, " layers)"), 1);
-  GLM_ASSIGN_OR_RETURN(mlir::OwningOpRef<mlir::ModuleOp> module,
-                       glm53::buildGlm53Module(context, config, planPrograms(options), formats));
+  GLM_ASSIGN_OR_RETURN(
+      mlir::OwningOpRef<mlir::ModuleOp> module,
+      glm53::buildGlm53Module(context, config, planPrograms(options), formats, options.mtp));
   if (building) {
     building->advance(1);
     building->finish();

@@ -36,6 +36,9 @@ struct CompileOptions {
   /// false gives every row's logits (--prefill-logits all: --dump-logits, the golden tests).
   bool prefillLastRowLogits = true;
   std::vector<glm53::ProgramShape> programs;
+  /// Every program runs the MTP head after the trunk's and returns its draws (the checkpoint
+  /// must have the layer: glmc's --mtp checks it).
+  bool mtp = false;
   /// Stage progress on stderr (base/Progress.h: a bar on a terminal, lines otherwise): building
   /// the IR, the passes, compiling the kernels (with their count) and emitting the file. Unset,
   /// it is on for models of more than 1 GiB of weights, as weight loading shows its bar: only
@@ -46,8 +49,10 @@ struct CompileOptions {
 /// Parses --prefill-logits: "last" (the default) or "all".
 Expected<bool> parsePrefillLogits(const std::string &text);
 
-/// The default program set for a plan: decode at batch 1 and at max-seqs (one row each), and one
-/// prefill chunk of min(512, max-context) tokens. `programs` replaces the defaults of its kinds.
+/// The default program set for a plan: decode at batch 1 and at max-seqs (one row each), verify
+/// windows (1 x 4, 1 x 8, 1 x 16 and min(max-seqs, 4) x 4, and with the MTP head 1 x 2 and
+/// min(max-seqs, 4) x 2), and one prefill chunk of min(512, max-context) tokens. `programs`
+/// replaces the defaults of its kinds.
 std::vector<glm53::ProgramShape> defaultPrograms(const CompileOptions &options);
 
 /// The programs a plan compiles: `options.programs`, the defaults of the kinds it does not give,

@@ -86,6 +86,9 @@ Expected<plan::IoKind> ioKindOf(StringRef name) {
   if (name == "sampled_logprobs") {
     return plan::IoKind::SampledLogprobs;
   }
+  if (name == "draft_ids") {
+    return plan::IoKind::DraftIds;
+  }
   return internalError("unknown io slot kind '", name.str(), "'");
 }
 

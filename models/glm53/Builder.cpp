@@ -54,14 +54,18 @@ ir::WeightFormat releaseFormat(const WeightInfo &w) {
 /// Emits one module: declarations on first use, ops at the builder's insertion point.
 class ModelBuilder {
 public:
-  ModelBuilder(MLIRContext &ctx, const Glm53Config &config, const WeightFormatFn &formatOf)
-      : ctx_(ctx), c_(config), b_(&ctx), formatOf_(formatOf) {
+  ModelBuilder(MLIRContext &ctx, const Glm53Config &config, const WeightFormatFn &formatOf,
+               bool mtp)
+      : ctx_(ctx), c_(config), b_(&ctx), formatOf_(formatOf), mtp_(mtp) {
     for (const WeightInfo &w : glm53Weights(config)) {
       table_.emplace(w.name, w);
     }
   }
 
   Expected<OwningOpRef<ModuleOp>> build(const std::vector<ProgramShape> &programs) {
+    if (mtp_ && !c_.hasMtp()) {
+      return invalidArgument("the checkpoint has no MTP layer (num_nextn_predict_layers is 0)");
+    }
     module_ = ModuleOp::create(b_.getUnknownLoc());
     for (const ProgramShape &program : programs) {
       buildProgram(program);
@@ -177,7 +181,11 @@ private:
         RankedTensorType::get({headRows, 1 + ir::kSampleAlternatives}, b_.getI32Type());
     auto logprobsType = RankedTensorType::get({headRows, 1 + ir::kSampleAlternatives}, f32());
     auto logitsType = RankedTensorType::get({headRows, c_.vocabSize}, f32());
-    auto fnType = b_.getFunctionType({idsType}, {logitsType, idsOutType, logprobsType});
+    SmallVector<Type, 4> resultTypes = {logitsType, idsOutType, logprobsType};
+    if (mtp_) {
+      resultTypes.push_back(idsOutType); // the MTP head's draws
+    }
+    auto fnType = b_.getFunctionType({idsType}, resultTypes);
     b_.setInsertionPointToEnd(module_->getBody());
     auto fn = func::FuncOp::create(b_, at(program.name()), program.name(), fnType);
     fn->setAttr(
@@ -213,26 +221,85 @@ private:
     }
 
     // Head: unweighted mean of the streams, final norm, lm_head, sampling; on each sequence's last
-    // row alone where only that row's logits are read.
-    Value mean = ir::StreamMeanOp::create(b_, at("head.stream_mean"), rows(h), x);
+    // row alone where only that row's logits are read. The MTP head reads every row's normed
+    // output, so with it the norm runs first.
+    Value tokens = entry->getArgument(0);
+    Value normed = ir::StreamMeanOp::create(b_, at("head.stream_mean"), rows(h), x);
+    FlatSymbolRefAttr headNorm =
+        weight("head.norm", "model.language_model.norm.weight", ShardKind::Replicated);
+    Value trunkOut;
+    if (mtp_) {
+      normed = trunkOut = rmsNorm("head.norm", normed, headNorm);
+    }
     if (program.lastRowLogits) {
-      mean = ir::LastRowsOp::create(b_, at("head.last_row"),
-                                    RankedTensorType::get({headRows, h}, f32()), mean);
+      normed = ir::LastRowsOp::create(b_, at("head.last_row"),
+                                      RankedTensorType::get({headRows, h}, f32()), normed);
       n_ = headRows; // the head's ops are row-wise: they run on these rows
     }
-    Value normed =
-        rmsNorm("head.norm", mean,
-                weight("head.norm", "model.language_model.norm.weight", ShardKind::Replicated));
-    Value logits =
-        c_.tieWordEmbeddings
-            ? linear("head.logits", normed, FlatSymbolRefAttr::get(&ctx_, "embed.tokens"),
-                     c_.vocabSize)
-            : linear("head.logits", normed,
-                     weight("head.lm_head", "lm_head.weight", ShardKind::Column, 0), c_.vocabSize);
-    auto sample = ir::SampleOp::create(b_, at("head.sample"), idsOutType, logprobsType, logits,
-                                       counts, nullptr);
-    func::ReturnOp::create(b_, at("return"),
-                           ValueRange{logits, sample.getIds(), sample.getLogprobs()});
+    if (!mtp_) {
+      normed = rmsNorm("head.norm", normed, headNorm);
+    }
+    auto [logits, sample] = head("head", normed, counts, /*greedy=*/false);
+    SmallVector<Value, 4> results = {logits, sample.getIds(), sample.getLogprobs()};
+    if (mtp_) {
+      n_ = program.tokens();
+      results.push_back(mtpHead(program, tokens, sample.getIds(), trunkOut, counts));
+    }
+    func::ReturnOp::create(b_, at("return"), results);
+  }
+
+  FlatSymbolRefAttr lmHead() {
+    return c_.tieWordEmbeddings ? FlatSymbolRefAttr::get(&ctx_, "embed.tokens")
+                                : weight("head.lm_head", "lm_head.weight", ShardKind::Column, 0);
+  }
+
+  /// lm_head and the sampler over normed rows: the trunk's head, and the MTP head's (greedy).
+  std::pair<Value, ir::SampleOp> head(const std::string &p, Value normed, FlatSymbolRefAttr counts,
+                                      bool greedy) {
+    const int64_t k = 1 + ir::kSampleAlternatives;
+    Value logits = linear(p + ".logits", normed, lmHead(), c_.vocabSize);
+    auto sample = ir::SampleOp::create(
+        b_, at(p + ".sample"), RankedTensorType::get({n_, k}, b_.getI32Type()),
+        RankedTensorType::get({n_, k}, f32()), logits, counts, greedy ? b_.getUnitAttr() : nullptr);
+    return {logits, sample};
+  }
+
+  /// reference/glm53_arch.md §2.8: the MTP head, on every row of the step (its attention and
+  /// indexer keep their own rows of every position, as a layer does), guessing the token two
+  /// past each row's from the trunk's normed output there and the token that follows it.
+  /// Returns its greedy draws: of every row, or of each sequence's last where the trunk's head
+  /// ran on that row alone.
+  Value mtpHead(const ProgramShape &program, Value tokens, Value sampled, Value trunkOut,
+                FlatSymbolRefAttr counts) {
+    const int64_t layer = c_.numHiddenLayers, h = c_.hiddenSize;
+    const std::string blk = "blk." + std::to_string(layer) + ".";
+    const std::string ck = layerPrefix(layer);
+    auto norm = [&](const std::string &name, Value x, const std::string &tensor) {
+      return rmsNorm(blk + name, x, weight(blk + name, ck + tensor, ShardKind::Replicated));
+    };
+    Value e =
+        ir::NextEmbeddingOp::create(b_, at(blk + "next_embed"), rows(h), tokens, sampled,
+                                    FlatSymbolRefAttr::get(&ctx_, "embed.tokens"),
+                                    b_.getBoolAttr(program.kind == ProgramShape::Kind::Prefill));
+    Value en = norm("enorm", e, "enorm.weight");
+    Value hn = norm("hnorm", trunkOut, "hnorm.weight");
+    Value joined = ir::ConcatOp::create(b_, at(blk + "eh_concat"), rows(2 * h), ValueRange{en, hn});
+    Value u = linear(blk + "eh_proj", joined,
+                     weight(blk + "eh_proj", ck + "eh_proj.weight", ShardKind::Replicated), h);
+    Value selection; // its own indexer
+    Value y = dsa(layer, blk + "attn.", norm("attn_norm", u, "input_layernorm.weight"), selection,
+                  /*fullIndexer=*/true);
+    u = ir::AddOp::create(b_, at(blk + "attn_residual"), u, y);
+    y = moe(layer, blk + "ffn.", norm("ffn_norm", u, "post_attention_layernorm.weight"));
+    u = ir::AddOp::create(b_, at(blk + "ffn_residual"), u, y);
+    if (program.lastRowLogits) {
+      u = ir::LastRowsOp::create(b_, at(blk + "last_row"),
+                                 RankedTensorType::get({program.batch, h}, f32()), u);
+      n_ = program.batch;
+    }
+    return head(blk + "head", norm("head_norm", u, "shared_head.norm.weight"), counts,
+                /*greedy=*/true)
+        .second.getIds();
   }
 
   /// reference/glm53_arch.md §2.2: mHC around the token mixer, then around the MLP.
@@ -244,9 +311,10 @@ private:
     Value x =
         rmsNorm(blk + "attn_norm", attnIn,
                 weight(blk + "attn_norm", ck + "input_layernorm.weight", ShardKind::Replicated));
-    Value y = c_.layerTypes[layer] == AttentionKind::Linear
-                  ? kda(layer, blk + "attn.", x)
-                  : dsa(layer, blk + "attn.", x, selection);
+    Value y =
+        c_.layerTypes[layer] == AttentionKind::Linear
+            ? kda(layer, blk + "attn.", x)
+            : dsa(layer, blk + "attn.", x, selection, c_.indexerTypes[layer] == IndexerKind::Full);
     streams = ir::MhcPostOp::create(b_, at(blk + "attn_hc.post"), streams.getType(), y, attnPost,
                                     attnComb, streams);
 
@@ -315,8 +383,9 @@ private:
                   weight(p + "o_proj", ck + "o_proj.weight", ShardKind::Row, 1), h);
   }
 
-  /// reference/glm53_arch.md §2.5: NoPE MLA over the KPool indexer's selection.
-  Value dsa(int64_t layer, const std::string &p, Value x, Value &selection) {
+  /// reference/glm53_arch.md §2.5: NoPE MLA over the KPool indexer's selection: its own
+  /// (`fullIndexer`), or the last full indexer's before it.
+  Value dsa(int64_t layer, const std::string &p, Value x, Value &selection, bool fullIndexer) {
     const std::string ck = layerPrefix(layer) + "self_attn.";
     const std::string ik = ck + "indexer.";
     const int64_t h = c_.hiddenSize, heads = c_.numAttentionHeads;
@@ -340,7 +409,7 @@ private:
     latent = rmsNorm(p + "kv_a_norm", latent,
                      weight(p + "kv_a_norm", ck + "kv_a_layernorm.weight", ShardKind::Replicated));
 
-    if (c_.indexerTypes[layer] == IndexerKind::Full || !selection) {
+    if (fullIndexer || !selection) {
       selection = indexer(p + "indexer.", ik, x, cq);
     }
     FlatSymbolRefAttr kvB = weight(p + "kv_b_proj", ck + "kv_b_proj.weight", ShardKind::Head, 0);
@@ -419,6 +488,7 @@ private:
   const Glm53Config &c_;
   OpBuilder b_;
   WeightFormatFn formatOf_;
+  bool mtp_ = false;
   std::map<std::string, WeightInfo> table_;
   OwningOpRef<ModuleOp> module_;
   Operation *firstProgram_ = nullptr;
@@ -431,9 +501,9 @@ private:
 
 Expected<OwningOpRef<ModuleOp>> buildGlm53Module(MLIRContext &context, const Glm53Config &config,
                                                  const std::vector<ProgramShape> &programs,
-                                                 const WeightFormatFn &formatOf) {
+                                                 const WeightFormatFn &formatOf, bool mtp) {
   context.loadDialect<ir::GlmDialect, func::FuncDialect>();
-  ModelBuilder builder(context, config, formatOf);
+  ModelBuilder builder(context, config, formatOf, mtp);
   return builder.build(programs);
 }
 

@@ -38,10 +38,15 @@ struct ProgramShape {
 using WeightFormatFn = std::function<ir::WeightFormat(const WeightInfo &)>;
 
 /// Builds a module holding the weight and state declarations and one func.func per program, with
-/// global (unsharded) shapes and every op located at its name `blk.<L>.<block>.<name>`. The module
-/// verifies; an error means the config and the tensor table disagree (a bug, reported as Internal).
+/// global (unsharded) shapes and every op located at its name `blk.<L>.<block>.<name>`. Each
+/// program takes the step's token ids and returns its logits and the sampler's ids and logprobs;
+/// with `mtp`, the MTP head (layer num_hidden_layers, `blk.<L>.*`) runs after the trunk's on
+/// every row and the program also returns its greedy draws: the guess of the token after each
+/// sampled one. InvalidArgument for `mtp` on a checkpoint without the layer; otherwise an error
+/// means the config and the tensor table disagree (a bug, reported as Internal).
 Expected<mlir::OwningOpRef<mlir::ModuleOp>>
 buildGlm53Module(mlir::MLIRContext &context, const Glm53Config &config,
-                 const std::vector<ProgramShape> &programs, const WeightFormatFn &formatOf = {});
+                 const std::vector<ProgramShape> &programs, const WeightFormatFn &formatOf = {},
+                 bool mtp = false);
 
 } // namespace glm::glm53

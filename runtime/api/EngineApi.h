@@ -28,6 +28,10 @@ struct SampledToken {
   int32_t id = 0;
   float logprob = 0.0f;
   std::vector<TokenLogprob> top;
+  /// The MTP head's guess of the token after this one, or -1 (a plan without the head, or a
+  /// token the engine did not draw in the step that guessed). Only a draft: speculative decoding
+  /// verifies it.
+  int32_t draft = -1;
 };
 
 /// One generation: the prompt's token ids and how to continue it.

@@ -194,7 +194,7 @@ Expected<CpuEngine::RunOutput> CpuEngine::run(const plan::Program &program,
   const int64_t rows = static_cast<int64_t>(tokens.size());
   // Programs share the io arena, so every slot is rewritten before each run (the bias and mask
   // ones when some sequence has them: the sampler reads them only then).
-  const SamplingWords words = samplingWords(sampling.rows, program.batch());
+  const SamplingWords words = samplingWords(sampling.rows, program.batch(), sampling.following);
   for (const plan::IoSlot *io : *program.io()) {
     uint8_t *at = address(*io->tensor()->slice());
     const size_t bytes = io->tensor()->slice()->size();
@@ -296,9 +296,12 @@ Expected<CpuEngine::RunOutput> CpuEngine::run(const plan::Program &program,
   RunOutput out;
   const int32_t *sampledIds = nullptr;
   const float *sampledLogprobs = nullptr;
+  const int32_t *draftIds = nullptr;
   for (const plan::IoSlot *io : *program.io()) {
     if (io->kind() == plan::IoKind::SampledIds) {
       sampledIds = reinterpret_cast<const int32_t *>(address(*io->tensor()->slice()));
+    } else if (io->kind() == plan::IoKind::DraftIds) {
+      draftIds = reinterpret_cast<const int32_t *>(address(*io->tensor()->slice()));
     } else if (io->kind() == plan::IoKind::SampledLogprobs) {
       sampledLogprobs = floats(*io->tensor());
     } else if (io->kind() == plan::IoKind::Logits && back != LogitsBack::None) {
@@ -336,6 +339,7 @@ Expected<CpuEngine::RunOutput> CpuEngine::run(const plan::Program &program,
       const int64_t first = sampling.everyRow ? groups[b].first : last;
       for (int64_t row = first; row <= last; ++row) {
         out.sampled.push_back(sampledToken(sampledIds + row * kOut, sampledLogprobs + row * kOut,
+                                           draftIds != nullptr ? draftIds + row * kOut : nullptr,
                                            b < sampling.rows.size() ? &sampling.rows[b] : nullptr));
       }
     }

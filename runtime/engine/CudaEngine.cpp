@@ -198,6 +198,9 @@ Status CudaEngine::prepare(Program &program) {
     case plan::IoKind::SampledLogprobs:
       program.sampledLogprobs = slot;
       break;
+    case plan::IoKind::DraftIds:
+      program.draftIds = slot;
+      break;
     }
   }
   // The plan's segments, as the compiler formed them: each one graph of its steps' kernels, then
@@ -566,7 +569,8 @@ Expected<CudaEngine::RunOutput> CudaEngine::runOnDevice(Program &program,
   GLM_RETURN_IF_ERROR(upload(program.slots, slots.data(), slots.size() * 4));
   // The sampler reads a sequence's logit_bias and token_mask rows only when its parameters say
   // it has them, so those slots cross only when some sequence does.
-  const SamplingWords words = samplingWords(sampling.rows, program.plan->batch());
+  const SamplingWords words =
+      samplingWords(sampling.rows, program.plan->batch(), sampling.following);
   GLM_RETURN_IF_ERROR(upload(program.sampling, words.params.data(),
                              words.params.size() * sizeof(kernels::SampleWords)));
   if (!words.bias.empty()) {
@@ -619,6 +623,11 @@ Expected<CudaEngine::RunOutput> CudaEngine::runOnDevice(Program &program,
                                  program.sampledIds.bytes, ctx_->stream()));
     GLM_CU(&d, cuMemcpyDtoHAsync(sampledLogprobs.data(), program.sampledLogprobs.address,
                                  program.sampledLogprobs.bytes, ctx_->stream()));
+    std::vector<int32_t> draftIds(program.draftIds.bytes / 4);
+    if (program.draftIds.address != 0) {
+      GLM_CU(&d, cuMemcpyDtoHAsync(draftIds.data(), program.draftIds.address,
+                                   program.draftIds.bytes, ctx_->stream()));
+    }
     if (sampling.everyRow && lastRowOnly) {
       return internalError("program ", program.plan->name()->str(),
                            " draws after each sequence's last row only");
@@ -627,14 +636,16 @@ Expected<CudaEngine::RunOutput> CudaEngine::runOnDevice(Program &program,
     for (size_t b = 0; b < groups.size(); ++b) {
       const size_t first = lastRowOnly ? b : b * static_cast<size_t>(perSequence);
       const size_t last = lastRowOnly ? b : first + static_cast<size_t>(groups[b].count - 1);
-      if ((last + 1) * kOut > sampledIds.size() || (last + 1) * kOut > sampledLogprobs.size()) {
+      if ((last + 1) * kOut > sampledIds.size() || (last + 1) * kOut > sampledLogprobs.size() ||
+          (!draftIds.empty() && (last + 1) * kOut > draftIds.size())) {
         return internalError("program ", program.plan->name()->str(),
                              "'s sampled io slots hold fewer rows than it runs");
       }
       for (size_t row = sampling.everyRow ? first : last; row <= last; ++row) {
-        out.sampled.push_back(sampledToken(sampledIds.data() + row * kOut,
-                                           sampledLogprobs.data() + row * kOut,
-                                           b < sampling.rows.size() ? &sampling.rows[b] : nullptr));
+        out.sampled.push_back(
+            sampledToken(sampledIds.data() + row * kOut, sampledLogprobs.data() + row * kOut,
+                         draftIds.empty() ? nullptr : draftIds.data() + row * kOut,
+                         b < sampling.rows.size() ? &sampling.rows[b] : nullptr));
       }
     }
   }

@@ -101,6 +101,7 @@ private:
     std::vector<Segment> segments;
     IoSlot tokens, positions, slots, pageTable, sampling, bias, mask, logits;
     IoSlot sampledIds, sampledLogprobs;
+    IoSlot draftIds; // the MTP head's draws (address 0: the plan has no head)
     int64_t maxPages = 0;
   };
   CudaEngine() = default;

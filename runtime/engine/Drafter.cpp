@@ -22,7 +22,7 @@ bool packKey(std::span<const int32_t> tokens, int64_t at, uint64_t &key) {
 
 } // namespace
 
-std::vector<int32_t> CopyDrafter::draft(std::span<const int32_t> tokens, int64_t max) {
+std::vector<int32_t> CopyDrafter::draft(std::span<const int32_t> tokens, int32_t, int64_t max) {
   const int64_t n = static_cast<int64_t>(tokens.size());
   if (n < indexed_ + kMatch - 1) {
     latest_.clear(); // not the tokens indexed so far: start again
@@ -47,6 +47,15 @@ std::vector<int32_t> CopyDrafter::draft(std::span<const int32_t> tokens, int64_t
   const int64_t from = found->second + kMatch;
   const int64_t count = std::min(max, n - from);
   drafts.assign(tokens.begin() + from, tokens.begin() + from + count);
+  return drafts;
+}
+
+std::vector<int32_t> CopyOrHeadDrafter::draft(std::span<const int32_t> tokens, int32_t headGuess,
+                                              int64_t max) {
+  std::vector<int32_t> drafts = CopyDrafter::draft(tokens, headGuess, max);
+  if (drafts.empty() && headGuess >= 0 && max >= 1) {
+    drafts.push_back(headGuess);
+  }
   return drafts;
 }
 

@@ -17,7 +17,10 @@ public:
   virtual ~Drafter() = default;
   /// Up to `max` guesses of the tokens that follow `tokens`: all the sequence holds, its prompt
   /// then its reply so far. Each round passes the same tokens extended by those accepted since.
-  virtual std::vector<int32_t> draft(std::span<const int32_t> tokens, int64_t max) = 0;
+  /// `headGuess` is the MTP head's guess of the next token, drawn with the last one (-1: none,
+  /// a plan without the head).
+  virtual std::vector<int32_t> draft(std::span<const int32_t> tokens, int32_t headGuess,
+                                     int64_t max) = 0;
 };
 
 /// Makes each sequence's drafter; a null drafter drafts nothing.
@@ -27,14 +30,26 @@ using DrafterFactory = std::function<std::unique_ptr<Drafter>()>;
 /// reply, the tokens that followed their latest earlier occurrence. An edit, a quotation or code
 /// that repeats its identifiers is where they hit. The index grows with the tokens, so a round
 /// costs a lookup, not a scan.
-class CopyDrafter final : public Drafter {
+class CopyDrafter : public Drafter {
 public:
   static constexpr int64_t kMatch = 3;
-  std::vector<int32_t> draft(std::span<const int32_t> tokens, int64_t max) override;
+  /// Ignores the head's guess.
+  std::vector<int32_t> draft(std::span<const int32_t> tokens, int32_t headGuess,
+                             int64_t max) override;
 
 private:
   std::unordered_map<uint64_t, int64_t> latest_; // kMatch tokens -> their latest indexed start
   int64_t indexed_ = 0;                          // starts below this are indexed
+};
+
+/// The serving default, per sequence and round: copy drafts where the reply's last tokens
+/// occurred before (up to `max`: an edit's long runs), else the MTP head's one guess. A guess
+/// costs a verify row whether or not it is right, and copy drafts, when they exist, are the
+/// likelier to run long.
+class CopyOrHeadDrafter final : public CopyDrafter {
+public:
+  std::vector<int32_t> draft(std::span<const int32_t> tokens, int32_t headGuess,
+                             int64_t max) override;
 };
 
 } // namespace glm::runtime

@@ -249,9 +249,13 @@ Expected<Engine::RunOutput> Engine::prefillChunks(int slot, std::span<const int3
                             : rows == LogitRows::All ? LogitsBack::All
                             : last                   ? LogitsBack::Last
                                                      : LogitsBack::None;
-    GLM_ASSIGN_OR_RETURN(RunOutput chunk, run(*prefill_, tokens.subspan(start, n),
-                                              {{slot, 0, static_cast<int64_t>(n)}}, back,
-                                              {sampling, !sampling.empty() && last}));
+    // The MTP head embeds the token after each row: after a chunk's last, the next chunk's first.
+    const std::span<const int32_t> following =
+        last ? std::span<const int32_t>() : tokens.subspan(start + n, 1);
+    GLM_ASSIGN_OR_RETURN(
+        RunOutput chunk,
+        run(*prefill_, tokens.subspan(start, n), {{slot, 0, static_cast<int64_t>(n)}}, back,
+            {.rows = sampling, .readBack = !sampling.empty() && last, .following = following}));
     out.logits.insert(out.logits.end(), chunk.logits.begin(), chunk.logits.end());
     out.sampled = std::move(chunk.sampled);
   }
@@ -566,13 +570,17 @@ Status Engine::checkSampling(const SamplingParams &p) const {
   return Status::success();
 }
 
-Engine::SamplingWords Engine::samplingWords(std::span<const RowSampling> rows, size_t batch) const {
+Engine::SamplingWords Engine::samplingWords(std::span<const RowSampling> rows, size_t batch,
+                                            std::span<const int32_t> following) const {
   static_assert(sizeof(kernels::SampleWords) == kernels::kSampleParamWords * 4);
   static_assert(kMaxTopLogprobs == kernels::kSampleTopLogprobs &&
                     kMaxLogitBias == kernels::kSampleBiasEntries,
                 "the API's limits are the sampler's");
   SamplingWords w;
   w.params.assign(batch, kernels::SampleWords{});
+  for (size_t b = 0; b < following.size() && b < batch; ++b) {
+    w.params[b].following = following[b] + 1;
+  }
   const size_t words = static_cast<size_t>(kernels::maskWords(vocab_));
   for (size_t b = 0; b < rows.size() && b < batch; ++b) {
     const SamplingParams &p = *rows[b].params;
@@ -617,9 +625,10 @@ Engine::SamplingWords Engine::samplingWords(std::span<const RowSampling> rows, s
 }
 
 SampledToken Engine::sampledToken(const int32_t *ids, const float *logprobs,
-                                  const RowSampling *sampling) {
+                                  const int32_t *draftIds, const RowSampling *sampling) {
   SampledToken t;
   t.id = ids[0];
+  t.draft = draftIds != nullptr ? draftIds[0] : -1;
   const int32_t k = sampling != nullptr ? sampling->params->logprobs : -1;
   if (k >= 0) {
     t.logprob = logprobs[0];

@@ -237,6 +237,9 @@ protected:
     /// The token drawn after every row of each group comes back (a verify window's), not only
     /// after its last.
     bool everyRow = false;
+    /// Per group, the token after its rows where the caller knows it (a prefill chunk with more
+    /// of the prompt after it): the MTP head's input for its last row. Empty: none.
+    std::span<const int32_t> following = {};
   };
   /// Runs one program over `tokens` for `groups` (pages reserved, lengths advanced) and returns
   /// the logits rows `back` names, group by group, and the tokens sampled when asked. The
@@ -286,11 +289,14 @@ protected:
     std::vector<int32_t> bias;
     std::vector<uint32_t> mask;
   };
-  SamplingWords samplingWords(std::span<const RowSampling> rows, size_t batch) const;
+  /// `following` (one per group, or empty) fills each sequence's `following` word.
+  SamplingWords samplingWords(std::span<const RowSampling> rows, size_t batch,
+                              std::span<const int32_t> following = {}) const;
   /// The token a run sampled for a row, from its rows of the SampledIds and SampledLogprobs slots
-  /// ([1 + 20] each), with the logprobs `sampling` asked for.
+  /// ([1 + 20] each), with the logprobs `sampling` asked for and the MTP head's draft from its row
+  /// of the DraftIds slot (null: the plan has none).
   static SampledToken sampledToken(const int32_t *ids, const float *logprobs,
-                                   const RowSampling *sampling);
+                                   const int32_t *draftIds, const RowSampling *sampling);
   /// The decode step shared by decode() and decodeSample().
   Expected<RunOutput> decodeStep(std::span<const int> slots, std::span<const int32_t> tokens,
                                  LogitsBack back, RunSampling sampling);

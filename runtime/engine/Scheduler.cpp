@@ -79,6 +79,7 @@ struct Scheduler::Active {
   int64_t behind = 0;
   std::unique_ptr<Drafter> drafter;  // null: this sequence decodes one token a step
   int64_t draftLimit = kFirstDrafts; // drafts its next window may carry (see verify())
+  int32_t headGuess = -1;            // the MTP head's guess of the token after the last
   int64_t generated = 0;             // tokens delivered
   std::vector<uint64_t> boundaries;  // cache entries at its prompt's chunk boundaries, oldest first
   bool lookedUp = false;             // its prompt was looked up among the kept states
@@ -145,7 +146,7 @@ Scheduler::Scheduler(std::unique_ptr<Engine> engine, int64_t maxWaiting, size_t 
       drafters_(std::move(drafts.drafters)), maxDrafts_(drafts.maxTokens),
       widestWindow_(engine_->maxWindow(1)) {
   if (!drafters_) {
-    drafters_ = [] { return std::make_unique<CopyDrafter>(); };
+    drafters_ = [] { return std::make_unique<CopyOrHeadDrafter>(); };
   }
   // Nothing holds a page yet: every page of the pool is free.
   totalPages_ = engine_->freePages();
@@ -233,6 +234,7 @@ bool Scheduler::deliver(Active &a, const SampledToken &token) {
     return false;
   }
   a.tokens.push_back(token.id);
+  a.headGuess = token.draft;
   return true;
 }
 
@@ -627,7 +629,7 @@ void Scheduler::step(std::vector<std::unique_ptr<Active>> &running) {
     // Never past max_tokens: every accepted draft is a token of the reply.
     const int64_t most = std::min(
         {window - known, maxDrafts_, a.draftLimit, a.request().maxTokens - a.generated - 1});
-    std::vector<int32_t> guess = a.drafter->draft(a.tokens, most);
+    std::vector<int32_t> guess = a.drafter->draft(a.tokens, a.headGuess, most);
     const int64_t pages = engine_->pagesNeeded(a.slot, known + static_cast<int64_t>(guess.size())) -
                           engine_->pagesNeeded(a.slot, known);
     if (!guess.empty() && pages <= spare) {

@@ -25,7 +25,8 @@ namespace glm::runtime {
 /// How the scheduler drafts for speculative decoding. Drafts run only where the plan has verify
 /// programs, and never more than its widest window for the step's sequences holds.
 struct DraftOptions {
-  /// Makes each sequence's drafter (empty: copy drafts; a factory returning null: none).
+  /// Makes each sequence's drafter (empty: copy drafts, else the MTP head's guess where the plan
+  /// has the head; a factory returning null: none).
   DrafterFactory drafters;
   /// The most drafts one window carries.
   int64_t maxTokens = INT64_MAX;

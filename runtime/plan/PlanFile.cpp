@@ -550,6 +550,7 @@ private:
       case plan::IoKind::TokenMask:
       case plan::IoKind::SampledIds:
       case plan::IoKind::SampledLogprobs:
+      case plan::IoKind::DraftIds:
         break; // after the logits slot, which gives the vocabulary and rows they follow
       default:
         return fail(what, "is of an unknown kind");
@@ -561,7 +562,8 @@ private:
     for (const plan::IoSlot *io : *program.io()) {
       const plan::TensorRef &t = *io->tensor();
       const std::string what = strCat(pname, " io slot ", plan::EnumNameIoKind(io->kind()));
-      const bool ids = io->kind() == plan::IoKind::SampledIds;
+      const bool ids =
+          io->kind() == plan::IoKind::SampledIds || io->kind() == plan::IoKind::DraftIds;
       if (ids || io->kind() == plan::IoKind::SampledLogprobs) {
         const plan::ElementType element = ids ? plan::ElementType::I32 : plan::ElementType::F32;
         if (t.element() != element || t.shape()->size() != 2 || t.shape()->Get(0) != logitsRows ||
@@ -601,7 +603,7 @@ private:
   /// The io kinds the host writes before a run.
   static bool isInput(plan::IoKind kind) {
     return kind != plan::IoKind::Logits && kind != plan::IoKind::SampledIds &&
-           kind != plan::IoKind::SampledLogprobs;
+           kind != plan::IoKind::SampledLogprobs && kind != plan::IoKind::DraftIds;
   }
 
   /// A checked tensor's bytes (checkTensor has bounded them by its slice).

@@ -1,12 +1,13 @@
 // Speculative decoding's verify windows on the CUDA engine (issue 19): a window of R rows draws,
-// row by row, what R serial one-row steps draw, bit for bit in every logprob, and leaves the state
-// they leave, whether it is taken whole or rolled back; alone and two sequences to a step, greedy
-// and sampled, at R = 2, 4, 8 and 16 (and two sequences serially in one step equal each alone), on
-// the f32 plan, the bf16 plan with the weights as stored, the deployment's bf16 plan (q4 dense
-// linears, the fp8 head) and the EXL3 experts' fused MoE. That is what lets the scheduler accept a
-// draft where it equals the keyed draw of its row: the kernels a window runs must give each row
-// what they give it alone (docs/speculative-decoding.md). Through the scheduler, replies with
-// drafts and across a preemption equal the serial ones.
+// row by row, what R serial one-row steps draw, bit for bit in every logprob (and the MTP head's
+// guess after it), and leaves the state they leave, whether it is taken whole or rolled back; alone
+// and two sequences to a step, greedy and sampled, at R = 2, 4, 8 and 16 (and two sequences
+// serially in one step equal each alone), on the f32 plan, the bf16 plan with the weights as
+// stored, the deployment's bf16 plan (q4 dense linears, the fp8 head), the EXL3 experts' fused MoE
+// and a checkpoint with an MTP layer. That is what lets the scheduler accept a draft where it
+// equals the keyed draw of its row: the kernels a window runs must give each row what they give
+// it alone (docs/speculative-decoding.md). Through the scheduler, replies with drafts (copy and
+// the MTP head's) and across a preemption equal the serial ones.
 #include "runtime/engine/CudaEngine.h"
 #include "runtime/engine/Scheduler.h"
 #include "tests/gpu/support/GpuTest.h"
@@ -23,11 +24,40 @@ using runtime::Engine;
 using runtime::SamplingParams;
 using runtime::testing::promptOf;
 
+/// The checkpoint a plan is compiled from: the tiny fixture, it quantized to EXL3 (glmc quantize),
+/// or the synthetic tiny checkpoint with an MTP layer (glmc synth --preset tiny --seed 7).
+enum class Model { Tiny, Exl3, Mtp };
+
 struct VerifyPlan {
   const char *name;    // under GLM_TEST_PLANS, as scripts/gpu-bundle.sh names it
   const char *options; // --precision and the dense formats
-  bool exl3;           // compiled from the fixture quantized to EXL3
+  Model model;
 };
+
+/// `model`'s checkpoint: scripts/gpu-bundle.sh's under GLM_FIXTURES_DIR, else made now in a
+/// directory returned in `made` (removed by the caller).
+Expected<std::filesystem::path> checkpointOf(Model model, std::filesystem::path &made) {
+  static const char *const kBundled[] = {"glm53-tiny", "glm53-tiny-exl3", "glm53-tiny-mtp"};
+  if (model == Model::Tiny) {
+    return tinyFixture();
+  }
+  if (std::getenv("GLM_TEST_PLANS") != nullptr) {
+    return fixturesDir() / kBundled[static_cast<int>(model)];
+  }
+  made = std::filesystem::temp_directory_path() /
+         (std::string("cuda_engine_verify_") + kBundled[static_cast<int>(model)] + "_" +
+          std::to_string(::getpid()));
+  const std::string command =
+      glmcPath() +
+      (model == Model::Exl3 ? " quantize " + tinyFixture().string() + " -o " + made.string() +
+                                  " --bits 4 --codebook mcg"
+                            : " synth --preset tiny --seed 7 -o " + made.string()) +
+      " > /dev/null 2>&1";
+  if (std::system(command.c_str()) != 0) {
+    return internalError("failed: ", command);
+  }
+  return made;
+}
 
 // Windows of every R the test runs, alone (1xR) and two to a step (2xR), and the serial programs.
 constexpr const char *kPrograms = " --decode 1x1,2x1,1x2,1x4,1x8,1x16,2x2,2x8 --prefill 64";
@@ -38,23 +68,13 @@ protected:
     std::string why;
     ASSERT_NE(gpu(&why), nullptr) << why;
     const VerifyPlan &p = GetParam();
-    std::filesystem::path model = tinyFixture();
-    if (p.exl3) {
-      model = fixturesDir() / "glm53-tiny-exl3"; // scripts/gpu-bundle.sh makes it
-      if (std::getenv("GLM_TEST_PLANS") == nullptr) {
-        model = std::filesystem::temp_directory_path() /
-                ("cuda_engine_verify_exl3_" + std::to_string(::getpid()));
-        const std::string quantize = glmcPath() + " quantize " + tinyFixture().string() + " -o " +
-                                     model.string() + " --bits 4 --codebook mcg > /dev/null";
-        ASSERT_EQ(std::system(quantize.c_str()), 0) << quantize;
-        removeModel_ = model;
-      }
-    }
-    Expected<std::unique_ptr<Checkpoint>> checkpoint = Checkpoint::open(model);
+    Expected<std::filesystem::path> model = checkpointOf(p.model, removeModel_);
+    ASSERT_TRUE(model.ok()) << model.status().toString();
+    Expected<std::unique_ptr<Checkpoint>> checkpoint = Checkpoint::open(*model);
     ASSERT_TRUE(checkpoint.ok()) << checkpoint.status().toString();
     checkpoint_ = std::move(checkpoint).value();
     Expected<std::unique_ptr<runtime::PlanFile>> plan =
-        compileTiny(p.name, "--target " + gpu()->info().arch + " " + p.options + kPrograms, model);
+        compileTiny(p.name, "--target " + gpu()->info().arch + " " + p.options + kPrograms, *model);
     ASSERT_TRUE(plan.ok()) << plan.status().toString();
     Expected<std::unique_ptr<cuda::CudaEngine>> engine =
         cuda::CudaEngine::create(std::move(plan).value(), *checkpoint_);
@@ -112,10 +132,12 @@ TEST_P(CudaEngineVerify, TwoWindowsInOneStepDrawWhatEachDrawsSerially) {
 INSTANTIATE_TEST_SUITE_P(
     Plans, CudaEngineVerify,
     ::testing::Values(
-        VerifyPlan{"gpu_f32_verify", "--precision f32 --dense bf16 --head bf16", false},
-        VerifyPlan{"gpu_bf16_verify", "--precision bf16 --dense bf16 --head bf16", false},
-        VerifyPlan{"gpu_bf16_q4_verify", "--precision bf16", false},
-        VerifyPlan{"exl3_bf16_verify", "--precision bf16", true}),
+        VerifyPlan{"gpu_f32_verify", "--precision f32 --dense bf16 --head bf16", Model::Tiny},
+        VerifyPlan{"gpu_bf16_verify", "--precision bf16 --dense bf16 --head bf16", Model::Tiny},
+        VerifyPlan{"gpu_bf16_q4_verify", "--precision bf16", Model::Tiny},
+        VerifyPlan{"exl3_bf16_verify", "--precision bf16", Model::Exl3},
+        VerifyPlan{"mtp_f32_verify", "--precision f32 --dense bf16 --head bf16", Model::Mtp},
+        VerifyPlan{"mtp_bf16_verify", "--precision bf16", Model::Mtp}),
     [](const ::testing::TestParamInfo<VerifyPlan> &info) { return std::string(info.param.name); });
 
 /// Issue 19's exactness through the scheduler on the GPU, where a prefilled row and a decoded row
@@ -169,6 +191,64 @@ TEST(CudaEngineVerifyScheduler, PreemptedRepliesWithAndWithoutDraftsEqualTheirsA
       EXPECT_EQ(together[i].tokens, alone[i])
           << "request " << i << (draft ? ", drafts" : ", no drafts");
     }
+  }
+}
+
+/// The MTP head's guesses as drafts on the GPU (its plan's default drafter: copy drafts, else the
+/// head's guess): rarely right on random weights, so most windows are rolled back, and every
+/// reply must still be the serial one, greedy and sampled, alone and two to a step.
+TEST(CudaEngineVerifyScheduler, MtpDraftsChangeNoReply) {
+  std::string why;
+  ASSERT_NE(gpu(&why), nullptr) << why;
+  std::filesystem::path made;
+  Expected<std::filesystem::path> model = checkpointOf(Model::Mtp, made);
+  ASSERT_TRUE(model.ok()) << model.status().toString();
+  Expected<std::unique_ptr<Checkpoint>> checkpoint = Checkpoint::open(*model);
+  ASSERT_TRUE(checkpoint.ok()) << checkpoint.status().toString();
+  auto engine = [&]() -> std::unique_ptr<Engine> {
+    Expected<std::unique_ptr<runtime::PlanFile>> plan =
+        compileTiny("mtp_bf16_verify",
+                    "--target " + gpu()->info().arch + " --precision bf16" + kPrograms, *model);
+    EXPECT_TRUE(plan.ok()) << plan.status().toString();
+    if (!plan.ok()) {
+      return nullptr;
+    }
+    Expected<std::unique_ptr<cuda::CudaEngine>> e =
+        cuda::CudaEngine::create(std::move(plan).value(), **checkpoint);
+    EXPECT_TRUE(e.ok()) << e.status().toString();
+    return e.ok() ? std::move(e).value() : nullptr;
+  };
+  std::vector<runtime::SequenceRequest> requests(2);
+  for (size_t i = 0; i < requests.size(); ++i) {
+    requests[i].prompt = promptOf(30 + 23 * i, static_cast<int32_t>(i));
+    requests[i].maxTokens = 40;
+    requests[i].ignoreEos = true;
+    requests[i].sampling = {.temperature = i == 0 ? 0.0f : 0.8f, .topP = 0.95f, .seed = 3 + i};
+  }
+  auto serve = [&](std::vector<runtime::SequenceRequest> batch, bool draft,
+                   runtime::SchedulerStats *stats) {
+    for (runtime::SequenceRequest &r : batch) {
+      r.draft = draft;
+    }
+    return runtime::testing::serveAtOnce(engine(), std::move(batch), {}, stats);
+  };
+  runtime::SchedulerStats stats;
+  const std::vector<runtime::testing::Reply> serial = serve(requests, false, &stats);
+  ASSERT_EQ(serial.size(), 2u);
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(serial[i].tokens.size(), 40u);
+    const std::vector<runtime::testing::Reply> alone = serve({requests[i]}, true, &stats);
+    ASSERT_EQ(alone.size(), 1u);
+    EXPECT_EQ(alone[0].tokens, serial[i].tokens) << "request " << i << " alone";
+    EXPECT_GT(stats.specDrafts, 20) << "request " << i << ": the head drafted";
+  }
+  const std::vector<runtime::testing::Reply> together = serve(requests, true, &stats);
+  ASSERT_EQ(together.size(), 2u);
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(together[i].tokens, serial[i].tokens) << "request " << i << " together";
+  }
+  if (!made.empty()) {
+    std::filesystem::remove_all(made);
   }
 }
 

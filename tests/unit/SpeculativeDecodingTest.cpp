@@ -29,21 +29,31 @@ TEST(CopyDrafter, DraftsWhatFollowedTheLatestEarlierOccurrence) {
   CopyDrafter drafter;
   // "1 2 3" occurs at 0 (then 4 5) and at 5 (then 9): the latest one counts.
   std::vector<int32_t> tokens = {1, 2, 3, 4, 5, 1, 2, 3, 9, 7, 1, 2, 3};
-  EXPECT_EQ(drafter.draft(tokens, 4), (std::vector<int32_t>{9, 7, 1, 2}));
-  EXPECT_EQ(drafter.draft(tokens, 1), (std::vector<int32_t>{9}));
-  EXPECT_TRUE(drafter.draft(tokens, 0).empty());
+  EXPECT_EQ(drafter.draft(tokens, -1, 4), (std::vector<int32_t>{9, 7, 1, 2}));
+  EXPECT_EQ(drafter.draft(tokens, -1, 1), (std::vector<int32_t>{9}));
+  EXPECT_TRUE(drafter.draft(tokens, -1, 0).empty());
   // Grown by tokens never seen in that order: no match.
   tokens.push_back(8);
-  EXPECT_TRUE(drafter.draft(tokens, 4).empty());
+  EXPECT_TRUE(drafter.draft(tokens, -1, 4).empty());
   // Grown into a repeat of "9 7 1": what followed it before, up to the end of the tokens.
   for (int32_t t : {9, 7, 1}) {
     tokens.push_back(t);
   }
-  EXPECT_EQ(drafter.draft(tokens, 8), (std::vector<int32_t>{2, 3, 8, 9, 7, 1}));
+  EXPECT_EQ(drafter.draft(tokens, -1, 8), (std::vector<int32_t>{2, 3, 8, 9, 7, 1}));
   // Another sequence's tokens (shorter): indexed again, not read out of bounds.
-  EXPECT_EQ(drafter.draft(std::vector<int32_t>{5, 6, 7, 5, 6, 7}, 3),
+  EXPECT_EQ(drafter.draft(std::vector<int32_t>{5, 6, 7, 5, 6, 7}, -1, 3),
             (std::vector<int32_t>{5, 6, 7}));
-  EXPECT_TRUE(drafter.draft(std::vector<int32_t>{5, 6}, 3).empty());
+  EXPECT_TRUE(drafter.draft(std::vector<int32_t>{5, 6}, -1, 3).empty());
+}
+
+TEST(CopyOrHeadDrafter, CopiesWhereTheReplyRepeatsElseTakesTheHeadsGuess) {
+  CopyOrHeadDrafter drafter;
+  const std::vector<int32_t> repeating = {1, 2, 3, 4, 5, 1, 2, 3};
+  EXPECT_EQ(drafter.draft(repeating, 42, 4), (std::vector<int32_t>{4, 5, 1, 2}));
+  const std::vector<int32_t> fresh = {1, 2, 3, 4, 5, 6, 7, 8};
+  EXPECT_EQ(drafter.draft(fresh, 42, 4), (std::vector<int32_t>{42}));
+  EXPECT_TRUE(drafter.draft(fresh, -1, 4).empty()); // no head
+  EXPECT_TRUE(drafter.draft(fresh, 42, 0).empty()); // no room
 }
 
 /// The tiny fixture's f32 CPU plan with `decode` programs.
@@ -155,7 +165,7 @@ class OracleDrafter final : public Drafter {
 public:
   explicit OracleDrafter(std::vector<std::vector<int32_t>> replies)
       : replies_(std::move(replies)) {}
-  std::vector<int32_t> draft(std::span<const int32_t> tokens, int64_t max) override {
+  std::vector<int32_t> draft(std::span<const int32_t> tokens, int32_t, int64_t max) override {
     std::vector<int32_t> drafts;
     for (const std::vector<int32_t> &full : replies_) {
       if (tokens.size() > full.size() || !std::equal(tokens.begin(), tokens.end(), full.begin())) {
@@ -245,7 +255,7 @@ TEST(SpeculativeScheduler, MaxTokensAnEndTokenOrAStopInsideAWindowEndTheReplyAsS
   class Right final : public Drafter {
   public:
     explicit Right(std::vector<int32_t> full) : full_(std::move(full)) {}
-    std::vector<int32_t> draft(std::span<const int32_t> tokens, int64_t max) override {
+    std::vector<int32_t> draft(std::span<const int32_t> tokens, int32_t, int64_t max) override {
       const size_t from = std::min(tokens.size(), full_.size());
       const size_t count = std::min(static_cast<size_t>(max), full_.size() - from);
       return {full_.begin() + static_cast<std::ptrdiff_t>(from),

@@ -115,6 +115,11 @@ int runCompile(const std::vector<std::string> &args) {
     return cl.fail(programs.status());
   }
   options.programs = *programs;
+  Expected<bool> mtp = mtpFromOptions(cl, *config);
+  if (!mtp.ok()) {
+    return cl.fail(mtp.status());
+  }
+  options.mtp = *mtp;
   Expected<WeightFormats> formats = weightFormats(modelDir, cl.get("assume-weights"));
   if (!formats.ok()) {
     return cl.fail(formats.status());

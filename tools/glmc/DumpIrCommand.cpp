@@ -63,8 +63,13 @@ int runDumpIr(const std::vector<std::string> &args) {
     return cl.fail(formats.status());
   }
 
+  Expected<bool> mtp = mtpFromOptions(cl, *config);
+  if (!mtp.ok()) {
+    return cl.fail(mtp.status());
+  }
+
   mlir::MLIRContext context;
-  auto module = glm53::buildGlm53Module(context, *config, programs, formats->formatOf);
+  auto module = glm53::buildGlm53Module(context, *config, programs, formats->formatOf, *mtp);
   if (!module.ok()) {
     return cl.fail(module.status());
   }

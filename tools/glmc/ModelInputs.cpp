@@ -30,7 +30,25 @@ void addCompileShapeOptions(CommandLine &cl) {
       .option("dense", "bf16|q4|fp8",
               "dense linears quantized at load (default: q4 for GPU bf16 plans,\nas stored "
               "otherwise; docs/quantization.md)")
-      .option("head", "bf16|q4|fp8", "lm_head's encoding (default: fp8 for GPU bf16 plans)");
+      .option("head", "bf16|q4|fp8", "lm_head's encoding (default: fp8 for GPU bf16 plans)")
+      .option("mtp", "on|off",
+              "the MTP head in every program, drafting a token a row (default on\nwhere the "
+              "checkpoint has the layer; docs/speculative-decoding.md)");
+}
+
+Expected<bool> mtpFromOptions(const CommandLine &cl, const glm53::Glm53Config &config) {
+  const std::optional<std::string> mtp = cl.get("mtp");
+  if (!mtp) {
+    return config.hasMtp();
+  }
+  if (*mtp != "on" && *mtp != "off") {
+    return invalidArgument("--mtp is on or off, got '", *mtp, "'");
+  }
+  if (*mtp == "on" && !config.hasMtp()) {
+    return invalidArgument("--mtp on: the checkpoint has no MTP layer (num_nextn_predict_layers "
+                           "is 0)");
+  }
+  return *mtp == "on";
 }
 
 /// "4x1,1x8" -> decode programs {B=4,R=1}, {B=1,R=8}.

@@ -418,8 +418,9 @@ Status synthesizeCheckpoint(const SynthOptions &options) {
   nlohmann::ordered_json storage = nlohmann::ordered_json::object();
   uint64_t exl3Bytes = 0, exl3Weights = 0;
   for (const WeightInfo &w : glm53Weights(config)) {
-    if (exl3 && w.component == Component::RoutedExpert && w.role == WeightRole::Linear &&
-        !w.isMtp) {
+    // The MTP layer's routed experts too: `--assume-weights exl3-experts` and the plans read
+    // every routed expert in the deployed format.
+    if (exl3 && w.component == Component::RoutedExpert && w.role == WeightRole::Linear) {
       const Exl3LayerSpec layer = randomExl3Layer(w, options.seed, options.exl3Bits);
       storage[layer.key] = appendExl3Layer(layer, tensors);
       exl3Bytes += exl3StoredBytes(layer.k, layer.n, layer.bits);

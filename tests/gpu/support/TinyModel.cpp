@@ -166,8 +166,11 @@ using runtime::SampledToken;
 bool sameBits(float a, float b) { return std::memcmp(&a, &b, sizeof(float)) == 0; }
 
 /// Where a window's draw differs from the serial one's in any bit: its id, its logprob, its top
-/// alternatives. Empty when they are the same.
+/// alternatives, the MTP head's guess after it. Empty when they are the same.
 std::string drawDifference(const SampledToken &got, const SampledToken &want) {
+  if (got.draft != want.draft) {
+    return strCat("drew ", got.id, " guessing ", got.draft, " next, serially ", want.draft);
+  }
   if (got.id != want.id || !sameBits(got.logprob, want.logprob)) {
     return strCat("drew ", got.id, " (logprob ", got.logprob, "), serially ", want.id, " (logprob ",
                   want.logprob, ")");

@@ -19,18 +19,19 @@ namespace glm::runtime::testing {
 
 inline const std::filesystem::path kTiny = std::filesystem::path(GLM_FIXTURES_DIR) / "glm53-tiny";
 
-/// The tiny fixture's f32 CPU plan compiled with `options` (a file removed with the object).
+/// The tiny fixture's (or `model`'s) f32 CPU plan compiled with `options` (a file removed with
+/// the object).
 class TinyPlan {
 public:
-  explicit TinyPlan(const std::string &options) {
+  explicit TinyPlan(const std::string &options, const std::filesystem::path &model = kTiny) {
     static int serial = 0;
     path_ = std::filesystem::temp_directory_path() /
             ("tiny_plan_" + std::to_string(::getpid()) + "_" + std::to_string(serial++) + ".glmp");
-    const std::string command = std::string(GLM_GLMC_PATH) + " compile " + kTiny.string() + " -o " +
+    const std::string command = std::string(GLM_GLMC_PATH) + " compile " + model.string() + " -o " +
                                 path_.string() + " --target cpu --precision f32 " + options +
                                 " 2>/dev/null";
     EXPECT_EQ(std::system(command.c_str()), 0) << command;
-    checkpoint_ = std::move(Checkpoint::open(kTiny)).value();
+    checkpoint_ = std::move(Checkpoint::open(model)).value();
   }
   ~TinyPlan() { std::filesystem::remove(path_); }
   std::unique_ptr<CpuEngine> engine(CpuEngineOptions options = {}) const {
