@@ -1,9 +1,10 @@
 // The MTP head (reference/glm53_arch.md §2.8) against transformers: the f32 CPU plan of a
 // synthetic checkpoint with an MTP layer reproduces tests/goldens/glm53-tiny-mtp (made by its
 // make_golden.py from transformers' glm5_next modules) over a prompt, prefilled whole and in
-// chunks, and serial greedy decode steps; its draws reach the sampled tokens; a plan without it
-// is the same trunk; and drafting with it changes no reply.
+// chunks, and serial greedy decode steps; its draws reach the sampled tokens, the same at TP 2 as
+// at TP 1; a plan without it is the same trunk; and drafting with it changes no reply.
 #include "base/Hmac.h"
+#include "runtime/comm/LoopbackComm.h"
 #include "runtime/engine/CpuEngine.h"
 #include "runtime/weights/SafeTensors.h"
 #include "tests/unit/support/Compare.h"
@@ -19,6 +20,7 @@
 #include <fstream>
 #include <iterator>
 #include <set>
+#include <thread>
 #include <unistd.h>
 
 namespace glm::runtime {
@@ -63,9 +65,11 @@ protected:
   }
   static int64_t vocab() { return tensor("mtp_logits").shape[1]; }
 
-  /// An f32 CPU plan of the synthetic checkpoint with every prefill row's logits.
+  /// An f32 CPU plan of the synthetic checkpoint with every prefill row's logits (TP 1 unless
+  /// `options` says otherwise).
   static TinyPlan planWith(const std::string &options) {
-    return TinyPlan("--tp 1 --max-seqs 2 --max-context 128 --prefill-logits all " + options,
+    const std::string tp = options.find("--tp ") == std::string::npos ? "--tp 1 " : "";
+    return TinyPlan(tp + "--max-seqs 2 --max-context 128 --prefill-logits all " + options,
                     checkpoint());
   }
   /// A directory for one engine's dumps.
@@ -204,6 +208,71 @@ TEST_F(MtpHead, ItsGreedyDrawsComeWithTheSampledTokensAndAPlanWithoutItIsTheSame
     trunk.push_back(std::move(logits));
   }
   EXPECT_EQ(trunk[0], trunk[1]) << "the MTP head changed the trunk's logits";
+}
+
+TEST_F(MtpHead, TwoRanksGuessWhatOneGuesses) {
+  // The head partitioned as the trunk is (its attention by heads, its experts by rank, the shared
+  // lm_head by columns): rank 0's draws and guesses over a prompt and 12 greedy steps are TP 1's.
+  const std::vector<int32_t> prompt = ints("input_ids");
+  SamplingParams params;
+  params.temperature = 0.0f;
+  const RowSampling row{&params, static_cast<int64_t>(prompt.size())};
+  auto run = [&](CpuEngine &engine, std::vector<SampledToken> &out) -> Status {
+    const int slot = *engine.newSequence();
+    GLM_ASSIGN_OR_RETURN(SampledToken token, engine.prefillSample(slot, prompt, row));
+    out.push_back(token);
+    for (int step = 0; step < 12; ++step) {
+      const int slots[] = {slot};
+      GLM_ASSIGN_OR_RETURN(std::vector<SampledToken> next,
+                           engine.decodeSample(slots, std::span<const int32_t>(&out.back().id, 1),
+                                               std::span<const RowSampling>(&row, 1)));
+      out.push_back(next[0]);
+    }
+    return Status::success();
+  };
+  const std::string programs = "--prefill 64 --decode 1x1";
+  std::vector<SampledToken> one;
+  {
+    const TinyPlan plan = planWith(programs);
+    std::unique_ptr<CpuEngine> engine = plan.engine();
+    ASSERT_NE(engine, nullptr);
+    const Status s = run(*engine, one);
+    ASSERT_TRUE(s.ok()) << s.toString();
+  }
+  const TinyPlan plan = planWith(programs + " --tp 2");
+  LoopbackGroup group(2);
+  std::vector<std::vector<SampledToken>> ranks(2);
+  std::vector<Status> errors(2);
+  std::vector<std::thread> threads;
+  for (int rank = 0; rank < 2; ++rank) {
+    threads.emplace_back([&, rank] {
+      std::unique_ptr<LoopbackComm> comm = group.comm(rank);
+      Expected<std::unique_ptr<PlanFile>> file = PlanFile::open(plan.path());
+      if (!file.ok()) {
+        errors[rank] = file.status();
+        group.end(errors[rank].toString());
+        return;
+      }
+      Expected<std::unique_ptr<CpuEngine>> engine =
+          CpuEngine::create(std::move(file).value(), plan.checkpoint(), {.comm = comm.get()});
+      errors[rank] = engine.ok() ? run(**engine, ranks[rank]) : engine.status();
+      if (!errors[rank].ok()) {
+        group.end(errors[rank].toString());
+      }
+    });
+  }
+  for (std::thread &t : threads) {
+    t.join();
+  }
+  for (int rank = 0; rank < 2; ++rank) {
+    ASSERT_TRUE(errors[rank].ok()) << "rank " << rank << ": " << errors[rank].toString();
+  }
+  ASSERT_EQ(ranks[0].size(), one.size());
+  for (size_t i = 0; i < one.size(); ++i) {
+    EXPECT_EQ(ranks[0][i].id, one[i].id) << "token " << i;
+    EXPECT_GE(ranks[0][i].draft, 0) << "token " << i;
+    EXPECT_EQ(ranks[0][i].draft, one[i].draft) << "the guess after token " << i;
+  }
 }
 
 TEST_F(MtpHead, DraftingWithItChangesNoReply) {
