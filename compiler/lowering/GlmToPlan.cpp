@@ -613,7 +613,6 @@ private:
   int64_t pageTokens_;
   llvm::StringMap<SmallVector<int64_t, 2>> tails_; // the unit shape of each state's tail
   llvm::StringSet<> states_;                       // the module's state symbols
-  /// The current program's step context: its io buffers by slot name (ReadsStepContext).
   /// The positions an op reads: those of the rows a last_rows step picked where the op runs on
   /// them (the head after it), else the program's (the MTP head runs on every row after it).
   Value positionsFor(Operation *op) const {
@@ -626,6 +625,7 @@ private:
     return rows == picked_.rows ? picked_.positions : all;
   }
 
+  /// The current program's step context: its io buffers by slot name (ReadsStepContext).
   llvm::StringMap<Value> context_;
   /// The positions of the rows the program's last_rows step picked, once it has run.
   struct {

@@ -40,7 +40,8 @@ def Glm_ReadsStepContext : OpInterface<"ReadsStepContext"> {
     the op's own operands. An op that names a state reads at least the
     positions and sequence slots. An op that picks rows (`last_rows`) also
     writes the picked rows' positions after its results, and the steps after it
-    read those as their positions.
+    that run on the picked rows read those as their positions (the ones that
+    run on every row, the MTP head's, keep the program's).
   }];
   let methods = [
     StaticInterfaceMethod<"the step-context io slots read, in operand order",
