@@ -140,6 +140,21 @@ INSTANTIATE_TEST_SUITE_P(
         VerifyPlan{"mtp_bf16_verify", "--precision bf16", Model::Mtp}),
     [](const ::testing::TestParamInfo<VerifyPlan> &info) { return std::string(info.param.name); });
 
+/// A CUDA engine over plan `name` (compileTiny's) of `model`, whose weights `checkpoint` holds;
+/// null after a failure the test records.
+std::unique_ptr<Engine> engineOf(const std::string &name, const std::string &options,
+                                 const std::filesystem::path &model, const Checkpoint &checkpoint) {
+  Expected<std::unique_ptr<runtime::PlanFile>> plan = compileTiny(name, options, model);
+  EXPECT_TRUE(plan.ok()) << plan.status().toString();
+  if (!plan.ok()) {
+    return nullptr;
+  }
+  Expected<std::unique_ptr<cuda::CudaEngine>> e =
+      cuda::CudaEngine::create(std::move(plan).value(), checkpoint);
+  EXPECT_TRUE(e.ok()) << e.status().toString();
+  return e.ok() ? std::move(e).value() : nullptr;
+}
+
 /// Issue 19's exactness through the scheduler on the GPU, where a prefilled row and a decoded row
 /// get different bits: with a pool of 256 tokens (SchedulerTest's case), two requests that grow to
 /// 232 tokens each make the newer one give its pages back mid-reply. Its prompt is prefilled again
@@ -150,20 +165,12 @@ TEST(CudaEngineVerifyScheduler, PreemptedRepliesWithAndWithoutDraftsEqualTheirsA
   ASSERT_NE(gpu(&why), nullptr) << why;
   Expected<std::unique_ptr<Checkpoint>> checkpoint = Checkpoint::open(tinyFixture());
   ASSERT_TRUE(checkpoint.ok()) << checkpoint.status().toString();
-  auto engine = [&]() -> std::unique_ptr<Engine> {
-    Expected<std::unique_ptr<runtime::PlanFile>> plan = compileTiny(
-        "gpu_bf16_pool_verify", "--target " + gpu()->info().arch +
-                                    " --precision bf16 --dense bf16 --head bf16 "
-                                    "--max-context 256 --pool-tokens 256 --decode 1x1,2x1,1x8,2x4 "
-                                    "--prefill 64");
-    EXPECT_TRUE(plan.ok()) << plan.status().toString();
-    if (!plan.ok()) {
-      return nullptr;
-    }
-    Expected<std::unique_ptr<cuda::CudaEngine>> e =
-        cuda::CudaEngine::create(std::move(plan).value(), **checkpoint);
-    EXPECT_TRUE(e.ok()) << e.status().toString();
-    return e.ok() ? std::move(e).value() : nullptr;
+  auto engine = [&] {
+    return engineOf("gpu_bf16_pool_verify",
+                    "--target " + gpu()->info().arch +
+                        " --precision bf16 --dense bf16 --head bf16 --max-context 256 "
+                        "--pool-tokens 256 --decode 1x1,2x1,1x8,2x4 --prefill 64",
+                    tinyFixture(), **checkpoint);
   };
   const std::vector<runtime::SequenceRequest> requests =
       runtime::testing::requestsOutgrowingAPoolOf256(
@@ -205,18 +212,10 @@ TEST(CudaEngineVerifyScheduler, MtpDraftsChangeNoReply) {
   ASSERT_TRUE(model.ok()) << model.status().toString();
   Expected<std::unique_ptr<Checkpoint>> checkpoint = Checkpoint::open(*model);
   ASSERT_TRUE(checkpoint.ok()) << checkpoint.status().toString();
-  auto engine = [&]() -> std::unique_ptr<Engine> {
-    Expected<std::unique_ptr<runtime::PlanFile>> plan =
-        compileTiny("mtp_bf16_verify",
-                    "--target " + gpu()->info().arch + " --precision bf16" + kPrograms, *model);
-    EXPECT_TRUE(plan.ok()) << plan.status().toString();
-    if (!plan.ok()) {
-      return nullptr;
-    }
-    Expected<std::unique_ptr<cuda::CudaEngine>> e =
-        cuda::CudaEngine::create(std::move(plan).value(), **checkpoint);
-    EXPECT_TRUE(e.ok()) << e.status().toString();
-    return e.ok() ? std::move(e).value() : nullptr;
+  auto engine = [&] {
+    return engineOf("mtp_bf16_verify",
+                    "--target " + gpu()->info().arch + " --precision bf16" + kPrograms, *model,
+                    **checkpoint);
   };
   std::vector<runtime::SequenceRequest> requests(2);
   for (size_t i = 0; i < requests.size(); ++i) {
