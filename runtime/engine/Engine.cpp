@@ -346,6 +346,17 @@ int64_t Engine::maxWindowOf(const plan::Plan &plan, size_t sequences,
   return rows;
 }
 
+bool Engine::guessesAhead(const plan::Plan &plan) {
+  for (const plan::Program *p : *plan.programs()) {
+    for (const plan::IoSlot *io : *p->io()) {
+      if (io->kind() == plan::IoKind::DraftIds) {
+        return true;
+      }
+    }
+  }
+  return false;
+}
+
 const plan::Program *Engine::windowProgramFor(size_t sequences, int64_t rows) const {
   const plan::Program *program = nullptr;
   auto size = [](const plan::Program *p) { return uint64_t{p->batch()} * p->rows(); };

@@ -191,6 +191,9 @@ public:
   /// given, receives the verify programs ("1x16", ...: decode programs of more than one row).
   static int64_t maxWindowOf(const plan::Plan &plan, size_t sequences,
                              std::vector<std::string> *programs = nullptr);
+  /// Whether the plan's programs run the MTP head, whose guesses come with the drawn tokens
+  /// (SampledToken::draft).
+  static bool guessesAhead(const plan::Plan &plan);
   /// One verify step: every window in the smallest decode program that holds them (padding rows
   /// change nothing), each row drawing the token at its position with its sequence's key, as a
   /// serial step draws it. Draft j is accepted when it equals the token drawn after the row

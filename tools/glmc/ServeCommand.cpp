@@ -156,6 +156,7 @@ int runServe(const std::vector<std::string> &args) {
   // The draft depth, against the windows the plan verifies: refused before any weight loads.
   std::vector<std::string> verifyPrograms;
   const int64_t widest = runtime::Engine::maxWindowOf((*plan)->root(), 1, &verifyPrograms);
+  const bool headGuesses = runtime::Engine::guessesAhead((*plan)->root());
   const int64_t drafts = draftTokens->value_or(std::min<int64_t>(widest - 1, kDefaultDraftTokens));
   if (drafts > widest - 1) {
     return cl.fail(
@@ -242,9 +243,10 @@ int runServe(const std::vector<std::string> &args) {
                 static_cast<double>((*engine)->keptStateBytes()) / (1 << 20));
   }
   if (drafts > 0) { // drafts > 0 only where the plan verifies windows (checked above)
-    std::printf("glmc serve: speculative decoding: copy drafts, up to %lld a window (verify "
+    std::printf("glmc serve: speculative decoding: copy drafts%s, up to %lld a window (verify "
                 "programs %s)\n",
-                static_cast<long long>(drafts), strJoin(verifyPrograms, ", ").c_str());
+                headGuesses ? ", else the MTP head's guess" : "", static_cast<long long>(drafts),
+                strJoin(verifyPrograms, ", ").c_str());
   }
   runtime::Scheduler scheduler(std::move(engine).value(), maxWaiting->value_or(4 * sequences),
                                static_cast<size_t>(kept), {.maxTokens = drafts});
