@@ -12,6 +12,7 @@
 #
 #   export GLM_FIXTURES_DIR=$PWD/.cache/gpu/fixtures GLM_TEST_PLANS=$PWD/.cache/gpu/plans \
 #          GLM_KERNEL_CACHE=$PWD/.cache/gpu/kernels LD_LIBRARY_PATH=$PWD/.cache/gpu/lib \
+#          GLM_GOLDENS_DIR=$PWD/tests/goldens \
 #          GLM_GLMC=$PWD/.cache/gpu/glmc   # the worker processes lockstep_gpu_test starts
 #   for t in build/tests/bin/*gpu_test; do $t; done
 #   .cache/gpu/glmc bench .cache/gpu/plans/bench_bf16.glmp --model .cache/gpu/fixtures/glm53-tiny
@@ -82,6 +83,9 @@ build/bin/glmc compile "$out/fixtures/glm53-tiny-exl3" -o "$out/plans/exl3_bf16_
 build/bin/glmc synth --preset tiny --seed 7 -o "$out/fixtures/glm53-tiny-mtp" > /dev/null 2>&1
 build/bin/glmc compile "$out/fixtures/glm53-tiny-mtp" -o "$out/plans/mtp_f32_verify.glmp" "${verify[@]}" --precision f32 --dense bf16 --head bf16
 build/bin/glmc compile "$out/fixtures/glm53-tiny-mtp" -o "$out/plans/mtp_bf16_verify.glmp" "${verify[@]}" --precision bf16
+golden=(--tp 1 --max-seqs 2 --max-context 2048 --decode 1x1 --target "$arch" --precision f32 --dense bf16 --head bf16)
+build/bin/glmc compile "$out/fixtures/glm53-tiny-mtp" -o "$out/plans/mtp_f32_golden.glmp" "${golden[@]}" --prefill 64
+build/bin/glmc compile "$out/fixtures/glm53-tiny-mtp" -o "$out/plans/mtp_f32_golden_c16.glmp" "${golden[@]}" --prefill 16
 # The shared libraries the compiler-less glmc needs beyond the C library, OpenSSL and zlib.
 for lib in $(ldd "$out/glmc" | awk '/=> \// {print $3}' | grep -E 'httplib|brotli|pcre2'); do
   cp -L "$lib" "$out/lib/"

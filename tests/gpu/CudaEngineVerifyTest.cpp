@@ -10,6 +10,7 @@
 // the MTP head's) and across a preemption equal the serial ones.
 #include "runtime/engine/CudaEngine.h"
 #include "runtime/engine/Scheduler.h"
+#include "runtime/weights/SafeTensors.h"
 #include "tests/gpu/support/GpuTest.h"
 #include "tests/gpu/support/TinyModel.h"
 #include "tests/unit/support/Requests.h"
@@ -198,6 +199,76 @@ TEST(CudaEngineVerifyScheduler, PreemptedRepliesWithAndWithoutDraftsEqualTheirsA
       EXPECT_EQ(together[i].tokens, alone[i])
           << "request " << i << (draft ? ", drafts" : ", no drafts");
     }
+  }
+}
+
+/// The goldens of tests/goldens: GLM_GOLDENS_DIR (a GPU machine's copy of the tree), else the
+/// source tree's.
+std::filesystem::path goldensDir() {
+  const char *env = std::getenv("GLM_GOLDENS_DIR");
+  return env != nullptr ? env : GLM_GOLDENS_DIR;
+}
+
+/// The MTP head on the GPU against transformers (tests/goldens/glm53-tiny-mtp): the f32 plan's
+/// guess after every drawn token is the golden head's argmax at that row, over a prompt prefilled
+/// whole and in chunks of 16 (the serving path: each chunk's head on its last row alone, the next
+/// chunk's first token embedded after it) and greedy decode steps. The golden rows' smallest gap
+/// between the two largest logits is 2.6e-3, far above an f32 plan's error.
+TEST(CudaEngineMtp, GuessesTheArgmaxOfTransformersHeadAtEveryRow) {
+  std::string why;
+  ASSERT_NE(gpu(&why), nullptr) << why;
+  std::filesystem::path made;
+  Expected<std::filesystem::path> model = checkpointOf(Model::Mtp, made);
+  ASSERT_TRUE(model.ok()) << model.status().toString();
+  Expected<std::unique_ptr<Checkpoint>> checkpoint = Checkpoint::open(*model);
+  ASSERT_TRUE(checkpoint.ok()) << checkpoint.status().toString();
+  Expected<std::unique_ptr<SafeTensorsFile>> golden =
+      SafeTensorsFile::open(goldensDir() / "glm53-tiny-mtp" / "golden.safetensors");
+  ASSERT_TRUE(golden.ok()) << golden.status().toString();
+  auto ints = [&](const char *name) {
+    const TensorView *t = (*golden)->find(name);
+    const auto *p = reinterpret_cast<const int32_t *>(t->data);
+    return std::vector<int32_t>(p, p + t->shape[0]);
+  };
+  const std::vector<int32_t> prompt = ints("input_ids"), greedy = ints("greedy_tokens");
+  const TensorView *head = (*golden)->find("mtp_logits");
+  ASSERT_NE(head, nullptr);
+  const int64_t vocab = head->shape[1];
+  auto guess = [&](size_t row) {
+    return argmax(reinterpret_cast<const float *>(head->data) + row * vocab, vocab);
+  };
+  for (const auto &[name, chunk] : {std::pair{"mtp_f32_golden", 64}, {"mtp_f32_golden_c16", 16}}) {
+    SCOPED_TRACE(name);
+    std::unique_ptr<Engine> engine =
+        engineOf(name,
+                 "--target " + gpu()->info().arch +
+                     " --precision f32 --dense bf16 --head bf16 --decode 1x1 --prefill " +
+                     std::to_string(chunk),
+                 *model, **checkpoint);
+    ASSERT_NE(engine, nullptr);
+    SamplingParams params;
+    params.temperature = 0.0f;
+    const runtime::RowSampling row{&params, static_cast<int64_t>(prompt.size())};
+    const int slot = *engine->newSequence();
+    Expected<runtime::SampledToken> token = engine->prefillSample(slot, prompt, row);
+    ASSERT_TRUE(token.ok()) << token.status().toString();
+    for (size_t j = 0; j < greedy.size(); ++j) {
+      const size_t at = prompt.size() - 1 + j; // the row that drew greedy[j]
+      EXPECT_EQ(token->id, greedy[j]) << "row " << at;
+      EXPECT_EQ(token->draft, guess(at)) << "the head's guess at row " << at;
+      if (j + 1 == greedy.size()) {
+        break;
+      }
+      const int slots[] = {slot};
+      Expected<std::vector<runtime::SampledToken>> next =
+          engine->decodeSample(slots, std::span<const int32_t>(&greedy[j], 1),
+                               std::span<const runtime::RowSampling>(&row, 1));
+      ASSERT_TRUE(next.ok()) << next.status().toString();
+      token = (*next)[0];
+    }
+  }
+  if (!made.empty()) {
+    std::filesystem::remove_all(made);
   }
 }
 
