@@ -179,6 +179,13 @@ if ((fuzz)); then
         --target cpu --precision f32 --tp "$tp" --max-seqs 1 --max-context 256 --decode 1x1 \
         --prefill 16 >/dev/null 2>&1 || { echo "fuzz.sh: glmc compile of the plan seeds failed"; exit 1; }
     done
+    # A plan with the MTP head (its ops, its DraftIds slot), from a synthetic checkpoint: the tiny
+    # fixture has no MTP layer.
+    mtp_checkpoint="$build_dir/fuzz-seeds/mtp-checkpoint"
+    { build/bin/glmc synth --preset tiny -o "$mtp_checkpoint" &&
+      build/bin/glmc compile "$mtp_checkpoint" -o "$plan_seeds/cpu_f32_mtp.glmp" --target cpu \
+        --precision f32 --tp 1 --max-seqs 1 --max-context 256 --decode 1x1,1x2 --prefill 16
+    } >/dev/null 2>&1 || { echo "fuzz.sh: the MTP plan seed failed"; exit 1; }
   else
     echo "fuzz.sh: no build/bin/glmc (scripts/build.sh): the plan targets start from no seed"
   fi
