@@ -111,3 +111,31 @@ func.func @count_tokens_into_a_recurrent_state(%ids: tensor<3xi32>) {
   glm.count_tokens %ids, counts @s : tensor<3xi32>
   return
 }
+
+// -----
+
+// next_embedding: a row per id, and every row's draws unless it follows the input.
+glm.weight @emb : tensor<16x8xbf16> {checkpoint = "emb", format = #glm.format<bfloat16>, shard = #glm.shard<replicated>}
+func.func @next_embedding_rows(%ids: tensor<3xi32>, %drawn: tensor<3x21xi32>) -> tensor<2x8xf32> {
+  // expected-error @+1 {{'glm.next_embedding' op gives 2 rows for 3 ids}}
+  %e = glm.next_embedding %ids, %drawn, @emb {follow_input = false} : tensor<3xi32>, tensor<3x21xi32> -> tensor<2x8xf32>
+  return %e : tensor<2x8xf32>
+}
+
+// -----
+
+glm.weight @emb : tensor<16x8xbf16> {checkpoint = "emb", format = #glm.format<bfloat16>, shard = #glm.shard<replicated>}
+func.func @next_embedding_last_draws(%ids: tensor<3xi32>, %drawn: tensor<1x21xi32>) -> tensor<3x8xf32> {
+  // expected-error @+1 {{'glm.next_embedding' op reads the draws of every row [3, 21] (or, following the input, of each sequence's last), not [1, 21]}}
+  %e = glm.next_embedding %ids, %drawn, @emb {follow_input = false} : tensor<3xi32>, tensor<1x21xi32> -> tensor<3x8xf32>
+  return %e : tensor<3x8xf32>
+}
+
+// -----
+
+glm.weight @emb : tensor<16x4xbf16> {checkpoint = "emb", format = #glm.format<bfloat16>, shard = #glm.shard<replicated>}
+func.func @next_embedding_width(%ids: tensor<3xi32>, %drawn: tensor<3x21xi32>) -> tensor<3x8xf32> {
+  // expected-error @+1 {{weight @emb}}
+  %e = glm.next_embedding %ids, %drawn, @emb {follow_input = false} : tensor<3xi32>, tensor<3x21xi32> -> tensor<3x8xf32>
+  return %e : tensor<3x8xf32>
+}

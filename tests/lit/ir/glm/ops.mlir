@@ -80,5 +80,10 @@ func.func @layer(%ids: tensor<3xi32>) -> (tensor<3x2x8xf32>, tensor<3x21xi32>) {
   %tok, %lp = glm.sample %gath, counts @counts {greedy} : tensor<3x16xf32> -> tensor<3x21xi32>, tensor<3x21xf32>
   // CHECK: glm.last_rows {{.*}} : tensor<3x8xf32> -> tensor<1x8xf32>
   %last = glm.last_rows %sum : tensor<3x8xf32> -> tensor<1x8xf32>
+  // The MTP head's input: each row's draw, or (following the input) the next row's token.
+  // CHECK: glm.next_embedding %{{.*}}, %{{.*}}, @emb {follow_input = false} : tensor<3xi32>, tensor<3x21xi32> -> tensor<3x8xf32>
+  %next = glm.next_embedding %ids, %tok, @emb {follow_input = false} : tensor<3xi32>, tensor<3x21xi32> -> tensor<3x8xf32>
+  // CHECK: glm.next_embedding %{{.*}}, %{{.*}}, @emb {follow_input = true} : tensor<3xi32>, tensor<3x21xi32> -> tensor<3x8xf32>
+  %nextIn = glm.next_embedding %ids, %tok, @emb {follow_input = true} : tensor<3xi32>, tensor<3x21xi32> -> tensor<3x8xf32>
   return %r, %tok : tensor<3x2x8xf32>, tensor<3x21xi32>
 }
