@@ -209,19 +209,40 @@ std::filesystem::path goldensDir() {
   return env != nullptr ? env : GLM_GOLDENS_DIR;
 }
 
+/// The synthetic tiny checkpoint with an MTP layer, opened (and, outside the bundle, made) for
+/// each test and removed after it.
+class CudaEngineMtp : public ::testing::Test {
+protected:
+  void SetUp() override {
+    std::string why;
+    ASSERT_NE(gpu(&why), nullptr) << why;
+    Expected<std::filesystem::path> model = checkpointOf(Model::Mtp, made_);
+    ASSERT_TRUE(model.ok()) << model.status().toString();
+    model_ = *model;
+    Expected<std::unique_ptr<Checkpoint>> checkpoint = Checkpoint::open(model_);
+    ASSERT_TRUE(checkpoint.ok()) << checkpoint.status().toString();
+    checkpoint_ = std::move(checkpoint).value();
+  }
+  void TearDown() override {
+    if (!made_.empty()) {
+      std::filesystem::remove_all(made_);
+    }
+  }
+  /// Plan `name` of the checkpoint with glmc `options`, on the CUDA engine.
+  std::unique_ptr<Engine> engine(const std::string &name, const std::string &options) const {
+    return engineOf(name, "--target " + gpu()->info().arch + " " + options, model_, *checkpoint_);
+  }
+
+  std::filesystem::path made_, model_;
+  std::unique_ptr<Checkpoint> checkpoint_;
+};
+
 /// The MTP head on the GPU against transformers (tests/goldens/glm53-tiny-mtp): the f32 plan's
 /// guess after every drawn token is the golden head's argmax at that row, over a prompt prefilled
 /// whole and in chunks of 16 (the serving path: each chunk's head on its last row alone, the next
 /// chunk's first token embedded after it) and greedy decode steps. The golden rows' smallest gap
 /// between the two largest logits is 2.6e-3, far above an f32 plan's error.
-TEST(CudaEngineMtp, GuessesTheArgmaxOfTransformersHeadAtEveryRow) {
-  std::string why;
-  ASSERT_NE(gpu(&why), nullptr) << why;
-  std::filesystem::path made;
-  Expected<std::filesystem::path> model = checkpointOf(Model::Mtp, made);
-  ASSERT_TRUE(model.ok()) << model.status().toString();
-  Expected<std::unique_ptr<Checkpoint>> checkpoint = Checkpoint::open(*model);
-  ASSERT_TRUE(checkpoint.ok()) << checkpoint.status().toString();
+TEST_F(CudaEngineMtp, GuessesTheArgmaxOfTransformersHeadAtEveryRow) {
   Expected<std::unique_ptr<SafeTensorsFile>> golden =
       SafeTensorsFile::open(goldensDir() / "glm53-tiny-mtp" / "golden.safetensors");
   ASSERT_TRUE(golden.ok()) << golden.status().toString();
@@ -240,11 +261,8 @@ TEST(CudaEngineMtp, GuessesTheArgmaxOfTransformersHeadAtEveryRow) {
   for (const auto &[name, chunk] : {std::pair{"mtp_f32_golden", 64}, {"mtp_f32_golden_c16", 16}}) {
     SCOPED_TRACE(name);
     std::unique_ptr<Engine> engine =
-        engineOf(name,
-                 "--target " + gpu()->info().arch +
-                     " --precision f32 --dense bf16 --head bf16 --decode 1x1 --prefill " +
-                     std::to_string(chunk),
-                 *model, **checkpoint);
+        this->engine(name, "--precision f32 --dense bf16 --head bf16 --decode 1x1 --prefill " +
+                               std::to_string(chunk));
     ASSERT_NE(engine, nullptr);
     SamplingParams params;
     params.temperature = 0.0f;
@@ -267,27 +285,12 @@ TEST(CudaEngineMtp, GuessesTheArgmaxOfTransformersHeadAtEveryRow) {
       token = (*next)[0];
     }
   }
-  if (!made.empty()) {
-    std::filesystem::remove_all(made);
-  }
 }
 
 /// The MTP head's guesses as drafts on the GPU (its plan's default drafter: copy drafts, else the
 /// head's guess): rarely right on random weights, so most windows are rolled back, and every
 /// reply must still be the serial one, greedy and sampled, alone and two to a step.
-TEST(CudaEngineVerifyScheduler, MtpDraftsChangeNoReply) {
-  std::string why;
-  ASSERT_NE(gpu(&why), nullptr) << why;
-  std::filesystem::path made;
-  Expected<std::filesystem::path> model = checkpointOf(Model::Mtp, made);
-  ASSERT_TRUE(model.ok()) << model.status().toString();
-  Expected<std::unique_ptr<Checkpoint>> checkpoint = Checkpoint::open(*model);
-  ASSERT_TRUE(checkpoint.ok()) << checkpoint.status().toString();
-  auto engine = [&] {
-    return engineOf("mtp_bf16_verify",
-                    "--target " + gpu()->info().arch + " --precision bf16" + kPrograms, *model,
-                    **checkpoint);
-  };
+TEST_F(CudaEngineMtp, DraftsChangeNoReply) {
   std::vector<runtime::SequenceRequest> requests(2);
   for (size_t i = 0; i < requests.size(); ++i) {
     requests[i].prompt = promptOf(30 + 23 * i, static_cast<int32_t>(i));
@@ -300,8 +303,15 @@ TEST(CudaEngineVerifyScheduler, MtpDraftsChangeNoReply) {
     for (runtime::SequenceRequest &r : batch) {
       r.draft = draft;
     }
-    return runtime::testing::serveAtOnce(engine(), std::move(batch), {}, stats);
+    return runtime::testing::serveAtOnce(
+        engine("mtp_bf16_verify", std::string("--precision bf16") + kPrograms), std::move(batch),
+        {}, stats);
   };
+  std::unique_ptr<Engine> widest =
+      engine("mtp_bf16_verify", std::string("--precision bf16") + kPrograms);
+  ASSERT_NE(widest, nullptr);
+  const int64_t window = widest->maxWindow(1);
+  widest.reset();
   runtime::SchedulerStats stats;
   const std::vector<runtime::testing::Reply> serial = serve(requests, false, &stats);
   ASSERT_EQ(serial.size(), 2u);
@@ -310,15 +320,17 @@ TEST(CudaEngineVerifyScheduler, MtpDraftsChangeNoReply) {
     const std::vector<runtime::testing::Reply> alone = serve({requests[i]}, true, &stats);
     ASSERT_EQ(alone.size(), 1u);
     EXPECT_EQ(alone[0].tokens, serial[i].tokens) << "request " << i << " alone";
-    EXPECT_GT(stats.specDrafts, 20) << "request " << i << ": the head drafted";
+    // As on the CPU (MtpHeadTest): at most one round in a window's rows goes without the head's
+    // guess (its known tokens fill the window), and the last.
+    const int64_t rounds =
+        static_cast<int64_t>(serial[i].tokens.size()) - 1 - stats.specAcceptedTokens;
+    EXPECT_GE(stats.specDrafts * window, (rounds - 1) * (window - 1))
+        << "request " << i << ": " << stats.specDrafts << " of " << rounds << " rounds drafted";
   }
   const std::vector<runtime::testing::Reply> together = serve(requests, true, &stats);
   ASSERT_EQ(together.size(), 2u);
   for (size_t i = 0; i < 2; ++i) {
     EXPECT_EQ(together[i].tokens, serial[i].tokens) << "request " << i << " together";
-  }
-  if (!made.empty()) {
-    std::filesystem::remove_all(made);
   }
 }
 

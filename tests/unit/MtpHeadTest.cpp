@@ -277,7 +277,8 @@ TEST_F(MtpHead, TwoRanksGuessWhatOneGuesses) {
 
 TEST_F(MtpHead, DraftingWithItChangesNoReply) {
   // The head's guesses on random weights are rarely right, so the windows are rolled back
-  // often: the replies must still be the serial ones, token for token, greedy and sampled.
+  // often: the replies must still be the serial ones, token for token, greedy and sampled, alone
+  // and batched.
   const TinyPlan plan = TinyPlan(
       "--tp 1 --max-seqs 2 --max-context 256 --prefill 32 --decode 1x1,2x1,1x4,2x2", checkpoint());
   std::vector<SequenceRequest> requests(3);
@@ -288,25 +289,37 @@ TEST_F(MtpHead, DraftingWithItChangesNoReply) {
     requests[i].sampling.temperature = i == 0 ? 0.0f : 0.8f;
     requests[i].sampling.seed = 5 + i;
   }
-  auto serve = [&](bool draft, SchedulerStats *stats) {
-    std::vector<SequenceRequest> copy = requests;
-    for (SequenceRequest &r : copy) {
+  auto serve = [&](std::vector<SequenceRequest> batch, bool draft, SchedulerStats *stats) {
+    for (SequenceRequest &r : batch) {
       r.draft = draft;
     }
-    return testing::serveAtOnce(plan.engine(), std::move(copy), {}, stats);
+    return testing::serveAtOnce(plan.engine(), std::move(batch), {}, stats);
   };
-  SchedulerStats serialStats, draftedStats;
-  const std::vector<testing::Reply> serial = serve(false, &serialStats);
-  const std::vector<testing::Reply> drafted = serve(true, &draftedStats);
-  ASSERT_EQ(serial.size(), drafted.size());
+  const int64_t window = plan.engine()->maxWindow(1);
+  SchedulerStats stats;
+  const std::vector<testing::Reply> serial = serve(requests, false, &stats);
+  EXPECT_EQ(stats.specDraftTokens, 0);
+  ASSERT_EQ(serial.size(), requests.size());
   for (size_t i = 0; i < serial.size(); ++i) {
     EXPECT_EQ(serial[i].tokens.size(), 30u);
-    EXPECT_EQ(drafted[i].tokens, serial[i].tokens) << "request " << i;
+    const std::vector<testing::Reply> alone = serve({requests[i]}, true, &stats);
+    ASSERT_EQ(alone.size(), 1u);
+    EXPECT_EQ(alone[0].tokens, serial[i].tokens) << "request " << i << " alone";
+    // Every round after the prefill's token carries the head's guess but those whose known tokens
+    // fill the window (a rolled-back window's tokens lead the next one, so after window - 1
+    // rejections in a row) and the last (no room under max_tokens): at most one round in a
+    // window's rows goes without. A round yields 1 + its accepted drafts.
+    const int64_t rounds =
+        static_cast<int64_t>(serial[i].tokens.size()) - 1 - stats.specAcceptedTokens;
+    EXPECT_GE(stats.specDrafts * window, (rounds - 1) * (window - 1))
+        << "request " << i << ": " << stats.specDrafts << " of " << rounds << " rounds drafted";
   }
-  EXPECT_EQ(serialStats.specDraftTokens, 0);
-  // Made-up prompts rarely repeat three tokens: the head's guess is most rounds' draft.
-  EXPECT_GT(draftedStats.specDrafts, 20);
-  EXPECT_GE(draftedStats.specDraftTokens, draftedStats.specDrafts);
+  const std::vector<testing::Reply> batched = serve(requests, true, &stats);
+  ASSERT_EQ(batched.size(), serial.size());
+  for (size_t i = 0; i < serial.size(); ++i) {
+    EXPECT_EQ(batched[i].tokens, serial[i].tokens) << "request " << i << " batched";
+  }
+  EXPECT_GT(stats.specDraftTokens, 0);
 }
 
 } // namespace
