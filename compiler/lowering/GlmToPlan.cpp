@@ -364,20 +364,28 @@ private:
 
     // Which values the program returns, and as which io slot.
     auto ret = cast<func::ReturnOp>(fn.getBody().back().getTerminator());
-    llvm::DenseMap<Value, StringRef> outputs;
-    int64_t vocab = 0; // the sampler's, for the token mask
-    // A program returns its logits, the sampler's ids and logprobs, and, with an MTP head, that
-    // head's sampler's ids (models/glm53/Builder.h).
-    for (auto [i, v] : llvm::enumerate(ret.getOperands())) {
-      if (auto sample = v.getDefiningOp<SampleOp>()) {
-        outputs[v] = i == 3                 ? "draft_ids"
-                     : v == sample.getIds() ? "sampled_ids"
-                                            : "sampled_logprobs";
-        vocab = cast<RankedTensorType>(sample.getLogits().getType()).getDimSize(1);
-      } else {
-        outputs[v] = "logits";
-      }
+    // A program returns, in this order, its logits, the sampler's ids and logprobs and, with an
+    // MTP head, that head's sampler's ids (models/glm53/Builder.h).
+    static constexpr StringLiteral kReturned[] = {"logits", "sampled_ids", "sampled_logprobs",
+                                                  "draft_ids"};
+    if (ret.getNumOperands() < 3 || ret.getNumOperands() > std::size(kReturned)) {
+      return fn.emitOpError() << "returns " << ret.getNumOperands()
+                              << " values; a program returns its logits, the sampler's ids and "
+                                 "logprobs, and an MTP head's ids";
     }
+    llvm::DenseMap<Value, StringRef> outputs;
+    for (auto [i, v] : llvm::enumerate(ret.getOperands())) {
+      auto sample = v.getDefiningOp<SampleOp>();
+      const bool ids = i % 2 == 1, logprobs = i == 2;
+      if ((ids || logprobs) != static_cast<bool>(sample) ||
+          (sample && v != (ids ? sample.getIds() : sample.getLogprobs()))) {
+        return fn.emitOpError() << "returns value " << i << " as " << kReturned[i]
+                                << ", which is not what it computes";
+      }
+      outputs[v] = kReturned[i];
+    }
+    // The sampler's vocabulary, for the token mask.
+    const int64_t vocab = cast<RankedTensorType>(ret.getOperand(0).getType()).getDimSize(1);
 
     llvm::DenseMap<Value, Value> buffers;
     for (BlockArgument arg : fn.getArguments()) {
