@@ -36,7 +36,7 @@ namespace glm::runtime {
 namespace {
 
 /// Drafts a sequence's first window carries, and every window after a rejected draft: a 4-row
-/// window, an MTP head's chain of 3.
+/// window (copy drafts; the MTP head guesses one token a round, and a chain of 3 is not built).
 constexpr int64_t kFirstDrafts = 3;
 
 /// `sampling` with the end-of-sequence tokens biased to -inf (min_tokens, as vLLM has it: none
