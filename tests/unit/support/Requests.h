@@ -69,4 +69,19 @@ inline std::vector<Reply> serveAtOnce(std::unique_ptr<Engine> engine,
   return replies;
 }
 
+/// Whether a reply of `tokens` tokens, served alone with the MTP head's guesses, drafted in every
+/// round it could: every round after the prefill's token carries a guess but those whose known
+/// tokens fill the window (a rolled-back window's tokens lead the next one, so after window - 1
+/// rejections in a row) and the last (no room under max_tokens), so at most one round in a
+/// window's rows goes without. A round yields 1 + its accepted drafts.
+inline ::testing::AssertionResult draftedEveryRoundItCould(const SchedulerStats &stats,
+                                                           size_t tokens, int64_t window) {
+  const int64_t rounds = static_cast<int64_t>(tokens) - 1 - stats.specAcceptedTokens;
+  if (stats.specDrafts * window >= (rounds - 1) * (window - 1)) {
+    return ::testing::AssertionSuccess();
+  }
+  return ::testing::AssertionFailure() << stats.specDrafts << " of " << rounds
+                                       << " rounds drafted, with windows of " << window << " rows";
+}
+
 } // namespace glm::runtime::testing
