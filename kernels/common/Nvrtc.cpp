@@ -153,6 +153,11 @@ Expected<CompiledModule> compileKernels(std::string_view source,
   // Exact IEEE f32 arithmetic (no fast math): f32 plans are checked against the golden at 1e-5.
   std::vector<std::string> options = {archOption, "-std=c++17"};
   options.insert(options.end(), extraOptions.begin(), extraOptions.end());
+  // Source lines in the cubin, for a profiler's per-line view (Nsight Compute's source page); the
+  // code is the same, and the option is hashed with the rest, so such cubins are cached apart.
+  if (const char *lineInfo = std::getenv("GLM_NVRTC_LINEINFO"); lineInfo && *lineInfo) {
+    options.emplace_back("-lineinfo");
+  }
 
   Fnv1a64 hash;
   hash.add(version).add(source);

@@ -61,6 +61,9 @@ Expected<cuda::DeviceMemory> Suite::random(size_t count, bool bf16, float scale)
 }
 
 Status Suite::time(const std::function<Status()> &launch, Row &row, int reps) {
+  if (!wanted(row)) {
+    return Status::success();
+  }
   GLM_ASSIGN_OR_RETURN(cuda::EventTiming t, cuda::timeOnStream(ctx_, launch, reps, 5));
   row.medianUs = t.medianUs;
   row.spreadUs = (t.p90Us - t.p10Us) / 2;
@@ -68,6 +71,9 @@ Status Suite::time(const std::function<Status()> &launch, Row &row, int reps) {
 }
 
 Status Suite::timeGraph(int count, const std::function<Status(int)> &launch, Row &row, int reps) {
+  if (!wanted(row)) {
+    return Status::success();
+  }
   const cuda::CudaDriver &d = ctx_.driver();
   const cuda::CUstream stream = ctx_.stream();
   GLM_CU(&d, cuStreamBeginCapture(stream, cuda::kCaptureModeThreadLocal));

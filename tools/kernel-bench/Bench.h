@@ -66,7 +66,17 @@ public:
   /// run them. The row's time is the whole graph's.
   Status timeGraph(int count, const std::function<Status(int)> &launch, Row &row, int reps = 100);
 
-  void add(Row row) { rows_.push_back(std::move(row)); }
+  /// Rows kept to those whose "kernel shape" text contains `only` (empty: every row); the others
+  /// are neither timed nor listed, so that a profiler attached to the run sees one row's launches.
+  void setOnly(std::string only) { only_ = std::move(only); }
+  bool wanted(const Row &row) const {
+    return only_.empty() || (row.kernel + " " + row.shape).find(only_) != std::string::npos;
+  }
+  void add(Row row) {
+    if (wanted(row)) {
+      rows_.push_back(std::move(row));
+    }
+  }
   const std::vector<Row> &rows() const { return rows_; }
 
   // Ceilings measured at start: device-to-device copy (bytes read + written per second), and the
@@ -78,6 +88,7 @@ private:
   cuda::CudaContext &ctx_;
   const glm53::Glm53Config &model_;
   std::vector<Row> rows_;
+  std::string only_;
 };
 
 // One per family; each adds its kernels' rows at the dimensions of suite.model().

@@ -79,7 +79,7 @@ constexpr int kBurst = 20;
 
 Status timeBurst(Suite &suite, const std::function<Status()> &launch, Row &row,
                  bool graph = false) {
-  Row alone;
+  Row alone = row; // named as the row, which --only matches
   GLM_RETURN_IF_ERROR(suite.time(launch, alone, 50));
   if (graph) {
     GLM_RETURN_IF_ERROR(suite.timeGraph(kBurst, [&](int) { return launch(); }, row, 20));

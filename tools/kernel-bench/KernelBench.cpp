@@ -5,7 +5,7 @@
 //
 //   glm-kernel-bench [--config DIR] [--family
 //   linear|linear_quant|kda|sparse_attention|elementwise|moe|exl3_moe]
-//                    [--markdown]
+//                    [--only TEXT] [--markdown]
 //
 // --config names a checkpoint directory or its config.json; every model dimension comes from it.
 // Without it, the glm53-flash fixture the GPU tests use: $GLM_FIXTURES_DIR/glm53-flash, else the
@@ -29,11 +29,13 @@ namespace {
 constexpr int kExitFailed = 1, kExitUsage = 2;
 
 constexpr const char *kUsage =
-    "usage: glm-kernel-bench [--config DIR] [--family NAME] [--markdown]\n"
+    "usage: glm-kernel-bench [--config DIR] [--family NAME] [--only TEXT] [--markdown]\n"
     "  --config DIR   a checkpoint directory or its config.json (default: the glm53-flash\n"
     "                 fixture, $GLM_FIXTURES_DIR/glm53-flash or the build's fixtures)\n"
     "  --family NAME  linear, linear_quant, kda, sparse_attention, elementwise, moe or exl3_moe "
     "(default: all)\n"
+    "  --only TEXT    time only the rows whose kernel and shape contain TEXT (for a profiler:\n"
+    "                 ncu then sees that row's launches alone)\n"
     "  --markdown     the table as markdown\n";
 
 const struct {
@@ -60,15 +62,16 @@ std::filesystem::path defaultConfig() {
 int main(int argc, char **argv) {
   std::string family;
   std::string configArg;
+  std::string only;
   bool markdown = false;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
-    if (arg == "--family" || arg == "--config") {
+    if (arg == "--family" || arg == "--config" || arg == "--only") {
       if (i + 1 == argc) {
         std::fprintf(stderr, "glm-kernel-bench: %s needs a value\n%s", arg.c_str(), kUsage);
         return kExitUsage;
       }
-      (arg == "--family" ? family : configArg) = argv[++i];
+      (arg == "--family" ? family : arg == "--config" ? configArg : only) = argv[++i];
     } else if (arg == "--markdown") {
       markdown = true;
     } else if (arg == "--help" || arg == "-h") {
@@ -117,6 +120,7 @@ int main(int argc, char **argv) {
     return kExitFailed;
   }
   bench::Suite suite(**ctx, *model);
+  suite.setOnly(only);
   // The bandwidth ceiling: a 2 GiB device-to-device copy, counting bytes read and written.
   if (Expected<double> copy = cuda::measureCopyBandwidth(**ctx, size_t{2} << 30, 20); copy.ok()) {
     suite.copyBytesPerS = *copy;
