@@ -73,6 +73,17 @@ __device__ __forceinline__ void ldmatrixX4(uint32_t (&r)[4], uint32_t address) {
 __device__ __forceinline__ void cpAsync16(uint32_t dst, const void *src, uint32_t bytes) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(src), "r"(bytes));
 }
+/// cpAsync16 where `copy`, else nothing at all (not even zeros written), without a branch.
+__device__ __forceinline__ void cpAsync16If(bool copy, uint32_t dst, const void *src,
+                                            uint32_t bytes) {
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %3, 0;\n"
+               "@p cp.async.cg.shared.global [%0], [%1], 16, %2;\n}" ::"r"(dst),
+               "l"(src), "r"(bytes), "r"(static_cast<uint32_t>(copy)));
+}
+/// 8 bytes global -> shared, asynchronously; `bytes` < 8 zero-fills the rest.
+__device__ __forceinline__ void cpAsync8(uint32_t dst, const void *src, uint32_t bytes) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;" ::"r"(dst), "l"(src), "r"(bytes));
+}
 __device__ __forceinline__ void cpAsyncCommit() { asm volatile("cp.async.commit_group;"); }
 template <int N> __device__ __forceinline__ void cpAsyncWait() {
   asm volatile("cp.async.wait_group %0;" ::"n"(N));

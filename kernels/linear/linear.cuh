@@ -349,20 +349,27 @@ __global__ void __launch_bounds__(kLinearDecodeMaxWarps * 32)
 // one f32 accumulator per group folded into the output's.
 //
 // Loads: each warp streams its units through a private ring of kStages shared-memory slots filled
-// by cp.async (16 bytes of codes per lane and weight row, the Q4 group parameters 4 bytes a copy),
-// kStages - 1 units ahead of the one it multiplies. A slot is read back only after
-// cp.async.wait_group and __syncwarp, and refilled only after the __syncwarp that ends its unit.
-// Two slots measured fastest (deeper rings only cost occupancy): the kernel is bound by its warps'
-// dependent mma / fold chains, not by loads in flight, so the loop is instantiated per activation
-// tile count and alignment (decodeQuantDispatch) to leave its body branch-free for the scheduler.
+// by cp.async, kStages - 1 units ahead of the one it multiplies: 16 bytes of codes per lane and
+// weight row, the Q4 group parameters (8 bytes, a row's two groups, per lane), and the unit's
+// activations of the block's rows (linearQuantSlotBytes), so that no load in the loop waits on
+// memory (a profile of the first form, which read activations from global memory in the loop,
+// had their loads the first stall). A slot is read back only after cp.async.wait_group and
+// __syncwarp, and refilled only after the __syncwarp that ends its unit. Each copy's source,
+// place and bound are worked out once before the loop, with few live registers (at 128 a thread
+// ptxas recomputes what does not fit); the copies past a warp's last unit are of zero bytes rather
+// than branched around. Two slots measured fastest (six were 30-40% slower): the kernel is bound
+// by its warps' dependent decode / mma / fold chains and the instructions they issue, so the loop
+// is instantiated per activation tile count and alignment (decodeQuantDispatch) to leave its body
+// branch-free for the scheduler.
 //
 // Q4: lane (g, t) copies 16-byte chunk t of the unit's 64 bytes of row g + 8i (chunk c stored at
 // c ^ (g & 2), which makes the reads below conflict-free) and reads back, for group G, the 8 bytes
 // [32G + 8t, +8): 16 codes of that group, so an mma's four lanes read one group. A code word's
-// nibbles s and s + 4 become a bf16 pair (128 + q, one LOP3 with 0x43004300), decoded once per
-// (group, weight tile) and used by both activation tiles; the activations are paired alike (one
-// PRMT per pair, per row, shared by all the block's outputs). Σx per group and row comes from one
-// more mma against ones, so a group adds scale · Σx·(128 + q) + (minimum - 128 scale) · Σx.
+// nibbles s and s + 4 become a bf16 pair (128 + q: a shift and one LOP3 with the mask and
+// 0x43004300 in registers), decoded once per (group, weight tile) and used by both activation
+// tiles; the activations are paired alike (one PRMT per pair, per row, shared by all the block's
+// outputs). Σx per group and row comes from one more mma against ones, so a group adds scale ·
+// Σx·(128 + q) + (minimum - 128 scale) · Σx.
 // fp8: lane t copies 16 bytes at 16t of the unit and reads them back as they are (the unit lies
 // in one 128-wide scale block, whose scale the block's outputs share); bytes become bf16 by
 // PRMT/LOP3 and one bf16x2 multiply by 2^120 (exact, subnormals included), and the block adds
@@ -373,11 +380,6 @@ __global__ void __launch_bounds__(kLinearDecodeMaxWarps * 32)
 // distributed shared memory, for products with too few outputs to fill the SMs.
 // ---------------------------------------------------------------------------------------------
 namespace linear_detail {
-
-/// Pairs (nibble s, nibble s + 4) of `codes` as bf16 (128 + q, exactly).
-__device__ __forceinline__ uint32_t q4Pair(uint32_t codes, int s) {
-  return ((codes >> (4 * s)) & 0x000F000Fu) | 0x43004300u;
-}
 
 /// fp8 e4m3 bytes b0, b1 (sel 0x1404) or b2, b3 (sel 0x3424) of `v` as a bf16 pair, exactly.
 __device__ __forceinline__ uint32_t fp8Pair(uint32_t v, uint32_t sel) {
@@ -420,26 +422,6 @@ __device__ __forceinline__ void loadBf16x16(const uint16_t *row, int64_t k, int6
   x[4] = b.x, x[5] = b.y, x[6] = b.z, x[7] = b.w;
 }
 
-template <bool B> struct BoolConstant {
-  static constexpr bool value = B;
-};
-
-/// loadBf16x16 with the vector case branch-free (predicated loads): `valid` and k < n, with n a
-/// multiple of 8, make both 16-byte halves whole.
-template <bool kVec>
-__device__ __forceinline__ void loadX16(const uint16_t *row, int64_t k, int64_t n, bool valid,
-                                        uint32_t (&x)[8]) {
-  if constexpr (kVec) {
-    const bool ok0 = valid && k < n, ok1 = valid && k + 8 < n;
-    const U32x4 a = ok0 ? loadShared16(row + k) : zero4();
-    const U32x4 b = ok1 ? loadShared16(row + k + 8) : zero4();
-    x[0] = a.x, x[1] = a.y, x[2] = a.z, x[3] = a.w;
-    x[4] = b.x, x[5] = b.y, x[6] = b.z, x[7] = b.w;
-  } else {
-    loadBf16x16(row, k, n, false, valid, x);
-  }
-}
-
 /// 4 bytes global -> shared, asynchronously; `bytes` 0 zero-fills.
 __device__ __forceinline__ void cpAsync4(uint32_t dst, const void *src, uint32_t bytes) {
   asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(dst), "l"(src), "r"(bytes));
@@ -456,10 +438,11 @@ __device__ __forceinline__ U32x4 loadSharedU128(uint32_t address) {
   return v;
 }
 
-/// Bytes of one ring slot of the decode-quant kernel: the codes (16 bytes per lane and weight
-/// row), and for Q4 the (scale, minimum) of the unit's two groups of the warp's rows.
-template <typename W, int kMTiles> __host__ __device__ constexpr int decodeQuantSlotBytes() {
-  return 2 * kMTiles * 512 + (IsQ4<W>::value ? 2 * kMTiles * 64 : 0);
+/// (a & b) | c in one LOP3 (ptxas emits two when b and c are both immediates).
+__device__ __forceinline__ uint32_t andOr(uint32_t a, uint32_t b, uint32_t c) {
+  uint32_t r;
+  asm("lop3.b32 %0, %1, %2, %3, 0xEA;" : "=r"(r) : "r"(a), "r"(b), "r"(c));
+  return r;
 }
 
 template <typename T, typename W, int kMTiles, int kStages, int kSplit, int kXTiles, bool kVecX>
@@ -470,9 +453,11 @@ __device__ __forceinline__ void decodeQuantBody(const LinearGpuArgs &a, int64_t 
   constexpr bool kQ4 = IsQ4<W>::value;
   constexpr int kOuts = 16 * kMTiles, kWRows = 2 * kMTiles, kRows = kLinearDecodeRows;
   constexpr int kUnitK = kQ4 ? 128 : 64;
-  constexpr int kSlot = decodeQuantSlotBytes<W, kMTiles>();
   constexpr int kCodeBytes = kWRows * 512;
-  constexpr uint32_t kOnes = 0x3F803F80u; // bf16 (1, 1)
+  constexpr int kXOffset = kCodeBytes + (kQ4 ? kWRows * 64 : 0);     // a slot's activations
+  constexpr int kXChunks = kUnitK / 8;                               // 16-byte chunks a row of them
+  constexpr int kXCopies = kVecX ? (kRows * kXChunks + 31) / 32 : 0; // a lane's, at 16 rows
+  constexpr uint32_t kOnes = 0x3F803F80u;                            // bf16 (1, 1)
   extern __shared__ __align__(16) unsigned char quantSmem[];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
   const int g = lane >> 2, t = lane & 3;
@@ -486,11 +471,11 @@ __device__ __forceinline__ void decodeQuantBody(const LinearGpuArgs &a, int64_t 
   const int64_t rowBytes = kQ4 ? in / 2 : in;
   const int64_t groupsPerRow = in / kQ4Group;
   const uint8_t *weight = static_cast<const uint8_t *>(a.weight);
+  const int slotBytes = linearQuantSlotBytes(kQ4, kMTiles, a.rows);
 
   const uint16_t *x = static_cast<const uint16_t *>(a.x) + r0 * in;
   const bool xValid[2] = {g < nRows, 8 + g < nRows};
   const uint16_t *xRow[2] = {x + (xValid[0] ? g : 0) * in, x + (xValid[1] ? 8 + g : 0) * in};
-  constexpr int xTiles = kXTiles;
   const float *fp8Scales = a.weightScaleInv + (o0 / 128) * ((in + 127) / 128);
 
   // This block's units [uBegin, uEnd) (its share of K when the cluster splits it); warp w takes
@@ -499,45 +484,103 @@ __device__ __forceinline__ void decodeQuantBody(const LinearGpuArgs &a, int64_t 
   const int64_t uBegin = units * rank / kSplit, uEnd = units * (rank + 1) / kSplit;
   const int64_t firstUnit = uBegin + warp;
   const int mine = firstUnit < uEnd ? static_cast<int>((uEnd - firstUnit + warps - 1) / warps) : 0;
-  const uint32_t ring = sharedAddress(quantSmem) + warp * (kStages * kSlot);
+  const uint32_t ring = sharedAddress(quantSmem) + warp * (kStages * slotBytes);
+  const int64_t kFirst = firstUnit * kUnitK, kStep = static_cast<int64_t>(warps) * kUnitK;
 
-  // Codes: lane (g, t) copies chunk t of row g + 8i. Q4 parameters: copy c = lane + 32p is
-  // (row r = c / 2 of the warp's, group c % 2 of the unit), row r being output o0 + r % 8 + 8 (r /
-  // 8), stored at 4c.
+  // What a lane copies into a slot, worked out once (few registers: at 128 a thread, ptxas
+  // would recompute each address every unit): each source at the warp's first unit, which moves
+  // by kStep elements a unit (K fits in 32 bits), its place in the slot and its bound on K.
+  // Codes: lane (g, t) copies chunk t of weight row g + 8i (Q4: stored at chunk t ^ (g & 2),
+  // fp8: at chunk 32i + lane). Q4 parameters: lane l copies the unit's two groups of the warp's
+  // weight rows r = l + 32p, output o0 + r % 8 + 8 (r / 8), to 8r. Activations (rows 16-byte
+  // aligned): chunk c = lane + 32p of the unit's rows, row c / kXChunks, stored at chunk c %
+  // kXChunks ^ (row & 1), which makes the reads below conflict-free.
+  const int kFirst32 = static_cast<int>(kFirst), kStep32 = static_cast<int>(kStep);
+  const int in32 = static_cast<int>(in);
+  const int64_t wRowStride = 8 * rowBytes; // between weight rows g + 8i and g + 8(i + 1)
+  const uint8_t *wSrc = weight + (o0 + g) * rowBytes + (kQ4 ? kFirst / 2 : kFirst) + 16 * t;
+  uint32_t wOk = 0; // bit i: weight row g + 8i exists
+#pragma unroll
+  for (int i = 0; i < kWRows; ++i) {
+    wOk |= (o0 + g + 8 * i < out ? 1u : 0u) << i;
+  }
+  constexpr int kParamCopies = kQ4 ? kWRows / 4 : 0; // rows lane + 32p
+  const int64_t pRow = o0 + (lane & 7) + 8 * (lane >> 3);
+  uint32_t pOk = 0; // bit p: row lane + 32p exists
+#pragma unroll
+  for (int p = 0; p < kParamCopies; ++p) {
+    pOk |= (pRow + 32 * p < out ? 1u : 0u) << p;
+  }
+  const uint32_t *pSrc = a.weightGroups + (pOk ? pRow * groupsPerRow + kFirst / kQ4Group : 0);
+  // A lane's activation copies share a chunk of K; copy p is row xRow0 + p * kXRowsPerCopy.
+  constexpr int kXRowsPerCopy = 32 / kXChunks;
+  const int xRow0 = lane / kXChunks, xChunk = lane % kXChunks;
+  const int xK = kFirst32 + 8 * xChunk; // the copies' k at the first unit
+  const uint16_t *xSrc = x + (xRow0 < nRows ? xRow0 * in + xK : 0);
+  const uint32_t xDst = kXOffset + xRow0 * 2 * kUnitK + 16 * (xChunk ^ (xRow0 & 1));
+  const int xCopies = (nRows * kXChunks + 31) / 32; // copies any lane of the warp makes
+  // Where lane (g, t) reads its activations in a slot: row 8n + g (row 0 for rows past nRows,
+  // whose sums are never stored), chunks 2t and 2t + 1 of each 64 k.
+  uint32_t xRead[2][2];
+#pragma unroll
+  for (int n = 0; n < 2; ++n) {
+    const int r = xValid[n] ? 8 * n + g : 0;
+    xRead[n][0] = kXOffset + r * 2 * kUnitK + 16 * ((2 * t) ^ (r & 1));
+    xRead[n][1] = kXOffset + r * 2 * kUnitK + 16 * ((2 * t + 1) ^ (r & 1));
+  }
+
+  // Copies unit j of the warp's into its slot. Past the warp's last unit the copies are of zero
+  // bytes (zeros written, nothing read, no branch): the slot is the one the last unit freed.
   auto issue = [&](int j) {
-    if (j >= mine) {
-      return;
-    }
-    const int64_t u = firstUnit + static_cast<int64_t>(j) * warps;
-    const uint32_t slot = ring + (j % kStages) * kSlot;
+    const bool live = j < mine;
+    const uint32_t slot = ring + (j % kStages) * slotBytes;
+    const int step = j * kStep32, k0 = kFirst32 + step;
 #pragma unroll
     for (int i = 0; i < kWRows; ++i) {
-      const int64_t o = o0 + g + 8 * i;
+      const uint8_t *src = wSrc + i * wRowStride + (kQ4 ? step / 2 : step);
       if constexpr (kQ4) {
-        const bool ok = o < out && u * kUnitK + 32 * t < in;
-        const uint8_t *src = weight + (ok ? o * rowBytes + u * 64 + 16 * t : 0);
-        cpAsync16(slot + (i * 8 + g) * 64 + 16 * (t ^ (g & 2)), src, ok ? 16u : 0u);
+        const bool ok = live && ((wOk >> i) & 1u) && k0 + 32 * t < in32;
+        cpAsync16(slot + (i * 8 + g) * 64 + 16 * (t ^ (g & 2)), ok ? src : weight, ok ? 16u : 0u);
       } else {
-        const int64_t k = u * kUnitK + 16 * t;
-        const bool ok = o < out && k < in;
+        const int k = k0 + 16 * t;
+        const bool ok = live && ((wOk >> i) & 1u) && k < in32;
         const uint32_t dst = slot + (i * 32 + lane) * 16;
         if (vecW) {
-          cpAsync16(dst, weight + (ok ? o * rowBytes + k : 0), ok ? 16u : 0u);
+          cpAsync16(dst, ok ? src : weight, ok ? 16u : 0u);
         } else {
-          const U32x4 v = ok ? loadFp8x16Scalar(weight + o * rowBytes, k, in) : zero4();
+          const U32x4 v =
+              ok ? loadFp8x16Scalar(weight + (o0 + g + 8 * i) * rowBytes, k, in) : zero4();
           storeShared16(dst, v.x, v.y, v.z, v.w);
         }
       }
     }
-    if constexpr (kQ4) {
 #pragma unroll
-      for (int p = 0; p < kWRows / 2; ++p) {
-        const int c = lane + 32 * p, r = c >> 1;
-        const int64_t o = o0 + (r & 7) + 8 * (r >> 3), group = 2 * u + (c & 1);
-        const bool ok = o < out && group < groupsPerRow;
-        cpAsync4(slot + kCodeBytes + 4 * c, a.weightGroups + (ok ? o * groupsPerRow + group : 0),
-                 ok ? 4u : 0u);
+    for (int p = 0; p < kParamCopies; ++p) {
+      // Both groups, or the first alone where the unit is K's last half unit; in one 8-byte copy
+      // where rows hold an even number of groups (else the pair may be misaligned).
+      const bool row = live && ((pOk >> p) & 1u);
+      const bool first = row && k0 < in32, second = row && k0 + 64 < in32;
+      const uint32_t *src = pSrc + 32 * p * groupsPerRow + step / kQ4Group;
+      const uint32_t dst = slot + kCodeBytes + 8 * (lane + 32 * p);
+      if (groupsPerRow % 2 == 0) {
+        cpAsync8(dst, first ? src : a.weightGroups, second ? 8u : first ? 4u : 0u);
+      } else {
+        cpAsync4(dst, first ? src : a.weightGroups, first ? 4u : 0u);
+        cpAsync4(dst + 4, second ? src + 1 : a.weightGroups, second ? 4u : 0u);
       }
+    }
+#pragma unroll
+    for (int p = 0; p < kXCopies; ++p) {
+      if (p >= xCopies) {
+        break; // uniform: no lane has a row there
+      }
+      // Rows past nRows are never read (see xRead), and with one activation tile none past 8;
+      // the slot has room for min(rows, 16) rows only, so those copies are not made at all.
+      const int r = xRow0 + p * kXRowsPerCopy;
+      const bool ok = xK + step < in32;
+      cpAsync16If(live && (kXTiles == 2 || r < 8) && r < nRows,
+                  slot + xDst + p * kXRowsPerCopy * 2 * kUnitK,
+                  ok ? xSrc + p * kXRowsPerCopy * in + step : x, ok ? 16u : 0u);
     }
   };
 
@@ -553,8 +596,21 @@ __device__ __forceinline__ void decodeQuantBody(const LinearGpuArgs &a, int64_t 
     cpAsyncWait<kStages - 1>();
     __syncwarp();
     const int64_t u = firstUnit + static_cast<int64_t>(j) * warps;
-    const uint32_t slot = ring + (j % kStages) * kSlot;
+    const uint32_t slot = ring + (j % kStages) * slotBytes;
+    // Lane (g, t)'s 16 activations of row 8n + g at k [kUnit + 16t, +16) of the unit's first
+    // (or, for Q4, second: kUnit 64) 64 k, as 8 packed pairs.
+    auto activations = [&](int n, int kUnit, uint32_t (&xr)[8]) {
+      if constexpr (kVecX) {
+        const U32x4 lo = loadSharedU128(slot + xRead[n][0] + 2 * kUnit);
+        const U32x4 hi = loadSharedU128(slot + xRead[n][1] + 2 * kUnit);
+        xr[0] = lo.x, xr[1] = lo.y, xr[2] = lo.z, xr[3] = lo.w;
+        xr[4] = hi.x, xr[5] = hi.y, xr[6] = hi.z, xr[7] = hi.w;
+      } else {
+        loadBf16x16(xRow[n], u * kUnitK + kUnit + 16 * t, in, false, xValid[n], xr);
+      }
+    };
     if constexpr (kQ4) {
+      const uint32_t kMask = 0x000F000Fu, kBias = 0x43004300u; // in registers: one LOP3 a pair
       uint32_t prm[kWRows][2];
 #pragma unroll
       for (int i = 0; i < kWRows; ++i) {
@@ -563,7 +619,6 @@ __device__ __forceinline__ void decodeQuantBody(const LinearGpuArgs &a, int64_t 
       const int swap = (g >> 1) & 1;
 #pragma unroll
       for (int G = 0; G < 2; ++G) {
-        const int64_t kg = u * kUnitK + 64 * G + 16 * t;
         // Pair p = 4 word + s is k (8 word + s, 8 word + s + 4), as the codes' pairs.
         uint32_t xp[2][8];
         float sx[2][4] = {};
@@ -571,7 +626,7 @@ __device__ __forceinline__ void decodeQuantBody(const LinearGpuArgs &a, int64_t 
         for (int n = 0; n < 2; ++n) {
           if (n < kXTiles) {
             uint32_t xr[8];
-            loadX16<kVecX>(xRow[n], kg, in, xValid[n], xr);
+            activations(n, 64 * G, xr);
 #pragma unroll
             for (int wd = 0; wd < 2; ++wd) {
               xp[n][4 * wd + 0] = bytePerm(xr[4 * wd], xr[4 * wd + 2], 0x5410u);
@@ -592,14 +647,15 @@ __device__ __forceinline__ void decodeQuantBody(const LinearGpuArgs &a, int64_t 
           uint32_t lo[2], hi[2];
           loadSharedU64(slot + (i0 * 8 + g) * 64 + piece, lo[0], lo[1]);
           loadSharedU64(slot + (i1 * 8 + g) * 64 + piece, hi[0], hi[1]);
+          // Nibbles s and s + 4 of a code word as a bf16 pair (128 + q each).
           uint32_t A[4][4];
 #pragma unroll
           for (int m = 0; m < 4; ++m) {
             const int wd = m >> 1, sh = 2 * (m & 1);
-            A[m][0] = q4Pair(lo[wd], sh);
-            A[m][1] = q4Pair(hi[wd], sh);
-            A[m][2] = q4Pair(lo[wd], sh + 1);
-            A[m][3] = q4Pair(hi[wd], sh + 1);
+            A[m][0] = andOr(lo[wd] >> (4 * sh), kMask, kBias);
+            A[m][1] = andOr(hi[wd] >> (4 * sh), kMask, kBias);
+            A[m][2] = andOr(lo[wd] >> (4 * sh + 4), kMask, kBias);
+            A[m][3] = andOr(hi[wd] >> (4 * sh + 4), kMask, kBias);
           }
           // shifted: minimum - 128 scale, for the codes' offset of 128.
           const float s0 = f16ToF32(prm[i0][G] & 0xFFFFu);
@@ -629,7 +685,7 @@ __device__ __forceinline__ void decodeQuantBody(const LinearGpuArgs &a, int64_t 
 #pragma unroll
       for (int n = 0; n < 2; ++n) {
         if (n < kXTiles) {
-          loadX16<kVecX>(xRow[n], u * kUnitK + 16 * t, in, xValid[n], xr[n]);
+          activations(n, 0, xr[n]);
         }
       }
 #pragma unroll
@@ -667,13 +723,14 @@ __device__ __forceinline__ void decodeQuantBody(const LinearGpuArgs &a, int64_t 
   __syncwarp();
 
   // The warp's partial sums go over its own ring.
-  storeDecodeFragments<kMTiles, kOuts>(
-      reinterpret_cast<float *>(quantSmem) + warp * (kStages * kSlot / 4), acc, xTiles, g, t);
+  const int ringFloats = kStages * slotBytes / 4;
+  storeDecodeFragments<kMTiles, kOuts>(reinterpret_cast<float *>(quantSmem) + warp * ringFloats,
+                                       acc, kXTiles, g, t);
   __syncthreads();
   auto warpSum = [&](int i) {
     float sum = 0.0f;
     for (int v = 0; v < warps; ++v) {
-      sum += reinterpret_cast<const float *>(quantSmem)[v * (kStages * kSlot / 4) + i];
+      sum += reinterpret_cast<const float *>(quantSmem)[v * ringFloats + i];
     }
     return sum;
   };

@@ -36,8 +36,9 @@
 // Quantized weights (kernels/common/DenseFormats.h; W = Q4Groups or Fp8E4m3, the plan binds
 // weightGroups / weightScaleInv to the sections after the codes):
 //   linearDecodeQuantKernel<Bf16, W>      rows <= 64: the decode-mma kernel's structure (warps
-//       split K in units of 128 k Q4 / 64 k fp8, each warp streaming its units by cp.async through
-//       a ring of kLinearQuantStages shared-memory slots) with the codes decoded
+//       split K in units of 128 k Q4 / 64 k fp8, each warp streaming its units' codes, group
+//       parameters and activations by cp.async through a ring of kLinearQuantStages
+//       shared-memory slots) with the codes decoded
 //       in registers to exact bf16 integers (Q4: 128 + q by one LOP3 per pair, no subtraction;
 //       fp8: the e4m3 value times 2^-120 moved into bf16's fields, times 2^120 by one bf16x2
 //       multiply) and one f32 accumulator per group: Q4 folds a group as
@@ -104,6 +105,16 @@ constexpr int kLinearWgmmaTileN = 256;   // wgmma prefill: outputs per block
 constexpr int kLinearWgmmaStages = 4;    // wgmma prefill: stages of 64 k
 constexpr int kLinearQuantStages = 2;    // decode-quant: ring slots per warp (units in flight + 1)
 constexpr int kLinearQuantMaxWarps = 16; // decode-quant: K-splitting warps per block, at most
+constexpr int kLinearQuantMaxShared = 99 * 1024; // decode-quant: a block's rings (sm_121a's cap)
+
+/// Bytes of one slot of a decode-quant warp's ring (one unit of K: 128 k for Q4, 64 for fp8) at
+/// `rows` activation rows: the codes of the warp's 16 x `mTiles` weight rows, Q4's (scale,
+/// minimum) of the unit's two groups of those rows, and the unit's activations of the block's
+/// rows (at most 16), which arrive with the codes so that nothing in the loop waits on memory.
+GLM_HOST_DEVICE constexpr int linearQuantSlotBytes(bool q4, int mTiles, int64_t rows) {
+  const int xRows = rows < kLinearDecodeRows ? static_cast<int>(rows) : kLinearDecodeRows;
+  return 2 * mTiles * 512 + (q4 ? 2 * mTiles * 64 : 0) + xRows * (q4 ? 256 : 128);
+}
 
 #ifndef __CUDACC_RTC__
 enum class LinearKernel {
@@ -241,11 +252,13 @@ inline LaunchDims linearDecodeLaunch(int64_t rows, int64_t out, int smCount,
 }
 
 /// The decode-quant kernel's grid for blocks of 16 x `mTiles` outputs, K split over clusters of
-/// `split` blocks: the most warps (16, 8, else 4) whose blocks all fit one wave of 16 warps an SM
-/// (occupancy is what the kernel is bound by: 16-warp blocks made Q4 4096 x 4096 7.8 us against
-/// 10.1 with 8), and no more than half the block's units of K (counted as Q4's 128 k), so that each
-/// warp has two units to overlap. Shared memory: each warp's ring of kLinearQuantStages slots
-/// (Q4's size; fp8's is smaller), 73.7 KB at 16 warps of 32 outputs, under sm_121a's 99 KB.
+/// `split` blocks: the most warps (16, 8, else 4) whose blocks all fit one wave of 16 warps an
+/// SM (occupancy is what the kernel is bound by: 16-warp blocks made Q4 4096 x 4096 7.8 us
+/// against 10.1 with 8), no more than half the block's units of K (counted as Q4's 128 k), so
+/// that each
+/// warp has two units to overlap, and no more than kLinearQuantMaxShared of rings. Shared memory:
+/// each warp's ring of kLinearQuantStages slots (Q4's size, which fp8's is under), 80 KB at 16
+/// warps of 32 outputs and one row; 16 rows take 4 warps.
 inline LaunchDims linearDecodeQuantLaunch(int64_t rows, int64_t in, int64_t out, int smCount,
                                           int mTiles = kLinearDecodeMTiles, int split = 1) {
   LaunchDims d;
@@ -253,20 +266,38 @@ inline LaunchDims linearDecodeQuantLaunch(int64_t rows, int64_t in, int64_t out,
   const unsigned tiles = ceilDiv(out, 16 * mTiles);
   d.grid[0] = rowGroups * tiles * static_cast<unsigned>(split);
   const int64_t blocks = d.grid[0];
-  const int64_t slots = 16 * static_cast<int64_t>(smCount > 0 ? smCount : 1);
+  const int64_t sms = smCount > 0 ? smCount : 1;
   const int64_t blockUnits = ceilDiv(in, 128) / split;
+  const int ring = kLinearQuantStages * linearQuantSlotBytes(true, mTiles, rows);
+  // An SM holds 16 warps of this kernel (128 registers), so 16 / w blocks of w warps. (5-warp
+  // blocks, 3 an SM, were measured slower than 4-warp ones at q_b's 384 blocks: 12.6 against
+  // 12.3 us.)
   unsigned warps = 4;
   for (unsigned w : {16u, 8u}) {
-    if (blocks * w <= slots) {
+    if (blocks <= static_cast<int64_t>(16 / w) * sms) {
       warps = w;
       break;
     }
   }
-  while (warps > 1 && 2 * static_cast<int64_t>(warps) > blockUnits) {
+  while (warps > 1 && (2 * static_cast<int64_t>(warps) > blockUnits ||
+                       static_cast<int64_t>(warps) * ring > kLinearQuantMaxShared)) {
     warps /= 2;
   }
   d.block[0] = 32 * warps;
-  d.sharedMemory = warps * kLinearQuantStages * mTiles * 2 * (512 + 64);
+  d.sharedMemory = warps * ring;
+  return d;
+}
+
+/// linearDecodeQuantLaunch for a ring of `stages` slots a warp (the kernel's kStages, which the
+/// bench and the tests vary), with warps halved until the rings fit `sharedLimit` bytes.
+inline LaunchDims linearDecodeQuantStagesLaunch(int64_t rows, int64_t in, int64_t out, int smCount,
+                                                int stages, int64_t sharedLimit) {
+  LaunchDims d = linearDecodeQuantLaunch(rows, in, out, smCount);
+  d.sharedMemory = d.sharedMemory / kLinearQuantStages * stages;
+  while (d.block[0] > 32 && d.sharedMemory > sharedLimit) {
+    d.block[0] /= 2;
+    d.sharedMemory /= 2;
+  }
   return d;
 }
 

@@ -61,6 +61,8 @@ public:
   /// Median and spread of one call of `launch` (which enqueues work on ctx().stream()) over
   /// `reps` timed calls after warm-up; each call timed with a pair of events.
   Status time(const std::function<Status()> &launch, Row &row, int reps = 100);
+  /// time() whatever setOnly keeps: for the ceilings that every row is judged against.
+  Status timeCeiling(const std::function<Status()> &launch, Row &row, int reps = 100);
   /// Captures `count` calls of `launch(i)` into a CUDA graph and times its replays like time(): the
   /// launches then run back to back without host launch gaps, as the engine's captured programs
   /// run them. The row's time is the whole graph's.

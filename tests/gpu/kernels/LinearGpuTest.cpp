@@ -112,10 +112,9 @@ std::vector<Variant> variantsFor(Act t, Wt w) {
                    "glm::kernels::linearDecodeQuantKernel<glm::kernels::Bf16, " +
                        std::string(wtName(w)) + ", 2, " + std::to_string(stages) + ">",
                    [stages](const Shape &s) {
-                     kernels::LaunchDims d = kernels::linearDecodeQuantLaunch(
-                         s.rows, s.in, s.out, gpu()->info().smCount);
-                     d.sharedMemory = d.sharedMemory / kernels::kLinearQuantStages * stages;
-                     return d;
+                     return kernels::linearDecodeQuantStagesLaunch(
+                         s.rows, s.in, s.out, gpu()->info().smCount, stages,
+                         gpu()->info().sharedMemoryPerBlockOptin);
                    }});
     }
     if (w == Wt::Fp8) {
@@ -156,12 +155,14 @@ const Shape kOddShapes[] = {{3, 128, 256}, {64, 128, 1024}, {1, 256, 128},    {3
 
 // Quantized weights at GLM-5.3-Flash's projections (rows 1, 4, 16, 33, 200 and a prefill chunk)
 // and tails: out not a multiple of any block (1000, 300, 72, 8), in not a multiple of 128 (Q4: in
-// a multiple of 64 only).
+// a multiple of 64 only), rows that fill neither tile of 8 nor the block's 16 (5, 12: the decode
+// kernel's ring holds that many rows of activations).
 const Shape kQuantShapes[] = {{1, 4096, 4096},  {4, 4096, 12288},   {16, 8192, 4096},
                               {33, 4096, 1536}, {200, 4096, 576},   {1, 1024, 4096},
                               {64, 6144, 4096}, {2048, 4096, 1000}, {3, 128, 256},
                               {17, 192, 72},    {65, 320, 300},     {129, 64, 8},
-                              {1, 4096, 1000},  {16, 448, 130},     {200, 1000 / 64 * 64, 777}};
+                              {1, 4096, 1000},  {16, 448, 130},     {200, 1000 / 64 * 64, 777},
+                              {5, 4096, 1000},  {12, 448, 300}};
 
 /// One product: host operands in f32 (bf16- / fp8-representable where stored narrow), the rows
 /// checked against the reference and the reference itself. Fp8 and Q4 weights are one encoded
