@@ -1,0 +1,92 @@
+// The decode-quant kernel's launch rule (kernels/linear/linear_gpu.h), checked without a GPU: what
+// the compiler writes into every plan, for both targets' SM counts.
+#include "kernels/linear/linear_gpu.h"
+
+#include <gtest/gtest.h>
+
+namespace glm::kernels {
+namespace {
+
+// GLM-5.3-Flash's projections (out x in) at TP 1 and TP 2, as glm-kernel-bench times them, and
+// tails the kernel must also take (in a multiple of 64 only, out ragged).
+struct Product {
+  int64_t out, in;
+};
+constexpr Product kProducts[] = {{4096, 4096}, {12288, 4096}, {4096, 8192}, {8192, 4096},
+                                 {6144, 4096}, {4096, 6144},  {2048, 4096}, {1536, 4096},
+                                 {1024, 4096}, {576, 4096},   {4096, 1024}, {77440, 4096},
+                                 {72, 192},    {300, 320},    {1000, 4096}};
+
+TEST(LinearLaunch, SlotsHoldTheUnitsCodesParametersAndActivations) {
+  // Q4: 4 weight rows of 8 lanes x 64 bytes, their two groups' 4-byte parameters, 256 bytes of
+  // activations a row; fp8: no parameters, 128 bytes a row; rows past 16 are the next block's.
+  EXPECT_EQ(linearQuantSlotBytes(true, 2, 1), 2048 + 256 + 256);
+  EXPECT_EQ(linearQuantSlotBytes(true, 2, 16), 2048 + 256 + 16 * 256);
+  EXPECT_EQ(linearQuantSlotBytes(true, 2, 64), linearQuantSlotBytes(true, 2, 16));
+  EXPECT_EQ(linearQuantSlotBytes(false, 2, 1), 2048 + 128);
+  EXPECT_EQ(linearQuantSlotBytes(true, 4, 1), 4096 + 512 + 256);
+  for (int64_t rows = 1; rows <= 64; ++rows) {
+    EXPECT_EQ(linearQuantSlotBytes(true, 2, rows) % 16, 0) << rows; // cp.async's 16-byte chunks
+    EXPECT_GE(linearQuantSlotBytes(true, 2, rows), linearQuantSlotBytes(false, 2, rows)) << rows;
+  }
+}
+
+TEST(LinearLaunch, RingsFitSm121aAndEveryWarpHasTwoUnits) {
+  for (int sms : {132, 48}) {
+    for (int64_t rows : {1, 2, 3, 4, 5, 8, 9, 12, 16, 17, 33, 64}) {
+      for (const Product &p : kProducts) {
+        for (int mTiles : {2, 4}) {
+          for (int split : {1, 2, 4, 8}) {
+            const LaunchDims d = linearDecodeQuantLaunch(rows, p.in, p.out, sms, mTiles, split);
+            const unsigned warps = d.block[0] / 32;
+            const std::string what = std::to_string(rows) + " x " + std::to_string(p.in) + " -> " +
+                                     std::to_string(p.out) + ", " + std::to_string(sms) + " SMs, " +
+                                     std::to_string(mTiles) + " tiles, split " +
+                                     std::to_string(split);
+            ASSERT_EQ(d.block[0] % 32, 0u) << what;
+            EXPECT_GE(warps, 1u) << what;
+            EXPECT_LE(warps, static_cast<unsigned>(kLinearQuantMaxWarps)) << what;
+            // The rings the kernel strides by its own slot size (Q4's the larger) fit the launch
+            // and sm_121a's 99 KB a block.
+            EXPECT_EQ(d.sharedMemory,
+                      warps * kLinearQuantStages * linearQuantSlotBytes(true, mTiles, rows))
+                << what;
+            EXPECT_LE(d.sharedMemory, kLinearQuantMaxShared) << what;
+            const int64_t blockUnits = ceilDiv(p.in, 128) / split;
+            if (warps > 1) {
+              EXPECT_LE(2 * static_cast<int64_t>(warps), blockUnits) << what;
+            }
+            EXPECT_EQ(d.grid[0], ceilDiv(rows, kLinearDecodeRows) * ceilDiv(p.out, 16 * mTiles) *
+                                     static_cast<unsigned>(split))
+                << what;
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(LinearLaunch, WarpsFollowTheBlocksThatFitOneWave) {
+  // H200 (132 SMs, 16 warps an SM): 4096 x 4096 is 128 blocks of 16 warps; q_b's 384 blocks
+  // take 4 (8-warp blocks would make 1.5 waves); lm_head's 2420 blocks 4.
+  EXPECT_EQ(linearDecodeQuantLaunch(1, 4096, 4096, 132).block[0], 16u * 32);
+  EXPECT_EQ(linearDecodeQuantLaunch(1, 4096, 8192, 132).block[0], 8u * 32);
+  EXPECT_EQ(linearDecodeQuantLaunch(1, 4096, 12288, 132).block[0], 4u * 32);
+  EXPECT_EQ(linearDecodeQuantLaunch(1, 4096, 77440, 132).block[0], 4u * 32);
+  // Rows' activations in the slot: 4 rows leave 8 warps under 99 KB, 16 rows 4.
+  EXPECT_EQ(linearDecodeQuantLaunch(4, 4096, 4096, 132).block[0], 8u * 32);
+  EXPECT_EQ(linearDecodeQuantLaunch(16, 4096, 4096, 132).block[0], 4u * 32);
+  // A K of 4 units (in 512) gives each of 2 warps two of them.
+  EXPECT_EQ(linearDecodeQuantLaunch(1, 512, 4096, 132).block[0], 2u * 32);
+}
+
+TEST(LinearLaunch, DeeperRingsHalveWarpsUntilTheyFit) {
+  const LaunchDims two = linearDecodeQuantLaunch(1, 4096, 4096, 132);
+  const LaunchDims six = linearDecodeQuantStagesLaunch(1, 4096, 4096, 132, 6, 227 * 1024);
+  EXPECT_EQ(two.block[0], 16u * 32);
+  EXPECT_EQ(six.block[0], 8u * 32); // 16 warps x 6 slots x 2.5 KB is over 227 KB
+  EXPECT_EQ(six.sharedMemory, 8 * 6 * linearQuantSlotBytes(true, 2, 1));
+}
+
+} // namespace
+} // namespace glm::kernels
