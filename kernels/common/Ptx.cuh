@@ -80,6 +80,10 @@ __device__ __forceinline__ void cpAsync16If(bool copy, uint32_t dst, const void 
                "@p cp.async.cg.shared.global [%0], [%1], 16, %2;\n}" ::"r"(dst),
                "l"(src), "r"(bytes), "r"(static_cast<uint32_t>(copy)));
 }
+/// 4 bytes global -> shared, asynchronously; `bytes` 0 zero-fills.
+__device__ __forceinline__ void cpAsync4(uint32_t dst, const void *src, uint32_t bytes) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(dst), "l"(src), "r"(bytes));
+}
 /// 8 bytes global -> shared, asynchronously; `bytes` < 8 zero-fills the rest.
 __device__ __forceinline__ void cpAsync8(uint32_t dst, const void *src, uint32_t bytes) {
   asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;" ::"r"(dst), "l"(src), "r"(bytes));

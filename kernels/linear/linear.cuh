@@ -422,11 +422,6 @@ __device__ __forceinline__ void loadBf16x16(const uint16_t *row, int64_t k, int6
   x[4] = b.x, x[5] = b.y, x[6] = b.z, x[7] = b.w;
 }
 
-/// 4 bytes global -> shared, asynchronously; `bytes` 0 zero-fills.
-__device__ __forceinline__ void cpAsync4(uint32_t dst, const void *src, uint32_t bytes) {
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(dst), "l"(src), "r"(bytes));
-}
-
 __device__ __forceinline__ void loadSharedU64(uint32_t address, uint32_t &a, uint32_t &b) {
   asm volatile("ld.shared.v2.u32 {%0, %1}, [%2];" : "=r"(a), "=r"(b) : "r"(address));
 }
@@ -489,7 +484,8 @@ __device__ __forceinline__ void decodeQuantBody(const LinearGpuArgs &a, int64_t 
 
   // What a lane copies into a slot, worked out once (few registers: at 128 a thread, ptxas
   // would recompute each address every unit): each source at the warp's first unit, which moves
-  // by kStep elements a unit (K fits in 32 bits), its place in the slot and its bound on K.
+  // by kStep elements a unit (K fits in 32 bits: config.json's ceilings, Config.cpp, keep every
+  // linear's far under 2^31), its place in the slot and its bound on K.
   // Codes: lane (g, t) copies chunk t of weight row g + 8i (Q4: stored at chunk t ^ (g & 2),
   // fp8: at chunk 32i + lane). Q4 parameters: lane l copies the unit's two groups of the warp's
   // weight rows r = l + 32p, output o0 + r % 8 + 8 (r / 8), to 8r. Activations (rows 16-byte
@@ -574,8 +570,9 @@ __device__ __forceinline__ void decodeQuantBody(const LinearGpuArgs &a, int64_t 
       if (p >= xCopies) {
         break; // uniform: no lane has a row there
       }
-      // Rows past nRows are never read (see xRead), and with one activation tile none past 8;
-      // the slot has room for min(rows, 16) rows only, so those copies are not made at all.
+      // Rows past nRows are never read (see xRead), and the slot has room for min(rows, 16)
+      // rows only, so those copies are not made at all. One activation tile means nRows <= 8;
+      // `r < 8` says so at compile time, which lets the compiler drop the copies past row 8.
       const int r = xRow0 + p * kXRowsPerCopy;
       const bool ok = xK + step < in32;
       cpAsync16If(live && (kXTiles == 2 || r < 8) && r < nRows,

@@ -255,10 +255,9 @@ inline LaunchDims linearDecodeLaunch(int64_t rows, int64_t out, int smCount,
 /// `split` blocks: the most warps (16, 8, else 4) whose blocks all fit one wave of 16 warps an
 /// SM (occupancy is what the kernel is bound by: 16-warp blocks made Q4 4096 x 4096 7.8 us
 /// against 10.1 with 8), no more than half the block's units of K (counted as Q4's 128 k), so
-/// that each
-/// warp has two units to overlap, and no more than kLinearQuantMaxShared of rings. Shared memory:
-/// each warp's ring of kLinearQuantStages slots (Q4's size, which fp8's is under), 80 KB at 16
-/// warps of 32 outputs and one row; 16 rows take 4 warps.
+/// that each warp has two units to overlap, and no more than kLinearQuantMaxShared of rings.
+/// Shared memory: each warp's ring of kLinearQuantStages slots (Q4's size, which fp8's is under),
+/// 80 KB at 16 warps of 32 outputs and one row; 16 rows take 4 warps.
 inline LaunchDims linearDecodeQuantLaunch(int64_t rows, int64_t in, int64_t out, int smCount,
                                           int mTiles = kLinearDecodeMTiles, int split = 1) {
   LaunchDims d;
