@@ -105,7 +105,7 @@ constexpr int kLinearWgmmaTileN = 256;   // wgmma prefill: outputs per block
 constexpr int kLinearWgmmaStages = 4;    // wgmma prefill: stages of 64 k
 constexpr int kLinearQuantStages = 2;    // decode-quant: ring slots per warp (units in flight + 1)
 constexpr int kLinearQuantMaxWarps = 16; // decode-quant: K-splitting warps per block, at most
-constexpr int kLinearQuantMaxShared = 99 * 1024; // decode-quant: a block's rings (sm_121a's cap)
+constexpr int kLinearQuantMaxShared = 99 * 1024; // sm_121a's shared memory a block (opt-in)
 
 /// Bytes of one slot of a decode-quant warp's ring (one unit of K: 128 k for Q4, 64 for fp8) at
 /// `rows` activation rows: the codes of the warp's 16 x `mTiles` weight rows, Q4's (scale,
@@ -251,14 +251,25 @@ inline LaunchDims linearDecodeLaunch(int64_t rows, int64_t out, int smCount,
   return d;
 }
 
+/// What a decode-quant launch is sized by besides the product and the SMs: the weights' format
+/// (a Q4 slot holds the groups' ranges and twice fp8's activations) and the shared memory a
+/// block may have, the target's opt-in maximum (sm_90a 227 KB, sm_121a 99 KB). The defaults
+/// fit either format on either target (Q4's slot, sm_121a's cap), at the cost of warps.
+struct LinearQuantSizing {
+  bool q4 = true;
+  int64_t sharedLimit = kLinearQuantMaxShared;
+};
+
 /// The decode-quant kernel's grid for blocks of 16 x `mTiles` outputs, K split over clusters of
 /// `split` blocks: the most warps (16, 8, else 4) whose blocks all fit one wave of 16 warps an
 /// SM (occupancy is what the kernel is bound by: 16-warp blocks made Q4 4096 x 4096 7.8 us
 /// against 10.1 with 8), no more than half the block's units of K (counted as Q4's 128 k), so
-/// that each warp has two units to overlap, and no more than kLinearQuantMaxShared of rings.
-/// Shared memory: each warp's ring of kLinearQuantStages slots (Q4's size, which fp8's is under),
-/// 80 KB at 16 warps of 32 outputs and one row; 16 rows take 4 warps.
+/// that each warp has two units to overlap, and rings within `sizing.sharedLimit`. Shared
+/// memory: each warp's ring of kLinearQuantStages slots of the format's size; at 32 outputs a
+/// block, 16 warps take 80 KB (Q4) or 68 KB (fp8) at one row and 200 KB or 128 KB at 16, so
+/// under sm_121a's 99 KB 16 rows take 4 warps (Q4) or 8 (fp8).
 inline LaunchDims linearDecodeQuantLaunch(int64_t rows, int64_t in, int64_t out, int smCount,
+                                          LinearQuantSizing sizing = {},
                                           int mTiles = kLinearDecodeMTiles, int split = 1) {
   LaunchDims d;
   const unsigned rowGroups = ceilDiv(rows, kLinearDecodeRows);
@@ -267,7 +278,7 @@ inline LaunchDims linearDecodeQuantLaunch(int64_t rows, int64_t in, int64_t out,
   const int64_t blocks = d.grid[0];
   const int64_t sms = smCount > 0 ? smCount : 1;
   const int64_t blockUnits = ceilDiv(in, 128) / split;
-  const int ring = kLinearQuantStages * linearQuantSlotBytes(true, mTiles, rows);
+  const int ring = kLinearQuantStages * linearQuantSlotBytes(sizing.q4, mTiles, rows);
   // An SM holds 16 warps of this kernel (128 registers), so 16 / w blocks of w warps. (5-warp
   // blocks, 3 an SM, were measured slower than 4-warp ones at q_b's 384 blocks: 12.6 against
   // 12.3 us.)
@@ -279,7 +290,7 @@ inline LaunchDims linearDecodeQuantLaunch(int64_t rows, int64_t in, int64_t out,
     }
   }
   while (warps > 1 && (2 * static_cast<int64_t>(warps) > blockUnits ||
-                       static_cast<int64_t>(warps) * ring > kLinearQuantMaxShared)) {
+                       static_cast<int64_t>(warps) * ring > sizing.sharedLimit)) {
     warps /= 2;
   }
   d.block[0] = 32 * warps;
@@ -288,12 +299,12 @@ inline LaunchDims linearDecodeQuantLaunch(int64_t rows, int64_t in, int64_t out,
 }
 
 /// linearDecodeQuantLaunch for a ring of `stages` slots a warp (the kernel's kStages, which the
-/// bench and the tests vary), with warps halved until the rings fit `sharedLimit` bytes.
+/// bench and the tests vary), with warps halved until the rings fit `sizing.sharedLimit`.
 inline LaunchDims linearDecodeQuantStagesLaunch(int64_t rows, int64_t in, int64_t out, int smCount,
-                                                int stages, int64_t sharedLimit) {
-  LaunchDims d = linearDecodeQuantLaunch(rows, in, out, smCount);
+                                                int stages, LinearQuantSizing sizing) {
+  LaunchDims d = linearDecodeQuantLaunch(rows, in, out, smCount, sizing);
   d.sharedMemory = d.sharedMemory / kLinearQuantStages * stages;
-  while (d.block[0] > 32 && d.sharedMemory > sharedLimit) {
+  while (d.block[0] > 32 && d.sharedMemory > sizing.sharedLimit) {
     d.block[0] /= 2;
     d.sharedMemory /= 2;
   }
@@ -313,9 +324,9 @@ inline LaunchDims linearPrefillLaunch(int64_t rows, int64_t out, int tileN = kLi
   return d;
 }
 
-/// The grid of `kernel` for the product.
+/// The grid of `kernel` for the product (`sizing` matters to the decode-quant kernels only).
 inline LaunchDims linearLaunch(LinearKernel kernel, int64_t rows, int64_t in, int64_t out,
-                               int smCount) {
+                               int smCount, LinearQuantSizing sizing = {}) {
   LaunchDims d;
   switch (kernel) {
   case LinearKernel::DecodeMma:
@@ -325,13 +336,13 @@ inline LaunchDims linearLaunch(LinearKernel kernel, int64_t rows, int64_t in, in
   case LinearKernel::PrefillMma:
     return linearPrefillLaunch(rows, out);
   case LinearKernel::DecodeQuant:
-    return linearDecodeQuantLaunch(rows, in, out, smCount);
+    return linearDecodeQuantLaunch(rows, in, out, smCount, sizing);
   case LinearKernel::DecodeQuantWide:
-    return linearDecodeQuantLaunch(rows, in, out, smCount, 4);
+    return linearDecodeQuantLaunch(rows, in, out, smCount, sizing, 4);
   case LinearKernel::DecodeQuantSplit2:
   case LinearKernel::DecodeQuantSplit4:
   case LinearKernel::DecodeQuantSplit8:
-    return linearDecodeQuantLaunch(rows, in, out, smCount, kLinearDecodeMTiles,
+    return linearDecodeQuantLaunch(rows, in, out, smCount, sizing, kLinearDecodeMTiles,
                                    linearQuantSplit(kernel));
   case LinearKernel::PrefillWgmma:
     d.grid[0] = ceilDiv(rows, kLinearPrefillTileM);

@@ -61,7 +61,8 @@ Expected<GpuStep> linearGpu(const OpStep &step) {
   gpu.launches.push_back(
       p.launch("kernels/linear/linear.cuh",
                linearKernelName(kernel, kernelTypeName(step.activation()), weightType),
-               linearLaunch(kernel, rows, in, out, target.smCount)));
+               linearLaunch(kernel, rows, in, out, target.smCount,
+                            {encoding == DenseEncoding::Q4, target.sharedMemoryPerBlock})));
   return gpu;
 }
 

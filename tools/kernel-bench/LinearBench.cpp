@@ -494,22 +494,35 @@ Status addLinearQuantBenches(Suite &suite) {
         if (blocks < sms) {
           kernelsToTime.insert(kernelsToTime.end(), std::begin(kSplits), std::end(kSplits));
         }
+        // Sized for this device's shared memory (as an sm_90a plan is) and, where the rows'
+        // activations make the rings large, for sm_121a's 99 KB, so that the H200 shows the
+        // warps a GB10 plan gets.
+        const kernels::LinearQuantSizing sizing{format == "q4",
+                                                suite.ctx().info().sharedMemoryPerBlockOptin};
         for (LinearKernel kernel : kernelsToTime) {
           const std::string label =
               std::string(quantLabel(kernel)) + (kernel == chosen ? " *" : "");
           GLM_RETURN_IF_ERROR(
               timeQuant(suite, k,
                         {kernels::linearKernelName(kernel, kBf16, w), label,
-                         kernels::linearLaunch(kernel, rows, p.in, p.out, sms), false},
+                         kernels::linearLaunch(kernel, rows, p.in, p.out, sms, sizing), false},
                         format, rows, p.in, p.out, kGraph, 100));
+          if (rows == 16 && kernel == chosen) {
+            GLM_RETURN_IF_ERROR(timeQuant(
+                suite, k,
+                {kernels::linearKernelName(kernel, kBf16, w), label + " at 99 KB",
+                 kernels::linearLaunch(kernel, rows, p.in, p.out, sms,
+                                       {sizing.q4, kernels::kLinearQuantMaxShared}),
+                 false},
+                format, rows, p.in, p.out, kGraph, 100));
+          }
         }
         if (rows != 4 && blocks >= sms) {
           for (int stages : {2, 6}) {
             GLM_RETURN_IF_ERROR(timeQuant(
                 suite, k,
                 {stagesName(w, stages), "decode-quant-2x " + std::to_string(stages) + " stages",
-                 kernels::linearDecodeQuantStagesLaunch(
-                     rows, p.in, p.out, sms, stages, suite.ctx().info().sharedMemoryPerBlockOptin),
+                 kernels::linearDecodeQuantStagesLaunch(rows, p.in, p.out, sms, stages, sizing),
                  false},
                 format, rows, p.in, p.out, kGraph, 100));
           }
@@ -543,7 +556,9 @@ Status addLinearQuantBenches(Suite &suite) {
               timeQuant(suite, k,
                         {kernels::linearKernelName(kernel, kBf16, w),
                          kernel == LinearKernel::PrefillMma ? "prefill-mma" : "decode-quant-4x",
-                         kernels::linearLaunch(kernel, rows, p.in, p.out, sms),
+                         kernels::linearLaunch(kernel, rows, p.in, p.out, sms,
+                                               {format == "q4",
+                                                suite.ctx().info().sharedMemoryPerBlockOptin}),
                          kernel == LinearKernel::PrefillMma},
                         format, rows, p.in, p.out, kGraph, 50));
         }

@@ -52,8 +52,10 @@ Variant variant(LinearKernel k, Act t, Wt w) {
                       : k == LinearKernel::DecodeQuantSplit8 ? "decode-quant-split8"
                                                              : "tiled";
   return {std::string(label) + "<" + actName(t) + ", " + wtName(w) + ">",
-          kernels::linearKernelName(k, actName(t), wtName(w)), [k](const Shape &s) {
-            return kernels::linearLaunch(k, s.rows, s.in, s.out, gpu()->info().smCount);
+          kernels::linearKernelName(k, actName(t), wtName(w)), [k, w](const Shape &s) {
+            // Rings sized for the weights' format and this device, as the compiler sizes them.
+            return kernels::linearLaunch(k, s.rows, s.in, s.out, gpu()->info().smCount,
+                                         {w == Wt::Q4, gpu()->info().sharedMemoryPerBlockOptin});
           }};
 }
 
@@ -111,12 +113,21 @@ std::vector<Variant> variantsFor(Act t, Wt w) {
                        ", " + wtName(w) + ">",
                    "glm::kernels::linearDecodeQuantKernel<glm::kernels::Bf16, " +
                        std::string(wtName(w)) + ", 2, " + std::to_string(stages) + ">",
-                   [stages](const Shape &s) {
+                   [stages, w](const Shape &s) {
                      return kernels::linearDecodeQuantStagesLaunch(
                          s.rows, s.in, s.out, gpu()->info().smCount, stages,
-                         gpu()->info().sharedMemoryPerBlockOptin);
+                         {w == Wt::Q4, gpu()->info().sharedMemoryPerBlockOptin});
                    }});
     }
+    // The decode kernel with the warps sm_121a's 99 KB leaves (fewer at 16 rows than here).
+    Variant gb10 = variant(LinearKernel::DecodeQuant, t, w);
+    gb10.label += " at 99 KB";
+    gb10.dims = [w](const Shape &s) {
+      return kernels::linearLaunch(LinearKernel::DecodeQuant, s.rows, s.in, s.out,
+                                   gpu()->info().smCount,
+                                   {w == Wt::Q4, kernels::kLinearQuantMaxShared});
+    };
+    v.push_back(std::move(gb10));
     if (w == Wt::Fp8) {
       v.push_back(variant(LinearKernel::Gemv, t, w));
     }

@@ -1,5 +1,5 @@
 // The decode-quant kernel's launch rule (kernels/linear/linear_gpu.h), checked without a GPU: what
-// the compiler writes into every plan, for both targets' SM counts.
+// the compiler writes into every plan, for both targets.
 #include "kernels/linear/linear_gpu.h"
 
 #include <gtest/gtest.h>
@@ -31,34 +31,46 @@ TEST(LinearLaunch, SlotsHoldTheUnitsCodesParametersAndActivations) {
   }
 }
 
-TEST(LinearLaunch, RingsFitSm121aAndEveryWarpHasTwoUnits) {
-  for (int sms : {132, 48}) {
-    for (int64_t rows : {1, 2, 3, 4, 5, 8, 9, 12, 16, 17, 33, 64}) {
-      for (const Product &p : kProducts) {
-        for (int mTiles : {2, 4}) {
-          for (int split : {1, 2, 4, 8}) {
-            const LaunchDims d = linearDecodeQuantLaunch(rows, p.in, p.out, sms, mTiles, split);
-            const unsigned warps = d.block[0] / 32;
-            const std::string what = std::to_string(rows) + " x " + std::to_string(p.in) + " -> " +
-                                     std::to_string(p.out) + ", " + std::to_string(sms) + " SMs, " +
-                                     std::to_string(mTiles) + " tiles, split " +
-                                     std::to_string(split);
-            ASSERT_EQ(d.block[0] % 32, 0u) << what;
-            EXPECT_GE(warps, 1u) << what;
-            EXPECT_LE(warps, static_cast<unsigned>(kLinearQuantMaxWarps)) << what;
-            // The rings the kernel strides by its own slot size (Q4's the larger) fit the launch
-            // and sm_121a's 99 KB a block.
-            EXPECT_EQ(d.sharedMemory,
-                      warps * kLinearQuantStages * linearQuantSlotBytes(true, mTiles, rows))
-                << what;
-            EXPECT_LE(d.sharedMemory, kLinearQuantMaxShared) << what;
-            const int64_t blockUnits = ceilDiv(p.in, 128) / split;
-            if (warps > 1) {
-              EXPECT_LE(2 * static_cast<int64_t>(warps), blockUnits) << what;
+// The two GPU targets as compiler/target/Target.cpp describes them: SMs, shared memory a block.
+struct GpuTarget {
+  int sms;
+  int64_t sharedLimit;
+};
+constexpr GpuTarget kSm90a{132, 232448}, kSm121a{48, 101376};
+
+TEST(LinearLaunch, RingsFitTheTargetAndEveryWarpHasTwoUnits) {
+  for (const GpuTarget &target : {kSm90a, kSm121a}) {
+    for (bool q4 : {true, false}) {
+      for (int64_t rows : {1, 2, 3, 4, 5, 8, 9, 12, 16, 17, 33, 64}) {
+        for (const Product &p : kProducts) {
+          for (int mTiles : {2, 4}) {
+            for (int split : {1, 2, 4, 8}) {
+              const LaunchDims d = linearDecodeQuantLaunch(rows, p.in, p.out, target.sms,
+                                                           {q4, target.sharedLimit}, mTiles, split);
+              const unsigned warps = d.block[0] / 32;
+              const std::string what =
+                  std::string(q4 ? "Q4 " : "fp8 ") + std::to_string(rows) + " x " +
+                  std::to_string(p.in) + " -> " + std::to_string(p.out) + ", " +
+                  std::to_string(target.sms) + " SMs, " + std::to_string(mTiles) +
+                  " tiles, split " + std::to_string(split);
+              ASSERT_EQ(d.block[0] % 32, 0u) << what;
+              EXPECT_GE(warps, 1u) << what;
+              EXPECT_LE(warps, static_cast<unsigned>(kLinearQuantMaxWarps)) << what;
+              // The rings the kernel strides by its format's slot size fit the launch and the
+              // target's shared memory a block.
+              EXPECT_EQ(d.sharedMemory,
+                        warps * kLinearQuantStages * linearQuantSlotBytes(q4, mTiles, rows))
+                  << what;
+              EXPECT_LE(d.sharedMemory, target.sharedLimit) << what;
+              const int64_t blockUnits = ceilDiv(p.in, 128) / split;
+              if (warps > 1) {
+                EXPECT_LE(2 * static_cast<int64_t>(warps), blockUnits) << what;
+              }
+              EXPECT_EQ(d.grid[0], ceilDiv(rows, kLinearDecodeRows) *
+                                       ceilDiv(p.out, 16 * mTiles) *
+                                       static_cast<unsigned>(split))
+                  << what;
             }
-            EXPECT_EQ(d.grid[0], ceilDiv(rows, kLinearDecodeRows) * ceilDiv(p.out, 16 * mTiles) *
-                                     static_cast<unsigned>(split))
-                << what;
           }
         }
       }
@@ -73,16 +85,24 @@ TEST(LinearLaunch, WarpsFollowTheBlocksThatFitOneWave) {
   EXPECT_EQ(linearDecodeQuantLaunch(1, 4096, 8192, 132).block[0], 8u * 32);
   EXPECT_EQ(linearDecodeQuantLaunch(1, 4096, 12288, 132).block[0], 4u * 32);
   EXPECT_EQ(linearDecodeQuantLaunch(1, 4096, 77440, 132).block[0], 4u * 32);
-  // Rows' activations in the slot: 4 rows leave 8 warps under 99 KB, 16 rows 4.
+  // Rows' activations in the slot: under sm_121a's 99 KB (the default), Q4 at 4 rows leaves 8
+  // warps and at 16 rows 4; fp8's smaller slot 16 and 8; sm_90a's 227 KB holds 16 at 16 rows.
   EXPECT_EQ(linearDecodeQuantLaunch(4, 4096, 4096, 132).block[0], 8u * 32);
   EXPECT_EQ(linearDecodeQuantLaunch(16, 4096, 4096, 132).block[0], 4u * 32);
+  EXPECT_EQ(linearDecodeQuantLaunch(4, 4096, 4096, 132, {false, kSm121a.sharedLimit}).block[0],
+            16u * 32);
+  EXPECT_EQ(linearDecodeQuantLaunch(16, 4096, 4096, 132, {false, kSm121a.sharedLimit}).block[0],
+            8u * 32);
+  EXPECT_EQ(linearDecodeQuantLaunch(16, 4096, 4096, 132, {true, kSm90a.sharedLimit}).block[0],
+            16u * 32);
   // A K of 4 units (in 512) gives each of 2 warps two of them.
   EXPECT_EQ(linearDecodeQuantLaunch(1, 512, 4096, 132).block[0], 2u * 32);
 }
 
 TEST(LinearLaunch, DeeperRingsHalveWarpsUntilTheyFit) {
   const LaunchDims two = linearDecodeQuantLaunch(1, 4096, 4096, 132);
-  const LaunchDims six = linearDecodeQuantStagesLaunch(1, 4096, 4096, 132, 6, 227 * 1024);
+  const LaunchDims six =
+      linearDecodeQuantStagesLaunch(1, 4096, 4096, 132, 6, {true, kSm90a.sharedLimit});
   EXPECT_EQ(two.block[0], 16u * 32);
   EXPECT_EQ(six.block[0], 8u * 32); // 16 warps x 6 slots x 2.5 KB is over 227 KB
   EXPECT_EQ(six.sharedMemory, 8 * 6 * linearQuantSlotBytes(true, 2, 1));
