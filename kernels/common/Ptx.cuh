@@ -104,6 +104,13 @@ __device__ __forceinline__ void storeShared16(uint32_t address, uint32_t a, uint
 /// requires every thread to execute the same instruction.
 __device__ __forceinline__ void blockSync() { asm volatile("barrier.sync 0;" ::: "memory"); }
 
+/// The dynamic shared memory this launch was given, in bytes.
+__device__ __forceinline__ uint32_t dynamicSharedBytes() {
+  uint32_t r;
+  asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(r));
+  return r;
+}
+
 // --- thread-block clusters (sm_90+) -------------------------------------------------------------
 
 /// This block's rank within its cluster.

@@ -466,10 +466,12 @@ __device__ __forceinline__ void decodeQuantBody(const LinearGpuArgs &a, int64_t 
   const int64_t rowBytes = kQ4 ? in / 2 : in;
   const int64_t groupsPerRow = in / kQ4Group;
   const uint8_t *weight = static_cast<const uint8_t *>(a.weight);
-  const int slotBytes = linearQuantSlotBytes(kQ4, kMTiles, a.rows);
+  // The ring holds the block's activations where the launch gave it room (decodeQuantDispatch).
+  const int slotBytes = linearQuantSlotBytes(kQ4, kMTiles, kVecX ? a.rows : 0);
 
   const uint16_t *x = static_cast<const uint16_t *>(a.x) + r0 * in;
   const bool xValid[2] = {g < nRows, 8 + g < nRows};
+  const bool xAligned = in % 8 == 0 && aligned16(a.x); // outside the ring: 16-byte loads
   const uint16_t *xRow[2] = {x + (xValid[0] ? g : 0) * in, x + (xValid[1] ? 8 + g : 0) * in};
   const float *fp8Scales = a.weightScaleInv + (o0 / 128) * ((in + 127) / 128);
 
@@ -603,7 +605,7 @@ __device__ __forceinline__ void decodeQuantBody(const LinearGpuArgs &a, int64_t 
         xr[0] = lo.x, xr[1] = lo.y, xr[2] = lo.z, xr[3] = lo.w;
         xr[4] = hi.x, xr[5] = hi.y, xr[6] = hi.z, xr[7] = hi.w;
       } else {
-        loadBf16x16(xRow[n], u * kUnitK + kUnit + 16 * t, in, false, xValid[n], xr);
+        loadBf16x16(xRow[n], u * kUnitK + kUnit + 16 * t, in, xAligned, xValid[n], xr);
       }
     };
     if constexpr (kQ4) {
@@ -764,14 +766,19 @@ __device__ __forceinline__ void decodeQuantBody(const LinearGpuArgs &a, int64_t 
 }
 
 /// decodeQuantBody instantiated for the block's activation tiles (rows beyond 8 of its 16) and
-/// whether activation rows are 16-byte aligned, so that the loop body has no branches and the
-/// scheduler can overlap the independent mma chains and loads of a unit.
+/// whether the activations come through the ring (rows 16-byte aligned, and the launch's shared
+/// memory holds them: linearDecodeQuantLaunch) or from global memory, so that the loop body has
+/// no branches and the scheduler can overlap the independent mma chains and loads of a unit.
+/// Either way a lane gets the same values, so the sums do not depend on which.
 template <typename T, typename W, int kMTiles, int kStages, int kSplit>
 __device__ __forceinline__ void decodeQuantDispatch(const LinearGpuArgs &a, int64_t tileBlock,
                                                     unsigned rank) {
   const int64_t rowGroups = (a.rows + kLinearDecodeRows - 1) / kLinearDecodeRows;
   const bool two = a.rows - (tileBlock % rowGroups) * kLinearDecodeRows > 8;
-  const bool vec = a.inFeatures % 8 == 0 && aligned16(a.x);
+  const uint32_t ringWithX =
+      (blockDim.x >> 5) * kStages * linearQuantSlotBytes(IsQ4<W>::value, kMTiles, a.rows);
+  const bool vec =
+      a.inFeatures % 8 == 0 && aligned16(a.x) && ringWithX <= ptx::dynamicSharedBytes();
   if (two) {
     vec ? decodeQuantBody<T, W, kMTiles, kStages, kSplit, 2, true>(a, tileBlock, rank)
         : decodeQuantBody<T, W, kMTiles, kStages, kSplit, 2, false>(a, tileBlock, rank);

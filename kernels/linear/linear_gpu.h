@@ -261,13 +261,19 @@ struct LinearQuantSizing {
 };
 
 /// The decode-quant kernel's grid for blocks of 16 x `mTiles` outputs, K split over clusters of
-/// `split` blocks: the most warps (16, 8, else 4) whose blocks all fit one wave of 16 warps an
-/// SM (occupancy is what the kernel is bound by: 16-warp blocks made Q4 4096 x 4096 7.8 us
-/// against 10.1 with 8), no more than half the block's units of K (counted as Q4's 128 k), so
-/// that each warp has two units to overlap, and rings within `sizing.sharedLimit`. Shared
-/// memory: each warp's ring of kLinearQuantStages slots of the format's size; at 32 outputs a
-/// block, 16 warps take 80 KB (Q4) or 68 KB (fp8) at one row and 200 KB or 128 KB at 16, so
-/// under sm_121a's 99 KB 16 rows take 4 warps (Q4) or 8 (fp8).
+/// `split` blocks: the most warps (16, 8, else 4) whose blocks of one row group all fit one wave
+/// of 16 warps an SM (occupancy is what the kernel is bound by: 16-warp blocks made Q4 4096 x 4096
+/// 7.8 us against 10.1 with 8), no more than half the block's units of K (counted as Q4's 128 k),
+/// so that each warp has two units to overlap, and rings of the codes and parameters within
+/// `sizing.sharedLimit`. None of that depends on the rows: warps split K, so their count sets the
+/// order of the sums, and a row must get the same bits in a verify window or a batch as alone
+/// (docs/speculative-decoding.md). The rows decide only whether the activations ride the ring:
+/// they do where the rings with them still fit (the kernel reads the launch's shared memory to
+/// know), else they come from global memory.
+///
+/// Shared memory at 32 outputs a block and 16 warps: rings of codes and parameters 72 KB (Q4) or
+/// 64 KB (fp8); with one row's activations 80 or 68 KB, with 16 rows' 200 or 128 KB (so on
+/// sm_121a's 99 KB activations ride the ring up to 3 rows for Q4, 8 for fp8).
 inline LaunchDims linearDecodeQuantLaunch(int64_t rows, int64_t in, int64_t out, int smCount,
                                           LinearQuantSizing sizing = {},
                                           int mTiles = kLinearDecodeMTiles, int split = 1) {
@@ -275,10 +281,10 @@ inline LaunchDims linearDecodeQuantLaunch(int64_t rows, int64_t in, int64_t out,
   const unsigned rowGroups = ceilDiv(rows, kLinearDecodeRows);
   const unsigned tiles = ceilDiv(out, 16 * mTiles);
   d.grid[0] = rowGroups * tiles * static_cast<unsigned>(split);
-  const int64_t blocks = d.grid[0];
+  const int64_t blocks = static_cast<int64_t>(tiles) * split; // of one row group
   const int64_t sms = smCount > 0 ? smCount : 1;
   const int64_t blockUnits = ceilDiv(in, 128) / split;
-  const int ring = kLinearQuantStages * linearQuantSlotBytes(sizing.q4, mTiles, rows);
+  const int codesRing = kLinearQuantStages * linearQuantSlotBytes(sizing.q4, mTiles, 0);
   // An SM holds 16 warps of this kernel (128 registers), so 16 / w blocks of w warps. (5-warp
   // blocks, 3 an SM, were measured slower than 4-warp ones at q_b's 384 blocks: 12.6 against
   // 12.3 us.)
@@ -290,11 +296,13 @@ inline LaunchDims linearDecodeQuantLaunch(int64_t rows, int64_t in, int64_t out,
     }
   }
   while (warps > 1 && (2 * static_cast<int64_t>(warps) > blockUnits ||
-                       static_cast<int64_t>(warps) * ring > sizing.sharedLimit)) {
+                       static_cast<int64_t>(warps) * codesRing > sizing.sharedLimit)) {
     warps /= 2;
   }
+  const int withX = kLinearQuantStages * linearQuantSlotBytes(sizing.q4, mTiles, rows);
   d.block[0] = 32 * warps;
-  d.sharedMemory = warps * ring;
+  d.sharedMemory =
+      warps * (static_cast<int64_t>(warps) * withX <= sizing.sharedLimit ? withX : codesRing);
   return d;
 }
 

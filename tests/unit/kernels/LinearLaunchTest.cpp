@@ -24,6 +24,7 @@ TEST(LinearLaunch, SlotsHoldTheUnitsCodesParametersAndActivations) {
   EXPECT_EQ(linearQuantSlotBytes(true, 2, 16), 2048 + 256 + 16 * 256);
   EXPECT_EQ(linearQuantSlotBytes(true, 2, 64), linearQuantSlotBytes(true, 2, 16));
   EXPECT_EQ(linearQuantSlotBytes(false, 2, 1), 2048 + 128);
+  EXPECT_EQ(linearQuantSlotBytes(true, 2, 0), 2048 + 256); // the activations outside the ring
   EXPECT_EQ(linearQuantSlotBytes(true, 4, 1), 4096 + 512 + 256);
   for (int64_t rows = 1; rows <= 64; ++rows) {
     EXPECT_EQ(linearQuantSlotBytes(true, 2, rows) % 16, 0) << rows; // cp.async's 16-byte chunks
@@ -48,26 +49,33 @@ TEST(LinearLaunch, RingsFitTheTargetAndEveryWarpHasTwoUnits) {
               const LaunchDims d = linearDecodeQuantLaunch(rows, p.in, p.out, target.sms,
                                                            {q4, target.sharedLimit}, mTiles, split);
               const unsigned warps = d.block[0] / 32;
-              const std::string what =
-                  std::string(q4 ? "Q4 " : "fp8 ") + std::to_string(rows) + " x " +
-                  std::to_string(p.in) + " -> " + std::to_string(p.out) + ", " +
-                  std::to_string(target.sms) + " SMs, " + std::to_string(mTiles) +
-                  " tiles, split " + std::to_string(split);
+              const std::string what = std::string(q4 ? "Q4 " : "fp8 ") + std::to_string(rows) +
+                                       " x " + std::to_string(p.in) + " -> " +
+                                       std::to_string(p.out) + ", " + std::to_string(target.sms) +
+                                       " SMs, " + std::to_string(mTiles) + " tiles, split " +
+                                       std::to_string(split);
               ASSERT_EQ(d.block[0] % 32, 0u) << what;
               EXPECT_GE(warps, 1u) << what;
               EXPECT_LE(warps, static_cast<unsigned>(kLinearQuantMaxWarps)) << what;
-              // The rings the kernel strides by its format's slot size fit the launch and the
-              // target's shared memory a block.
-              EXPECT_EQ(d.sharedMemory,
-                        warps * kLinearQuantStages * linearQuantSlotBytes(q4, mTiles, rows))
-                  << what;
+              // The rings the kernel strides by its format's slot size, with the activations
+              // where they fit (the kernel tests the same sum), fit the launch and the target's
+              // shared memory a block.
+              const int64_t withX =
+                  warps * kLinearQuantStages * linearQuantSlotBytes(q4, mTiles, rows);
+              const int64_t codes =
+                  warps * kLinearQuantStages * linearQuantSlotBytes(q4, mTiles, 0);
+              EXPECT_EQ(d.sharedMemory, withX <= target.sharedLimit ? withX : codes) << what;
               EXPECT_LE(d.sharedMemory, target.sharedLimit) << what;
+              // A row gets the same sums whatever rows share its launch: the warps, which split
+              // K, are one row's.
+              const LaunchDims one = linearDecodeQuantLaunch(
+                  1, p.in, p.out, target.sms, {q4, target.sharedLimit}, mTiles, split);
+              EXPECT_EQ(d.block[0], one.block[0]) << what;
               const int64_t blockUnits = ceilDiv(p.in, 128) / split;
               if (warps > 1) {
                 EXPECT_LE(2 * static_cast<int64_t>(warps), blockUnits) << what;
               }
-              EXPECT_EQ(d.grid[0], ceilDiv(rows, kLinearDecodeRows) *
-                                       ceilDiv(p.out, 16 * mTiles) *
+              EXPECT_EQ(d.grid[0], ceilDiv(rows, kLinearDecodeRows) * ceilDiv(p.out, 16 * mTiles) *
                                        static_cast<unsigned>(split))
                   << what;
             }
@@ -85,16 +93,20 @@ TEST(LinearLaunch, WarpsFollowTheBlocksThatFitOneWave) {
   EXPECT_EQ(linearDecodeQuantLaunch(1, 4096, 8192, 132).block[0], 8u * 32);
   EXPECT_EQ(linearDecodeQuantLaunch(1, 4096, 12288, 132).block[0], 4u * 32);
   EXPECT_EQ(linearDecodeQuantLaunch(1, 4096, 77440, 132).block[0], 4u * 32);
-  // Rows' activations in the slot: under sm_121a's 99 KB (the default), Q4 at 4 rows leaves 8
-  // warps and at 16 rows 4; fp8's smaller slot 16 and 8; sm_90a's 227 KB holds 16 at 16 rows.
-  EXPECT_EQ(linearDecodeQuantLaunch(4, 4096, 4096, 132).block[0], 8u * 32);
-  EXPECT_EQ(linearDecodeQuantLaunch(16, 4096, 4096, 132).block[0], 4u * 32);
-  EXPECT_EQ(linearDecodeQuantLaunch(4, 4096, 4096, 132, {false, kSm121a.sharedLimit}).block[0],
-            16u * 32);
-  EXPECT_EQ(linearDecodeQuantLaunch(16, 4096, 4096, 132, {false, kSm121a.sharedLimit}).block[0],
-            8u * 32);
-  EXPECT_EQ(linearDecodeQuantLaunch(16, 4096, 4096, 132, {true, kSm90a.sharedLimit}).block[0],
-            16u * 32);
+  // Rows never change the warps; they decide whether the activations ride the ring: under
+  // sm_121a's 99 KB (the default) Q4's do at 1 row (80 KB) and not at 4 (106 KB: the codes' 72
+  // KB alone), fp8's at 4 rows (80 KB) and not at 16 (128 KB); sm_90a's 227 KB holds 16 rows'.
+  EXPECT_EQ(linearDecodeQuantLaunch(16, 4096, 4096, 132).block[0], 16u * 32);
+  EXPECT_EQ(linearDecodeQuantLaunch(1, 4096, 4096, 132).sharedMemory,
+            16 * 2 * linearQuantSlotBytes(true, 2, 1));
+  EXPECT_EQ(linearDecodeQuantLaunch(4, 4096, 4096, 132).sharedMemory,
+            16 * 2 * linearQuantSlotBytes(true, 2, 0));
+  EXPECT_EQ(linearDecodeQuantLaunch(4, 4096, 4096, 132, {false, kSm121a.sharedLimit}).sharedMemory,
+            16 * 2 * linearQuantSlotBytes(false, 2, 4));
+  EXPECT_EQ(linearDecodeQuantLaunch(16, 4096, 4096, 132, {false, kSm121a.sharedLimit}).sharedMemory,
+            16 * 2 * linearQuantSlotBytes(false, 2, 0));
+  EXPECT_EQ(linearDecodeQuantLaunch(16, 4096, 4096, 132, {true, kSm90a.sharedLimit}).sharedMemory,
+            16 * 2 * linearQuantSlotBytes(true, 2, 16));
   // A K of 4 units (in 512) gives each of 2 warps two of them.
   EXPECT_EQ(linearDecodeQuantLaunch(1, 512, 4096, 132).block[0], 2u * 32);
 }
