@@ -17,6 +17,8 @@ int runSynth(const std::vector<std::string> &args) {
       .option("experts", "bf16|exl3", "routed experts in bf16 or as random EXL3 trellises")
       .option("bits", "K", "the EXL3 experts' bits (default 4; MCG codebook)")
       .option("dense", "bf16|fp8", "dense linears in bf16 or e4m3 with 128 x 128 block scales")
+      .flag("config-only", "everything but the weights (for glmc compile --assume-weights\n"
+                           "where the checkpoint will not be held)")
       .positional(0, 0);
   if (std::optional<int> exit = cl.parseOrExit(args)) {
     return *exit;
@@ -49,6 +51,7 @@ int runSynth(const std::vector<std::string> &args) {
       options.exl3Bits = static_cast<int>(bits->value_or(4));
       options.layers = *layers;
       options.seed = static_cast<uint64_t>(seed->value_or(0));
+      options.configOnly = cl.has("config-only");
       status = glm53::synthesizeCheckpoint(options);
     }
   }

@@ -456,6 +456,9 @@ Status synthesizeCheckpoint(const SynthOptions &options) {
     GLM_RETURN_IF_ERROR(
         writeText(options.outDir / "quantization_config.json", details.dump(2) + "\n"));
   }
+  if (options.configOnly) {
+    return Status::success();
+  }
   uint64_t totalBytes = 0;
   for (const TensorSpec &t : tensors) {
     totalBytes += t.byteSize();

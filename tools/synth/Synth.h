@@ -28,6 +28,10 @@ struct SynthOptions {
   /// running the encoder (hours for full-width experts).
   std::string experts = "bf16";
   int exl3Bits = 4;
+  /// Everything but the weights' shards: config.json (with its quantization_config), the
+  /// quantization and tokenizer files. What glmc compile --assume-weights needs to plan the
+  /// checkpoint on a machine that will not hold it (the GPU machine writes it again, same seed).
+  bool configOnly = false;
   /// "bf16", or "fp8": the dense linears (attention, KDA and indexer projections, dense MLPs,
   /// shared experts; not the head, router, MLA kv_b, routed experts or vision tower) as the FP8
   /// release stores them, e4m3 with a `weight_scale_inv` f32 per 128 x 128 block.
@@ -41,8 +45,9 @@ const std::vector<std::string> &synthPresets();
 /// per-layer list written out).
 Expected<std::string> synthConfigJson(std::string_view preset, std::optional<int64_t> layers);
 
-/// Writes config.json, the weights, tokenizer.json, tokenizer_config.json and chat_template.jinja
-/// into options.outDir (created if needed), reporting progress on stderr. Deterministic for a seed.
+/// Writes config.json, the weights (unless configOnly), tokenizer.json, tokenizer_config.json and
+/// chat_template.jinja into options.outDir (created if needed), reporting progress on stderr.
+/// Deterministic for a seed.
 Status synthesizeCheckpoint(const SynthOptions &options);
 
 } // namespace glm::glm53
