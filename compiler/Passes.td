@@ -120,6 +120,19 @@ def GlmToPlanPass : Pass<"glm-to-plan", "mlir::ModuleOp"> {
   let dependentDialects = ["::glm::planir::PlanDialect"];
 }
 
+def PlanGroupLinearsPass : Pass<"plan-group-linears", "mlir::ModuleOp"> {
+  let summary = "puts a decode program's same-input quantized linears in one linear_group step";
+  let description = [{
+    Where the plan's target runs a linear with the decode-quant kernel
+    (kernels::linearJoinsGroup: a decode program, bf16 activations, Q4 or fp8
+    weights, no bias), the linears of one input and one encoding become one
+    linear_group step at the first one's place, up to kLinearGroupMaxParts
+    parts: one launch for a KDA layer's six projections or an MLP's gate and
+    up. A linear moves up only over steps that neither write its input nor
+    touch its result. Runs after glm-to-plan, before plan-assign-arenas.
+  }];
+}
+
 def PlanAssignArenasPass : Pass<"plan-assign-arenas", "mlir::ModuleOp"> {
   let summary = "gives every buffer, weight and state a slice of an arena";
   let description = [{

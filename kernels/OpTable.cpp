@@ -13,6 +13,7 @@
 #include "kernels/last_rows/last_rows_op.h"
 #include "kernels/layer_norm/layer_norm_op.h"
 #include "kernels/linear/linear_op.h"
+#include "kernels/linear_group/linear_group_op.h"
 #include "kernels/mhc_post/mhc_post_op.h"
 #include "kernels/mhc_pre/mhc_pre_op.h"
 #include "kernels/mla_sparse_attention/mla_sparse_attention_op.h"
@@ -41,6 +42,8 @@ constexpr OpAdapters kOps[] = {
     {"last_rows", lastRowsCheck, lastRowsGpu, lastRowsCpu},
     {"layer_norm", layerNormCheck, layerNormGpu, layerNormCpu},
     {"linear", linearCheck, linearGpu, linearCpu, /*takesExl3=*/true, kQ4AndFp8},
+    {"linear_group", linearGroupCheck, linearGroupGpu, linearGroupCpu, /*takesExl3=*/false,
+     kQ4AndFp8},
     {"mhc_post", mhcPostCheck, mhcPostGpu, mhcPostCpu},
     {"mhc_pre", mhcPreCheck, mhcPreGpu, mhcPreCpu},
     {"mla_sparse_attention", mlaSparseAttentionCheck, mlaSparseAttentionGpu, mlaSparseAttentionCpu,

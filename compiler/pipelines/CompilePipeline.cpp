@@ -109,6 +109,10 @@ void buildCompilePipeline(mlir::OpPassManager &pm, const CompileOptions &options
   lower.maxContext = options.maxContext;
   lower.exl3Bits = options.exl3Bits;
   pm.addPass(createGlmToPlanPass(lower));
+  // A decode program's same-input linears in one launch where the target's kernel takes them.
+  if (options.groupLinears) {
+    pm.addPass(createPlanGroupLinearsPass());
+  }
   // Slices of arenas: weights, state slots and pages, activations by liveness, io.
   pm.addPass(createPlanAssignArenasPass());
   // GPU targets: each step's kernels, grids and argument structs, the kernel table, the

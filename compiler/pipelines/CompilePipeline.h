@@ -39,6 +39,9 @@ struct CompileOptions {
   /// Every program runs the MTP head after the trunk's and returns its draws (the checkpoint
   /// must have the layer: glmc's --mtp checks it).
   bool mtp = false;
+  /// plan-group-linears: same-input decode linears in one linear_group step where the target's
+  /// kernels take them (--group-linears off keeps one step a linear, to compare against).
+  bool groupLinears = true;
   /// Stage progress on stderr (base/Progress.h: a bar on a terminal, lines otherwise): building
   /// the IR, the passes, compiling the kernels (with their count) and emitting the file. Unset,
   /// it is on for models of more than 1 GiB of weights, as weight loading shows its bar: only

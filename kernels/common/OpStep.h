@@ -63,6 +63,12 @@ struct WeightInfo {
   DenseEncoding encoding = DenseEncoding::Plain;
   bool exl3 = false;
   Exl3Geometry exl3Geometry; // when exl3
+
+  /// How a dense weight's bytes are laid out: fp8 e4m3 weights are fp8 blocks (their scales after
+  /// the values) whatever `encoding` says.
+  DenseEncoding denseEncoding() const {
+    return element == DType::F8_E4M3 && !exl3 ? DenseEncoding::Fp8 : encoding;
+  }
 };
 
 struct StateInfo {

@@ -15,9 +15,7 @@ Expected<GpuStep> linearGpu(const OpStep &step) {
   const int64_t rows = step.rows(), in = step.operandDim(0, 1), out = step.resultDim(0, 1);
   const TargetInfo target = step.target();
   const WeightInfo w = step.weight(0);
-  // fp8 e4m3 weights are fp8 blocks (their scales after the values) whatever the encoding says.
-  const DenseEncoding encoding =
-      w.element == DType::F8_E4M3 && !w.exl3 ? DenseEncoding::Fp8 : w.encoding;
+  const DenseEncoding encoding = w.denseEncoding();
   if (encoding == DenseEncoding::Q4 && in % kQ4Group != 0) {
     return step.error(StatusCode::InvalidArgument, "Q4 weights need in features (", in,
                       ") a multiple of ", kQ4Group);

@@ -46,11 +46,9 @@ Expected<GpuStep> mlaSparseAttentionGpu(const OpStep &step) {
   // its partials combine in the same order whatever rows share the step.
   const int32_t chunks =
       mlaSparseAttentionChunks(step.choiceRows(), m.heads, m.width, mma, step.target().smCount);
-  // kv_b as the arena holds it: plain, Q4 groups or fp8 blocks (an fp8 e4m3 weight is fp8 blocks,
-  // its scales after the values, whatever the encoding says), one matrix [kv_b rows, rank].
+  // kv_b as the arena holds it: plain, Q4 groups or fp8 blocks, one matrix [kv_b rows, rank].
   const WeightInfo kvB = step.weight(0);
-  const DenseEncoding encoding =
-      kvB.element == DType::F8_E4M3 && !kvB.exl3 ? DenseEncoding::Fp8 : kvB.encoding;
+  const DenseEncoding encoding = kvB.denseEncoding();
   const int64_t kvRows = m.heads * (m.qkHeadDim + m.vHeadDim);
   if (encoding != DenseEncoding::Plain &&
       (kvB.shape.rank != 2 || kvB.shape[0] != kvRows || kvB.shape[1] != m.rank)) {

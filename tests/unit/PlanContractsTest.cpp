@@ -83,7 +83,8 @@ void expectRefused(const Status &status, const std::string &expected) {
 
 TEST(PlanContracts, CompiledPlansHoldTheirContracts) {
   for (const char *target : {"cpu", "sm_90a", "sm_121a"}) {
-    EXPECT_TRUE(validateEdited(target, [](std::vector<uint8_t> &) {}).ok()) << target;
+    const Status status = validateEdited(target, [](std::vector<uint8_t> &) {});
+    EXPECT_TRUE(status.ok()) << target << ": " << status.toString();
   }
 }
 

@@ -120,6 +120,11 @@ int runCompile(const std::vector<std::string> &args) {
     return cl.fail(mtp.status());
   }
   options.mtp = *mtp;
+  Expected<bool> group = groupLinearsFromOptions(cl);
+  if (!group.ok()) {
+    return cl.fail(group.status());
+  }
+  options.groupLinears = *group;
   Expected<WeightFormats> formats = weightFormats(modelDir, cl.get("assume-weights"));
   if (!formats.ok()) {
     return cl.fail(formats.status());

@@ -33,7 +33,18 @@ void addCompileShapeOptions(CommandLine &cl) {
       .option("head", "bf16|q4|fp8", "lm_head's encoding (default: fp8 for GPU bf16 plans)")
       .option("mtp", "on|off",
               "the MTP head in every program, drafting a token a row (default on\nwhere the "
-              "checkpoint has the layer; docs/speculative-decoding.md)");
+              "checkpoint has the layer; docs/speculative-decoding.md)")
+      .option("group-linears", "on|off",
+              "same-input decode linears in one launch where the target's\nkernel takes them "
+              "(default on; off to compare against)");
+}
+
+Expected<bool> groupLinearsFromOptions(const CommandLine &cl) {
+  const std::string value = cl.get("group-linears").value_or("on");
+  if (value != "on" && value != "off") {
+    return invalidArgument("--group-linears is on or off, got '", value, "'");
+  }
+  return value == "on";
 }
 
 Expected<bool> mtpFromOptions(const CommandLine &cl, const glm53::Glm53Config &config) {

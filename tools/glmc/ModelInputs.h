@@ -13,7 +13,7 @@
 namespace glm::tools {
 
 /// Declares the options the compiling subcommands share: --target, --tp, --decode, --prefill,
-/// --prefill-logits, --assume-weights, --dense, --head and --mtp.
+/// --prefill-logits, --assume-weights, --dense, --head, --mtp and --group-linears.
 void addCompileShapeOptions(CommandLine &cl);
 
 /// "4x1,1x8" -> decode programs {B=4, R=1}, {B=1, R=8}.
@@ -25,6 +25,8 @@ Expected<std::vector<glm53::ProgramShape>> programsFromOptions(const CommandLine
 /// Whether the programs carry the MTP head: --mtp on|off, by default where the checkpoint has the
 /// layer; "on" for a checkpoint without it is refused.
 Expected<bool> mtpFromOptions(const CommandLine &cl, const glm53::Glm53Config &config);
+/// --group-linears on|off (plan-group-linears), on by default.
+Expected<bool> groupLinearsFromOptions(const CommandLine &cl);
 
 /// How the checkpoint stores each tensor: from the safetensors headers when the directory has
 /// weights, else from `assume` ("bf16", the default, or "exl3-experts:K"). Also returns K, the

@@ -1,0 +1,31 @@
+// linear_group's plan adapter: several linears of one input, y_p = x W_pᵀ for each part p, as one
+// step (what plan-group-linears makes of a decode program's same-input linears).
+//
+//   operand 0   x [rows, in]
+//   weight p    W_p [out_p, in], dense, every part in one encoding (Q4 groups: in a multiple of 64)
+//   result p    y_p [rows, out_p]
+//
+// No bias: the pass leaves linears with one alone. Each y_p is linear's result for (x, W_p): on the
+// CPU the same reference, on the GPU the decode-quant kernel's body per part (linear_group_gpu.h).
+#pragma once
+
+#include "kernels/common/GpuLaunch.h"
+#include "kernels/common/HostStep.h"
+#include "kernels/common/OpStep.h"
+
+namespace glm::kernels {
+
+/// The kernel of the step's parts: bf16 activations and Q4 or fp8 weights only (Unimplemented
+/// otherwise, which plan-group-linears never makes).
+Expected<GpuStep> linearGroupGpu(const OpStep &step);
+/// Runs each part with linear's CPU reference.
+Status linearGroupCpu(const OpStep &step, const HostStep &host);
+/// Checks a linear_group step against the contract above (kernels/common/OpContract.h).
+Status linearGroupCheck(const OpStep &step);
+
+/// Whether `linear`, a linear step, may join a group on the GPU: it would run the decode-quant
+/// kernel unsplit or split (a decode program, bf16 activations, Q4 or fp8 weights, not EXL3) and
+/// has no bias. The pass groups such steps of one input and one encoding.
+bool linearJoinsGroup(const OpStep &linear);
+
+} // namespace glm::kernels
