@@ -302,9 +302,13 @@ Status CudaEngine::addLaunches(Program &program, const plan::Step &step) {
         std::memcpy(launch.args.data() + b->offset(), &value, sizeof value);
       }
     }
-    if (launch.sharedMemory > 48 * 1024) {
+    // Raised, never lowered: a decode-quant kernel's ring holds its rows' activations where
+    // they fit, so the same kernel asks more in one program than in another.
+    sharedAllowed_.resize(modules_.size(), 48 * 1024);
+    if (launch.sharedMemory > sharedAllowed_[l->kernel()]) {
       GLM_CU(&ctx_->driver(), cuFuncSetAttribute(launch.function, kFuncAttrMaxDynamicSharedSize,
                                                  static_cast<int>(launch.sharedMemory)));
+      sharedAllowed_[l->kernel()] = launch.sharedMemory;
     }
     program.launches.push_back(std::move(launch));
   }

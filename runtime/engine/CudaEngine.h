@@ -158,6 +158,9 @@ private:
   std::vector<uint32_t> counts_;                 // host staging for a kept state's token counts
   int64_t workspaceArena_ = -1;                  // the plan's workspace arena, if it has one
   std::vector<std::unique_ptr<Module>> modules_; // one per plan kernel
+  /// Per plan kernel, the dynamic shared memory its function may take (set above 48 KB): the
+  /// most any of its launches asks, since one kernel's launches ask different amounts.
+  std::vector<unsigned> sharedAllowed_;
   std::vector<Program> programs_;
 };
 
