@@ -98,6 +98,17 @@ TEST(PlanContracts, RefusesAStepWhoseOpWasChanged) {
                 "(blk.0.attn.q_proj): has 1 operands, its op reads 2");
 }
 
+TEST(PlanContracts, RefusesALinearGroupThatIsNot) {
+  // count_tokens and linear_group have names of one length: a CPU plan's count_tokens step (no
+  // result: it counts into its state) read as a group of linears.
+  expectRefused(validateEdited("cpu",
+                               [](std::vector<uint8_t> &bytes) {
+                                 plan::Step *step = findStep(bytes, "embed.count_tokens");
+                                 std::memcpy(step->mutable_op()->data(), "linear_group", 12);
+                               }),
+                "(embed.count_tokens): has 0 results, its op writes 2 to 8");
+}
+
 TEST(PlanContracts, RefusesParametersOutOfRange) {
   expectRefused(validateEdited("cpu",
                                [](std::vector<uint8_t> &bytes) {
