@@ -103,29 +103,18 @@ kernels::LinearGpuArgs plainArgs(bool q4, const cuda::DeviceMemory &x, const cud
 
 class LinearGroupGpu : public ::testing::Test {
 protected:
-  static void SetUpTestSuite() {
-    if (gpu() != nullptr) {
-      Expected<std::unique_ptr<cuda::Module>> m = compileForGpu(kSource, names());
-      if (m.ok()) {
-        module_ = std::move(m).value();
-      } else {
-        compileError_ = m.status().toString();
-      }
-    }
-  }
-  static void TearDownTestSuite() { module_.reset(); }
   void SetUp() override {
     std::string why;
     ASSERT_NE(gpu(&why), nullptr) << why;
-    ASSERT_NE(module_, nullptr) << compileError_;
+    module_ = cachedModule(kSource, names()); // once per process: NVRTC takes seconds
+    ASSERT_NE(module_, nullptr);
   }
   /// This device's sizing, and sm_121a's (what a GB10 plan launches, run here).
   static std::vector<kernels::LinearQuantSizing> sizings(bool q4) {
     return {{q4, gpu()->info().sharedMemoryPerBlockOptin}, {q4, kernels::kLinearQuantMaxShared}};
   }
 
-  static inline std::unique_ptr<cuda::Module> module_;
-  static inline std::string compileError_;
+  cuda::Module *module_ = nullptr;
 };
 
 struct Product {

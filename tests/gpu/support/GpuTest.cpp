@@ -33,14 +33,11 @@ Expected<std::unique_ptr<cuda::Module>> compileForGpu(const std::string &source,
   return gpu()->load(module.cubin, module.entries);
 }
 
-cuda::Module *cachedModule(const std::string &source,
-                           const std::vector<kernels::NamedLaunch> &launches) {
+cuda::Module *cachedModule(const std::string &source, const std::vector<std::string> &names) {
   static std::map<std::string, std::unique_ptr<cuda::Module>> modules;
-  std::vector<std::string> names;
   std::string key = source;
-  for (const kernels::NamedLaunch &l : launches) {
-    names.push_back(l.name);
-    key += "\n" + l.name;
+  for (const std::string &name : names) {
+    key += "\n" + name;
   }
   std::unique_ptr<cuda::Module> &m = modules[key];
   if (m == nullptr) {
@@ -52,6 +49,15 @@ cuda::Module *cachedModule(const std::string &source,
     m = std::move(compiled).value();
   }
   return m.get();
+}
+
+cuda::Module *cachedModule(const std::string &source,
+                           const std::vector<kernels::NamedLaunch> &launches) {
+  std::vector<std::string> names;
+  for (const kernels::NamedLaunch &l : launches) {
+    names.push_back(l.name);
+  }
+  return cachedModule(source, names);
 }
 
 Expected<cuda::DeviceMemory> poisoned(size_t bytes) {

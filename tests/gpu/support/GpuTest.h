@@ -47,6 +47,8 @@ Expected<std::unique_ptr<cuda::Module>> compileForGpu(const std::string &source,
 /// same source and names give the same module); null, with a test failure, if it does not compile.
 cuda::Module *cachedModule(const std::string &source,
                            const std::vector<kernels::NamedLaunch> &launches);
+/// The same for instances by name (function i is names[i]).
+cuda::Module *cachedModule(const std::string &source, const std::vector<std::string> &names);
 
 /// A device copy of `values`.
 template <typename T> Expected<cuda::DeviceMemory> toDevice(const std::vector<T> &values) {
