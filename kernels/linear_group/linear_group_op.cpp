@@ -16,10 +16,13 @@ bool linearJoinsGroup(const OpStep &linear) {
   }
   const WeightInfo w = linear.weight(0);
   const DenseEncoding encoding = w.denseEncoding();
-  // The rows for which linearGpu takes the decode-quant kernels (choiceRows 1), not the prefill.
-  return !w.exl3 && (encoding == DenseEncoding::Q4 || encoding == DenseEncoding::Fp8) &&
-         linear.operand(0).element == DType::BF16 && linear.decodeProgram() &&
-         linear.choiceRows() == 1;
+  if (w.exl3 || (encoding != DenseEncoding::Q4 && encoding != DenseEncoding::Fp8) ||
+      linear.operand(0).element != DType::BF16 || !linear.decodeProgram()) {
+    return false;
+  }
+  // Where linearGpu's own rule takes a decode-quant kernel (plain or split), not the prefill one.
+  return linearQuantKernelFor(true, linear.choiceRows(), linear.resultDim(0, 1),
+                              linear.target().smCount) != LinearKernel::PrefillMma;
 }
 
 Expected<GpuStep> linearGroupGpu(const OpStep &step) {

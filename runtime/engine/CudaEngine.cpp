@@ -154,6 +154,7 @@ Expected<std::unique_ptr<CudaEngine>> CudaEngine::create(std::unique_ptr<runtime
       }
     }
   }
+  engine->sharedAllowed_.assign(engine->modules_.size(), 48 * 1024);
   for (const plan::Program *program : *p.programs()) {
     engine->programs_.push_back(Program{program});
   }
@@ -304,7 +305,6 @@ Status CudaEngine::addLaunches(Program &program, const plan::Step &step) {
     }
     // Raised, never lowered: a decode-quant kernel's ring holds its rows' activations where
     // they fit, so the same kernel asks more in one program than in another.
-    sharedAllowed_.resize(modules_.size(), 48 * 1024);
     if (launch.sharedMemory > sharedAllowed_[l->kernel()]) {
       GLM_CU(&ctx_->driver(), cuFuncSetAttribute(launch.function, kFuncAttrMaxDynamicSharedSize,
                                                  static_cast<int>(launch.sharedMemory)));
