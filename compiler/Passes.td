@@ -133,6 +133,18 @@ def PlanGroupLinearsPass : Pass<"plan-group-linears", "mlir::ModuleOp"> {
   }];
 }
 
+def PlanFuseMhcPass : Pass<"plan-fuse-mhc", "mlir::ModuleOp"> {
+  let summary = "folds each mhc_post into the mhc_pre that reads its streams";
+  let description = [{
+    Where a program's mhc_post is followed at once by the mhc_pre of its
+    result, the two become one mhc_pre step with mhc_post's operands and its
+    result as a fourth (kernels/mhc_pre/mhc_pre_op.cpp): decode rows compute
+    the streams inside the mixer's launch with mhc_post's arithmetic (the
+    same bits), prefill rows run both kernels in the one step. Every target;
+    runs after glm-to-plan, before plan-assign-arenas.
+  }];
+}
+
 def PlanAssignArenasPass : Pass<"plan-assign-arenas", "mlir::ModuleOp"> {
   let summary = "gives every buffer, weight and state a slice of an arena";
   let description = [{

@@ -113,6 +113,10 @@ void buildCompilePipeline(mlir::OpPassManager &pm, const CompileOptions &options
   if (options.groupLinears) {
     pm.addPass(createPlanGroupLinearsPass());
   }
+  // Each sub-block's residual update in the launch of the next one's mixer.
+  if (options.fuseMhc) {
+    pm.addPass(createPlanFuseMhcPass());
+  }
   // Slices of arenas: weights, state slots and pages, activations by liveness, io.
   pm.addPass(createPlanAssignArenasPass());
   // GPU targets: each step's kernels, grids and argument structs, the kernel table, the

@@ -42,6 +42,9 @@ struct CompileOptions {
   /// plan-group-linears: same-input decode linears in one linear_group step where the target's
   /// kernels take them (--group-linears off keeps one step a linear, to compare against).
   bool groupLinears = true;
+  /// plan-fuse-mhc: each mhc_post folded into the mhc_pre that reads its streams (--fuse-mhc off
+  /// keeps the two steps, to compare against).
+  bool fuseMhc = true;
   /// Stage progress on stderr (base/Progress.h: a bar on a terminal, lines otherwise): building
   /// the IR, the passes, compiling the kernels (with their count) and emitting the file. Unset,
   /// it is on for models of more than 1 GiB of weights, as weight loading shows its bar: only

@@ -7,6 +7,34 @@
 
 namespace glm::kernels {
 
+namespace mhc {
+
+/// New stream j over one chunk, from the sub-block output y and the old streams r:
+/// post[j]·y + Σ_i comb[i][j]·r[i], rounded where HF's bf16 forward rounds (mhc_post_gpu.h).
+/// mhc_pre's folded prologue computes its streams with it, so both kernels give the same bits.
+template <typename T, int HC>
+__device__ __forceinline__ void
+postStream(const float *post, const float *comb, int j, const float (&y)[elementwise::kChunk],
+           const float (&r)[HC][elementwise::kChunk], float (&v)[elementwise::kChunk]) {
+  const float p = roundTo<T>(post[j]);
+  float c[HC];
+#pragma unroll
+  for (int i = 0; i < HC; ++i) {
+    c[i] = roundTo<T>(comb[i * HC + j]);
+  }
+#pragma unroll
+  for (int e = 0; e < elementwise::kChunk; ++e) {
+    float mixed = 0.0f;
+#pragma unroll
+    for (int i = 0; i < HC; ++i) {
+      mixed = fmaf(c[i], r[i][e], mixed);
+    }
+    v[e] = roundTo<T>(p * y[e]) + roundTo<T>(mixed);
+  }
+}
+
+} // namespace mhc
+
 template <typename T, int HC>
 __global__ void __launch_bounds__(128) mhcPostKernel(MhcPostGpuArgs a) {
   using namespace elementwise;
@@ -30,22 +58,8 @@ __global__ void __launch_bounds__(128) mhcPostKernel(MhcPostGpuArgs a) {
   T *out = static_cast<T *>(a.out) + t * HC * a.hidden + d;
 #pragma unroll
   for (int j = 0; j < HC; ++j) {
-    const float p = roundTo<T>(post[j]);
-    float c[HC];
-#pragma unroll
-    for (int i = 0; i < HC; ++i) {
-      c[i] = roundTo<T>(comb[i * HC + j]);
-    }
     float v[kChunk];
-#pragma unroll
-    for (int e = 0; e < kChunk; ++e) {
-      float mixed = 0.0f;
-#pragma unroll
-      for (int i = 0; i < HC; ++i) {
-        mixed = fmaf(c[i], r[i][e], mixed);
-      }
-      v[e] = roundTo<T>(p * y[e]) + roundTo<T>(mixed);
-    }
+    mhc::postStream<T, HC>(post, comb, j, y, r, v);
     store8(out + j * a.hidden, v, n, vector);
   }
 }

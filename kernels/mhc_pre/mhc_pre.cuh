@@ -3,6 +3,7 @@
 #pragma once
 
 #include "kernels/add/add.cuh"
+#include "kernels/mhc_post/mhc_post.cuh"
 #include "kernels/mhc_pre/mhc_pre_gpu.h"
 
 namespace glm::kernels {
@@ -101,8 +102,9 @@ __device__ __forceinline__ void sinkhorn(float (&c)[HC * HC], int iters, float e
 
 /// The whole mixer for the tokens of one cluster of CLUSTER blocks (1: a lone block that reduces
 /// the whole width itself); TOK tokens per thread, GROUPS groups of threads per block, each group
-/// on its own TOK tokens (contract and layout in mhc_pre_gpu.h).
-template <typename T, typename W, int HC, int TOK, int GROUPS, int CLUSTER>
+/// on its own TOK tokens; FOLD: the streams are the folded mhc_post's, computed here (contract
+/// and layout in mhc_pre_gpu.h).
+template <typename T, typename W, int HC, int TOK, int GROUPS, int CLUSTER, bool FOLD = false>
 __device__ __forceinline__ void mixer(const MhcPreGpuArgs &a) {
   using namespace elementwise;
   constexpr int kMix = (2 + HC) * HC;
@@ -124,11 +126,14 @@ __device__ __forceinline__ void mixer(const MhcPreGpuArgs &a) {
   const int64_t chunks = (hidden + kChunk - 1) / kChunk;
   const int64_t firstChunk = chunks * rank / CLUSTER;
   const int myChunks = static_cast<int>(chunks * (rank + 1) / CLUSTER - firstChunk);
-  const T *streams = static_cast<const T *>(a.streams);
+  // Folded, the collapse reads back the streams phase 1 wrote: this block's own chunks, written
+  // before the barriers between (plain loads, which see them).
+  const T *streams = static_cast<const T *>(FOLD ? a.newStreams : a.streams);
   const W *fn = static_cast<const W *>(a.fn);
   const W *base = static_cast<const W *>(a.base);
   const W *scale = static_cast<const W *>(a.scale);
-  const bool vector = hidden % kChunk == 0 && aligned16(streams) && aligned16(fn) && aligned16(a.x);
+  const bool vector = hidden % kChunk == 0 && aligned16(streams) && aligned16(fn) &&
+                      aligned16(a.x) && (!FOLD || (aligned16(a.y) && aligned16(a.residual)));
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
 
   // 1. This block's share of Σ fn·X and Σ X² for each token: chunk (s, d) of every token's
@@ -151,7 +156,22 @@ __device__ __forceinline__ void mixer(const MhcPreGpuArgs &a) {
 #pragma unroll
     for (int k = 0; k < TOK; ++k) {
       const int64_t t = groupToken0 + k;
-      if (t < a.tokens) {
+      if (t < a.tokens && FOLD) {
+        // New stream s of this chunk, as mhc_post writes it; mixed as it will be read back.
+        float y[kChunk], r[HC][kChunk];
+        load8(static_cast<const T *>(a.y) + t * hidden + d, y, n, vector);
+#pragma unroll
+        for (int i = 0; i < HC; ++i) {
+          load8(static_cast<const T *>(a.residual) + (t * HC + i) * hidden + d, r[i], n, vector);
+        }
+        postStream<T, HC>(static_cast<const float *>(a.lastPost) + t * HC,
+                          static_cast<const float *>(a.lastComb) + t * HC * HC, s, y, r, xv[k]);
+#pragma unroll
+        for (int e = 0; e < kChunk; ++e) {
+          xv[k][e] = roundTo<T>(xv[k][e]);
+        }
+        store8(static_cast<T *>(a.newStreams) + (t * HC + s) * hidden + d, xv[k], n, vector);
+      } else if (t < a.tokens) {
         load8(streams + (t * HC + s) * hidden + d, xv[k], n, vector);
       } else {
 #pragma unroll
@@ -304,6 +324,12 @@ template <typename T, typename W, int HC>
 __global__ void __cluster_dims__(kMhcPreCluster, 1, 1) __launch_bounds__(kMhcPreThreads)
     mhcPreDecodeKernel(MhcPreGpuArgs a) {
   mhc::mixer<T, W, HC, 1, 1, kMhcPreCluster>(a);
+}
+
+template <typename T, typename W, int HC>
+__global__ void __cluster_dims__(kMhcPreCluster, 1, 1) __launch_bounds__(kMhcPreThreads)
+    mhcPostPreDecodeKernel(MhcPreGpuArgs a) {
+  mhc::mixer<T, W, HC, 1, 1, kMhcPreCluster, true>(a);
 }
 
 template <typename T, typename W, int HC>

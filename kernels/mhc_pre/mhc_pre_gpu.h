@@ -26,6 +26,19 @@
 //   mhcPrePrefillKernel  one block per kMhcPrePrefillTokens tokens, grid ceil(tokens / 16): each
 //       thread carries 4 tokens' dot products, 4 groups of 64 threads cover 16 tokens, so fn is
 //       read from L2 once per 16 tokens and no block waits on another; 2048 rows fill one wave.
+//
+// Folded with the mhc_post before it (plan-fuse-mhc: the streams this mixer reads are that
+// mhc_post's result), the decode kernel's twin mhcPostPreDecodeKernel computes the streams itself,
+//
+//   y         T   [tokens, hidden]        the previous sub-block's output
+//   residual  T   [tokens, hc, hidden]    the streams the previous mhc_pre read
+//   lastPost  f32 [tokens, hc]            its post and comb
+//   lastComb  f32 [tokens, hc, hc]
+//   newStreams T  [tokens, hc, hidden]    mhc_post's result: written, then mixed (never residual)
+//
+// each thread its chunks with mhc_post's own arithmetic (mhc::postStream, so the bits are those of
+// the two launches), stores them and mixes them: one launch and one pass over the streams instead
+// of two. `streams` is unused there. A prefill step runs mhcPostKernel, then mhcPrePrefillKernel.
 #pragma once
 
 #include "kernels/common/DeviceTypes.h"
@@ -56,6 +69,12 @@ struct MhcPreGpuArgs {
   int32_t sinkhornIters;
   float normEps;
   float hcEps;
+  // mhcPostPreDecodeKernel only (null elsewhere): the folded mhc_post's operands and result.
+  const void *y;
+  const void *residual;
+  const void *lastPost;
+  const void *lastComb;
+  void *newStreams;
 };
 
 #ifndef __CUDACC_RTC__

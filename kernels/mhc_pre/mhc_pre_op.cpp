@@ -1,10 +1,16 @@
 // mhc_pre's plan adapter: operand 0 the streams [rows, streams, hidden], weights fn, base and
 // scale (one dtype), results x [rows, hidden], post [rows, streams] and comb [rows, streams,
 // streams] (both f32); parameters sinkhorn_iters, norm_eps, hc_eps.
+//
+// Folded with the mhc_post that writes its streams (plan-fuse-mhc makes it; never the model):
+// mhc_post's four operands in its order (y, post, comb, residual) instead of the streams, and its
+// result, the new streams, as result 3. Decode rows run mhcPostPreDecodeKernel; prefill rows
+// mhc_post's kernel, then the prefill mixer on its result; the CPU the two references in turn.
 #include "kernels/mhc_pre/mhc_pre_op.h"
 
 #include "kernels/common/OpContract.h"
 #include "kernels/common/StepArgs.h"
+#include "kernels/mhc_post/mhc_post_op.h"
 #include "kernels/mhc_pre/mhc_pre.h"
 #include "kernels/mhc_pre/mhc_pre_gpu.h"
 
@@ -21,6 +27,15 @@ MhcPreParams paramsOf(const OpStep &step) {
           step.floatParam("hc_eps", 1e-6f)};
 }
 
+/// Whether the step is folded with its mhc_post (four operands; the contract checks the rest).
+bool folded(const OpStep &step) { return step.operandCount() == 4; }
+/// Folded: the result that holds the new streams, which the mixer reads.
+constexpr size_t kFoldedStreams = 3;
+/// The streams [rows, hc, hidden] the mixer reads: operand 0, or the folded mhc_post's result.
+Shape streamsOf(const OpStep &step) {
+  return folded(step) ? step.result(kFoldedStreams).shape : step.operand(0).shape;
+}
+
 } // namespace
 
 Expected<GpuStep> mhcPreGpu(const OpStep &step) {
@@ -32,8 +47,21 @@ Expected<GpuStep> mhcPreGpu(const OpStep &step) {
   }
   const MhcPreParams params = paramsOf(step);
   const int64_t rows = step.rows();
+  const bool fold = folded(step);
+  // For choiceRows: the two kernels reduce a token's dots in different orders.
+  const bool prefill = mhcPreUsesPrefill(step.choiceRows());
   ArgPack<MhcPreGpuArgs> p;
-  p.bind(p.args.streams, ArgSource::Operand, 0, "streams");
+  if (!fold) {
+    p.bind(p.args.streams, ArgSource::Operand, 0, "streams");
+  } else if (prefill) {
+    p.bind(p.args.streams, ArgSource::Result, kFoldedStreams, "streams");
+  } else {
+    p.bind(p.args.y, ArgSource::Operand, 0, "y");
+    p.bind(p.args.lastPost, ArgSource::Operand, 1, "lastPost");
+    p.bind(p.args.lastComb, ArgSource::Operand, 2, "lastComb");
+    p.bind(p.args.residual, ArgSource::Operand, 3, "residual");
+    p.bind(p.args.newStreams, ArgSource::Result, kFoldedStreams, "newStreams");
+  }
   p.bind(p.args.fn, ArgSource::Weight, 0, "fn");
   p.bind(p.args.base, ArgSource::Weight, 1, "base");
   p.bind(p.args.scale, ArgSource::Weight, 2, "scale");
@@ -41,23 +69,33 @@ Expected<GpuStep> mhcPreGpu(const OpStep &step) {
   p.bind(p.args.comb, ArgSource::Result, 2, "comb");
   p.bind(p.args.x, ArgSource::Result, 0, "x");
   p.set(p.args.tokens, rows, "tokens");
-  p.set(p.args.hidden, step.operandDim(0, 2), "hidden");
+  p.set(p.args.hidden, streamsOf(step)[2], "hidden");
   p.set(p.args.sinkhornIters, params.sinkhornIters, "sinkhornIters");
   p.set(p.args.normEps, params.normEps, "normEps");
   p.set(p.args.hcEps, params.hcEps, "hcEps");
-  // For choiceRows: the two kernels reduce a token's dots in different orders.
-  const bool prefill = mhcPreUsesPrefill(step.choiceRows());
-  return GpuStep{{p.launch(
-      "kernels/mhc_pre/mhc_pre.cuh",
-      kernelInstance(prefill ? "mhcPrePrefillKernel" : "mhcPreDecodeKernel",
-                     {kernelTypeName(step.activation()), kernelTypeName(step.denseWeightType(0)),
-                      std::to_string(step.operandDim(0, 1))}),
-      mhcPreLaunch(rows, prefill))}};
+  const char *kernel = prefill ? "mhcPrePrefillKernel"
+                       : fold  ? "mhcPostPreDecodeKernel"
+                               : "mhcPreDecodeKernel";
+  GpuStep gpu;
+  if (fold && prefill) {
+    gpu.launches.push_back(mhcPostLaunchOf(step, kFoldedStreams));
+  }
+  gpu.launches.push_back(p.launch("kernels/mhc_pre/mhc_pre.cuh",
+                                  kernelInstance(kernel, {kernelTypeName(step.activation()),
+                                                          kernelTypeName(step.denseWeightType(0)),
+                                                          std::to_string(streamsOf(step)[1])}),
+                                  mhcPreLaunch(rows, prefill)));
+  return gpu;
 }
 
 Status mhcPreCpu(const OpStep &step, const HostStep &host) {
   const MhcPreParams params = paramsOf(step);
-  return mhcPreRef({.streams = host.f32In(0),
+  const bool fold = folded(step);
+  if (fold) {
+    GLM_RETURN_IF_ERROR(mhcPostCpuOf(step, host, kFoldedStreams));
+  }
+  const Shape streams = streamsOf(step);
+  return mhcPreRef({.streams = fold ? host.f32Out(kFoldedStreams) : host.f32In(0),
                     .fn = host.weight(0),
                     .base = host.weight(1),
                     .scale = host.weight(2),
@@ -65,8 +103,8 @@ Status mhcPreCpu(const OpStep &step, const HostStep &host) {
                     .comb = host.f32Out(2),
                     .x = host.f32Out(0),
                     .tokens = host.rows(),
-                    .hcMult = step.operandDim(0, 1),
-                    .hidden = step.operandDim(0, 2),
+                    .hcMult = streams[1],
+                    .hidden = streams[2],
                     .sinkhornIters = params.sinkhornIters,
                     .normEps = params.normEps,
                     .hcEps = params.hcEps});
@@ -74,8 +112,9 @@ Status mhcPreCpu(const OpStep &step, const HostStep &host) {
 
 Status mhcPreCheck(const OpStep &step) {
   Contract c(step);
-  c.counts(1, 3, 3, 3, 0);
-  const Shape streams = c.operand(0, c.activation(), 3);
+  const bool fold = folded(step);
+  c.counts(fold ? 4 : 1, fold ? 4 : 3, 3, 3, 0);
+  const Shape streams = fold ? mhcPostContract(c, kFoldedStreams) : c.operand(0, c.activation(), 3);
   const int64_t rows = streams[0], s = streams[1], hidden = streams[2];
   for (size_t i = 0; i < 3; ++i) {
     c.weightDense(i);

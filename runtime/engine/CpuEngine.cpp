@@ -261,9 +261,15 @@ Expected<CpuEngine::RunOutput> CpuEngine::run(const plan::Program &program,
     const int64_t stepRows = perSequence ? static_cast<int64_t>(groups.size()) : rows;
     GLM_RETURN_IF_ERROR(runStep(program, *step, stepRows, perSequence ? lastRows : groups)
                             .withContext(strCat("step ", step->name()->str())));
-    if (!options_.dumpPattern.empty() && matchesDump(step->name()->str())) {
-      // The rows this run used, under the output's IR name.
+    if (!options_.dumpPattern.empty()) {
+      // The rows this run used, under the output's IR name: every result of a step whose name
+      // matches, and each result whose own name does (a fused step's results keep their ops'
+      // names: blk.0.ffn_hc.post is a result of blk.0.ffn_hc.post+1.attn_hc).
+      const bool wholeStep = matchesDump(step->name()->str());
       for (const plan::TensorRef *t : *step->results()) {
+        if (!wholeStep && !matchesDump(t->name()->str())) {
+          continue;
+        }
         std::vector<int64_t> shape(t->shape()->begin(), t->shape()->end());
         uint64_t rowBytes = elementSize(t->element());
         for (size_t d = 1; d < shape.size(); ++d) {

@@ -21,9 +21,10 @@ struct CpuEngineOptions {
   /// How top-k ties are broken (indexer pools, experts). LowerIndex is the serving contract;
   /// TorchCpu reproduces the HF reference run the goldens come from.
   kernels::TopkTieRule tieRule = kernels::TopkTieRule::LowerIndex;
-  /// Tensor dumps for debugging against a reference: comma-separated globs over step names
-  /// (`blk.3.attn.*,head.*`). After each program run, the outputs of matching steps are written
-  /// under their IR names to `<dumpDir>/<run>.<program>.safetensors` (run counts from 0).
+  /// Tensor dumps for debugging against a reference: comma-separated globs over step and result
+  /// names (`blk.3.attn.*,head.*`). After each program run, the outputs of matching steps and the
+  /// matching outputs of others are written under their IR names to
+  /// `<dumpDir>/<run>.<program>.safetensors` (run counts from 0).
   std::string dumpPattern;
   std::string dumpDir = ".";
   /// This rank's communicator, for plans compiled with --tp N > 1 (not owned; its rank decides

@@ -80,11 +80,17 @@ protected:
     bf16_ = open(
         "gpu_bf16", "--target " + arch + " --precision bf16 --dense bf16 --head bf16" + programs,
         [&](auto plan) { return cuda::CudaEngine::create(std::move(plan), *checkpoint_); });
+    // The same plan with each mhc_post its own step (plan-fuse-mhc off), to check the fusion by.
+    bf16Unfused_ = open(
+        "gpu_bf16_unfused",
+        "--target " + arch + " --precision bf16 --dense bf16 --head bf16 --fuse-mhc off" + programs,
+        [&](auto plan) { return cuda::CudaEngine::create(std::move(plan), *checkpoint_); });
     golden_ =
         std::move(SafeTensorsFile::open(tinyFixture() / "golden.safetensors")).value().release();
   }
   static void TearDownTestSuite() {
-    for (Engine *e : {cpu_, f32_, eager_, chunked_, bf16_, servingF32_, servingBf16_}) {
+    for (Engine *e :
+         {cpu_, f32_, eager_, chunked_, bf16_, servingF32_, servingBf16_, bf16Unfused_}) {
       delete e;
     }
     delete golden_;
@@ -136,7 +142,8 @@ protected:
   static inline std::string setUpError_;
   static inline Checkpoint *checkpoint_ = nullptr;
   static inline Engine *cpu_ = nullptr, *f32_ = nullptr, *eager_ = nullptr, *chunked_ = nullptr,
-                       *bf16_ = nullptr, *servingF32_ = nullptr, *servingBf16_ = nullptr;
+                       *bf16_ = nullptr, *servingF32_ = nullptr, *servingBf16_ = nullptr,
+                       *bf16Unfused_ = nullptr;
   static inline SafeTensorsFile *golden_ = nullptr;
   std::vector<float> lastRow_;
 };
@@ -275,6 +282,22 @@ TEST_F(CudaEngineTiny, Bf16PlanAgreesWithTheF32PlanAsOftenAsHfsOwnBf16) {
   const double rate = static_cast<double>(agree) / static_cast<double>(total);
   RecordProperty("bf16_top1_agreement", std::to_string(rate));
   EXPECT_GE(rate, kHfBf16Agreement - 0.02) << agree << " of " << total << " prefill positions";
+}
+
+TEST_F(CudaEngineTiny, FusedMhcStepsGiveTheUnfusedPlansBits) {
+  // mhcPostPreDecodeKernel computes each stream chunk with mhc_post's own arithmetic and mixes the
+  // rounded values, and a fused prefill step runs the two kernels: a bf16 plan's logits, prefill
+  // and greedy decode (which then feeds back the same tokens), are the unfused plan's to the bit.
+  for (const char *name : {"short", "chunked"}) {
+    const std::vector<int32_t> ids = ints(std::string(name) + ".input_ids");
+    Expected<std::vector<float>> fused = generate(*bf16_, ids, 6);
+    Expected<std::vector<float>> unfused = generate(*bf16Unfused_, ids, 6);
+    ASSERT_TRUE(fused.ok()) << fused.status().toString();
+    ASSERT_TRUE(unfused.ok()) << unfused.status().toString();
+    ASSERT_EQ(fused->size(), unfused->size());
+    EXPECT_EQ(std::memcmp(fused->data(), unfused->data(), fused->size() * sizeof(float)), 0)
+        << name;
+  }
 }
 
 TEST_F(CudaEngineTiny, SampledTokensEqualTheCpuBackendsForTheSameKeys) {

@@ -120,11 +120,9 @@ int runCompile(const std::vector<std::string> &args) {
     return cl.fail(mtp.status());
   }
   options.mtp = *mtp;
-  Expected<bool> group = groupLinearsFromOptions(cl);
-  if (!group.ok()) {
-    return cl.fail(group.status());
+  if (Status fusions = fusionsFromOptions(cl, options); !fusions.ok()) {
+    return cl.fail(fusions);
   }
-  options.groupLinears = *group;
   Expected<WeightFormats> formats = weightFormats(modelDir, cl.get("assume-weights"));
   if (!formats.ok()) {
     return cl.fail(formats.status());

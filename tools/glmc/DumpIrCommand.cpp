@@ -98,11 +98,9 @@ int runDumpIr(const std::vector<std::string> &args) {
     options.exl3Bits = formats->exl3Bits;
     options.dense = cl.get("dense").value_or("");
     options.head = cl.get("head").value_or("");
-    Expected<bool> group = groupLinearsFromOptions(cl);
-    if (!group.ok()) {
-      return cl.fail(group.status());
+    if (Status fusions = fusionsFromOptions(cl, options); !fusions.ok()) {
+      return cl.fail(fusions);
     }
-    options.groupLinears = *group;
     mlir::PassManager pm(&context);
     compiler::buildCompilePipeline(pm, options);
     if (mlir::failed(pm.run(**module))) {

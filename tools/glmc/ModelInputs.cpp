@@ -1,6 +1,7 @@
 // Program shapes and weight formats from the command line and the model directory.
 #include "tools/glmc/ModelInputs.h"
 
+#include "compiler/pipelines/CompilePipeline.h"
 #include "models/glm53/Config.h"
 #include "models/glm53/Weights.h"
 #include "runtime/weights/Exl3Tensors.h"
@@ -36,15 +37,36 @@ void addCompileShapeOptions(CommandLine &cl) {
               "checkpoint has the layer; docs/speculative-decoding.md)")
       .option("group-linears", "on|off",
               "same-input decode linears in one launch where the target's\nkernel takes them "
-              "(default on; off to compare against)");
+              "(default on; off to compare against)")
+      .option("fuse-mhc", "on|off",
+              "each mhc_post folded into the mhc_pre that reads its streams\n(default on; off "
+              "to compare against)");
 }
 
-Expected<bool> groupLinearsFromOptions(const CommandLine &cl) {
-  const std::string value = cl.get("group-linears").value_or("on");
-  if (value != "on" && value != "off") {
-    return invalidArgument("--group-linears is on or off, got '", value, "'");
+namespace {
+
+/// An on|off option, `fallback` when absent.
+Expected<bool> onOff(const CommandLine &cl, const char *name, bool fallback) {
+  const std::optional<std::string> value = cl.get(name);
+  if (!value) {
+    return fallback;
   }
-  return value == "on";
+  if (*value != "on" && *value != "off") {
+    return invalidArgument("--", name, " is on or off, got '", *value, "'");
+  }
+  return *value == "on";
+}
+
+} // namespace
+
+Status fusionsFromOptions(const CommandLine &cl, compiler::CompileOptions &options) {
+  Expected<bool> group = onOff(cl, "group-linears", options.groupLinears);
+  GLM_RETURN_IF_ERROR(group.status());
+  Expected<bool> mhc = onOff(cl, "fuse-mhc", options.fuseMhc);
+  GLM_RETURN_IF_ERROR(mhc.status());
+  options.groupLinears = *group;
+  options.fuseMhc = *mhc;
+  return Status::success();
 }
 
 Expected<bool> mtpFromOptions(const CommandLine &cl, const glm53::Glm53Config &config) {

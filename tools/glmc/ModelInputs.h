@@ -10,10 +10,14 @@
 #include <string>
 #include <vector>
 
+namespace glm::compiler {
+struct CompileOptions;
+} // namespace glm::compiler
+
 namespace glm::tools {
 
 /// Declares the options the compiling subcommands share: --target, --tp, --decode, --prefill,
-/// --prefill-logits, --assume-weights, --dense, --head, --mtp and --group-linears.
+/// --prefill-logits, --assume-weights, --dense, --head, --mtp, --group-linears and --fuse-mhc.
 void addCompileShapeOptions(CommandLine &cl);
 
 /// "4x1,1x8" -> decode programs {B=4, R=1}, {B=1, R=8}.
@@ -25,8 +29,9 @@ Expected<std::vector<glm53::ProgramShape>> programsFromOptions(const CommandLine
 /// Whether the programs carry the MTP head: --mtp on|off, by default where the checkpoint has the
 /// layer; "on" for a checkpoint without it is refused.
 Expected<bool> mtpFromOptions(const CommandLine &cl, const glm53::Glm53Config &config);
-/// --group-linears on|off (plan-group-linears), on by default.
-Expected<bool> groupLinearsFromOptions(const CommandLine &cl);
+/// The optional fusion passes, on unless turned off: --group-linears on|off (plan-group-linears)
+/// and --fuse-mhc on|off (plan-fuse-mhc).
+Status fusionsFromOptions(const CommandLine &cl, compiler::CompileOptions &options);
 
 /// How the checkpoint stores each tensor: from the safetensors headers when the directory has
 /// weights, else from `assume` ("bf16", the default, or "exl3-experts:K"). Also returns K, the

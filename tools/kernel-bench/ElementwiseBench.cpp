@@ -47,6 +47,7 @@ enum Kernel : size_t {
   kAdd,
   kConcat,
   kEmbedding,
+  kMhcPostPreDecode,
 };
 
 constexpr size_t kL2Spill = size_t{128} << 20; // twice H200's 60 MB L2
@@ -136,6 +137,8 @@ Status addElementwiseBenches(Suite &suite) {
               "glm::kernels::addKernel<glm::kernels::Bf16>",
               "glm::kernels::concatKernel<glm::kernels::Bf16>",
               "glm::kernels::embeddingKernel<glm::kernels::Bf16, glm::kernels::Bf16>",
+              "glm::kernels::mhcPostPreDecodeKernel<glm::kernels::Bf16, glm::kernels::Bf16, " +
+                  hcArg + ">",
           }));
   cuda::CudaContext &ctx = suite.ctx();
   auto launch = [&](Kernel k, const kernels::LaunchDims &d, const auto &args) {
@@ -211,6 +214,44 @@ Status addElementwiseBenches(Suite &suite) {
               static_cast<float>(m.hcEps)};
           return launch(f32 ? kMhcPreDecodeF32 : (prefill ? kMhcPrePrefill : kMhcPreDecode),
                         kernels::mhcPreLaunch(rows, prefill), args);
+        },
+        row));
+    suite.add(row);
+  }
+
+  // mhc_post folded into the next mixer (plan-fuse-mhc) at decode batches: against the mhc_pre
+  // decode rows above plus the mhc_post rows below, the launch it saves.
+  for (const int64_t rows : {int64_t{1}, int64_t{4}, int64_t{16}}) {
+    size_t turn = 0;
+    Row row;
+    row.kernel = "mhc_post+mhc_pre<bf16,bf16," + hcArg + "> decode";
+    row.shape = dims({rows, hc, hidden}) + "·" + dims({mix, hc * hidden});
+    // y, the residual and the new streams, x; fn; post and comb read and written.
+    row.bytes = rows * hidden * 2.0 * (2 + 2 * hc) + fnBytes + 2 * rows * (hc + hc * hc) * 4.0;
+    row.flops = 2.0 * rows * hc * hidden * (mix + 2) + 2.0 * rows * hc * hidden * (hc + 1);
+    row.note = "fn rotates over " + std::to_string(fnCopies) + " copies";
+    GLM_RETURN_IF_ERROR(timeBurst(
+        suite,
+        [&] {
+          const size_t copy = turn++ % fnCopies;
+          kernels::MhcPreGpuArgs args{};
+          args.fn = at(fn, copy * fnStride);
+          args.base = at(mixParams);
+          args.scale = at(mixParams, scaleAt);
+          args.post = at(mixOut);
+          args.comb = at(mixOut, maxRows * hc * 4);
+          args.x = at(rowsOut);
+          args.tokens = rows;
+          args.hidden = hidden;
+          args.sinkhornIters = static_cast<int32_t>(m.hcSinkhornIters);
+          args.normEps = static_cast<float>(m.rmsNormEps);
+          args.hcEps = static_cast<float>(m.hcEps);
+          args.y = at(rowsA);
+          args.residual = at(streams);
+          args.lastPost = at(post);
+          args.lastComb = at(comb);
+          args.newStreams = at(streamsOut);
+          return launch(kMhcPostPreDecode, kernels::mhcPreLaunch(rows, false), args);
         },
         row));
     suite.add(row);

@@ -1,5 +1,7 @@
 // mhc_pre's CUDA kernels (decode and prefill) against the CPU reference, at GLM-5.3-Flash's width
-// (hc 4, hidden 4096: 16384 inputs a token) and the tiny model's (hidden 128).
+// (hc 4, hidden 4096: 16384 inputs a token) and the tiny model's (hidden 128); the decode kernel
+// folded with mhc_post against the two kernels it replaces.
+#include "kernels/mhc_post/mhc_post_gpu.h"
 #include "kernels/mhc_pre/mhc_pre.h"
 #include "kernels/mhc_pre/mhc_pre_gpu.h"
 #include "tests/gpu/support/GpuTest.h"
@@ -266,6 +268,114 @@ TEST_F(MhcPreGpu, CombIsNearlyDoublyStochastic) {
         column += out.comb[t * kHc * kHc + j * kHc + i];
       }
       EXPECT_NEAR(column, 1.0, 1e-4) << "token " << t << " column " << i;
+    }
+  }
+}
+
+// mhcPostPreDecodeKernel (plan-fuse-mhc) against mhcPostKernel then mhcPreDecodeKernel on the same
+// inputs: the new streams, x, post and comb are the same bits, in f32 and bf16, at every decode
+// row count, the tiny width and the scalar path's.
+class MhcPostPreGpu : public ::testing::Test {
+protected:
+  void SetUp() override {
+    std::string why;
+    ASSERT_NE(gpu(&why), nullptr) << why;
+    GLM_ASSERT_OK_AND_ASSIGN(
+        module_, compileForGpu(kSource, {"glm::kernels::mhcPostKernel<float, 4>",
+                                         "glm::kernels::mhcPostKernel<glm::kernels::Bf16, 4>",
+                                         "glm::kernels::mhcPreDecodeKernel<float, float, 4>",
+                                         "glm::kernels::mhcPreDecodeKernel<glm::kernels::Bf16, "
+                                         "glm::kernels::Bf16, 4>",
+                                         "glm::kernels::mhcPostPreDecodeKernel<float, float, 4>",
+                                         "glm::kernels::mhcPostPreDecodeKernel<glm::kernels::Bf16, "
+                                         "glm::kernels::Bf16, 4>"}));
+  }
+  std::unique_ptr<cuda::Module> module_;
+};
+
+TEST_F(MhcPostPreGpu, FoldedPostGivesTheTwoKernelsBits) {
+  SplitMix64 rng(105);
+  for (const Shape s :
+       {Shape{1, 4096}, Shape{3, 4096}, Shape{64, 4096}, Shape{2, 128}, Shape{5, 100}}) {
+    for (bool bf16 : {false, true}) {
+      const std::string what =
+          std::to_string(s.tokens) + "x" + std::to_string(s.hidden) + (bf16 ? " bf16" : " f32");
+      // The residual streams, their mixer's post and comb (the previous mhc_pre's, as a plan has
+      // them), and a sub-block output y; the next mixer's weights.
+      const Inputs last = makeInputs(rng, s, bf16);
+      const Outputs lastOut = reference(last, s, 20);
+      const Inputs next = makeInputs(rng, s, bf16);
+      std::vector<float> y(s.tokens * s.hidden);
+      for (float &v : y) {
+        v = bf16 ? kernels::roundToBf16(rng.normal()) : rng.normal();
+      }
+      auto device = [&](const std::vector<float> &v) {
+        return bf16 ? toDevice(toBf16(v)) : toDevice(v);
+      };
+      const int64_t element = bf16 ? 2 : 4, streamBytes = s.tokens * kHc * s.hidden * element;
+      GLM_ASSERT_OK_AND_ASSIGN(cuda::DeviceMemory residual, device(last.streams));
+      GLM_ASSERT_OK_AND_ASSIGN(cuda::DeviceMemory yd, device(y));
+      GLM_ASSERT_OK_AND_ASSIGN(cuda::DeviceMemory post0, toDevice(lastOut.post));
+      GLM_ASSERT_OK_AND_ASSIGN(cuda::DeviceMemory comb0, toDevice(lastOut.comb));
+      GLM_ASSERT_OK_AND_ASSIGN(cuda::DeviceMemory fn, device(next.fn));
+      GLM_ASSERT_OK_AND_ASSIGN(cuda::DeviceMemory base, device(next.base));
+      GLM_ASSERT_OK_AND_ASSIGN(cuda::DeviceMemory scale, device(next.scale));
+      struct Results {
+        cuda::DeviceMemory streams, x, post, comb;
+      };
+      auto results = [&]() -> Expected<Results> {
+        GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory streams, poisoned(streamBytes));
+        GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory x, poisoned(s.tokens * s.hidden * element));
+        GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory post, poisoned(s.tokens * kHc * 4));
+        GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory comb, poisoned(s.tokens * kHc * kHc * 4));
+        return Results{std::move(streams), std::move(x), std::move(post), std::move(comb)};
+      };
+      GLM_ASSERT_OK_AND_ASSIGN(Results two, results());
+      GLM_ASSERT_OK_AND_ASSIGN(Results one, results());
+      auto ptr = [](const cuda::DeviceMemory &m) { return reinterpret_cast<void *>(m.ptr()); };
+      auto mixerArgs = [&](const Results &r) {
+        kernels::MhcPreGpuArgs a{};
+        a.streams = ptr(r.streams);
+        a.fn = ptr(fn);
+        a.base = ptr(base);
+        a.scale = ptr(scale);
+        a.post = ptr(r.post);
+        a.comb = ptr(r.comb);
+        a.x = ptr(r.x);
+        a.tokens = s.tokens;
+        a.hidden = s.hidden;
+        a.sinkhornIters = 20;
+        a.normEps = 1e-5f;
+        a.hcEps = 1e-6f;
+        return a;
+      };
+      const size_t type = bf16 ? 1 : 0;
+      const kernels::MhcPostGpuArgs postArgs{
+          ptr(yd), ptr(residual), ptr(post0), ptr(comb0), ptr(two.streams), s.tokens, s.hidden};
+      GLM_ASSERT_OK(launchAndWait(module_->function(type),
+                                  kernels::mhcPostLaunch(s.tokens, s.hidden), postArgs));
+      GLM_ASSERT_OK(launchAndWait(module_->function(2 + type),
+                                  kernels::mhcPreLaunch(s.tokens, false), mixerArgs(two)));
+      kernels::MhcPreGpuArgs folded = mixerArgs(one);
+      folded.streams = nullptr; // the folded kernel reads what it writes to newStreams
+      folded.y = ptr(yd);
+      folded.residual = ptr(residual);
+      folded.lastPost = ptr(post0);
+      folded.lastComb = ptr(comb0);
+      folded.newStreams = ptr(one.streams);
+      GLM_ASSERT_OK(launchAndWait(module_->function(4 + type),
+                                  kernels::mhcPreLaunch(s.tokens, false), folded));
+      auto same = [&](const cuda::DeviceMemory &a, const cuda::DeviceMemory &b, int64_t bytes,
+                      const char *name) {
+        Expected<std::vector<uint8_t>> ha = fromDevice<uint8_t>(a, bytes);
+        Expected<std::vector<uint8_t>> hb = fromDevice<uint8_t>(b, bytes);
+        ASSERT_TRUE(ha.ok() && hb.ok());
+        EXPECT_TRUE(*ha == *hb) << what << ": " << name << " differs";
+      };
+      same(one.streams, two.streams, streamBytes, "streams");
+      same(one.x, two.x, s.tokens * s.hidden * element, "x");
+      same(one.post, two.post, s.tokens * kHc * 4, "post");
+      same(one.comb, two.comb, s.tokens * kHc * kHc * 4, "comb");
     }
   }
 }
