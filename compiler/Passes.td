@@ -121,15 +121,31 @@ def GlmToPlanPass : Pass<"glm-to-plan", "mlir::ModuleOp"> {
 }
 
 def PlanGroupLinearsPass : Pass<"plan-group-linears", "mlir::ModuleOp"> {
-  let summary = "puts a decode program's same-input quantized linears in one linear_group step";
+  let summary = "puts a decode program's independent quantized linears of one width in one linear_group step";
   let description = [{
     Where the plan's target runs a linear with the decode-quant kernel
     (kernels::linearJoinsGroup: a decode program, bf16 activations, Q4 or fp8
-    weights, no bias), the linears of one input and one encoding become one
+    weights, no bias; on the CPU any dense decode linear without a bias),
+    linears of one encoding and one input width become one
     linear_group step at the first one's place, up to kLinearGroupMaxParts
-    parts: one launch for a KDA layer's six projections or an MLP's gate and
-    up. A linear moves up only over steps that neither write its input nor
-    touch its result. Runs after glm-to-plan, before plan-assign-arenas.
+    parts, each reading its own input or all one: one launch for a KDA
+    layer's six projections, its f_b and g_b, or an MLP's gate and up. A
+    linear joins only where it can move there without changing what any step
+    reads (compiler/transforms/StepGroups.h). Runs after glm-to-plan, before
+    plan-assign-arenas.
+  }];
+}
+
+def PlanGroupShortConvsPass : Pass<"plan-group-short-convs", "mlir::ModuleOp"> {
+  let summary = "puts short_convs of one step context and window in one short_conv step";
+  let description = [{
+    A KDA layer's q, k and v convs become one short_conv step of three parts
+    (kernels/short_conv/short_conv_op.cpp), up to kShortConvMaxParts: one
+    launch, each part's arithmetic its own, so the bits are the separate
+    steps'. A conv joins only where it can move to the first one's place
+    without changing what any step reads (compiler/transforms/StepGroups.h).
+    Every program and target; runs after glm-to-plan, before
+    plan-assign-arenas.
   }];
 }
 

@@ -109,9 +109,13 @@ void buildCompilePipeline(mlir::OpPassManager &pm, const CompileOptions &options
   lower.maxContext = options.maxContext;
   lower.exl3Bits = options.exl3Bits;
   pm.addPass(createGlmToPlanPass(lower));
-  // A decode program's same-input linears in one launch where the target's kernel takes them.
+  // A decode program's independent linears of one width in one launch where the target's kernel
+  // takes them, and a KDA layer's convs in one.
   if (options.groupLinears) {
     pm.addPass(createPlanGroupLinearsPass());
+  }
+  if (options.groupShortConvs) {
+    pm.addPass(createPlanGroupShortConvsPass());
   }
   // Each sub-block's residual update in the launch of the next one's mixer.
   if (options.fuseMhc) {

@@ -39,9 +39,13 @@ struct CompileOptions {
   /// Every program runs the MTP head after the trunk's and returns its draws (the checkpoint
   /// must have the layer: glmc's --mtp checks it).
   bool mtp = false;
-  /// plan-group-linears: same-input decode linears in one linear_group step where the target's
-  /// kernels take them (--group-linears off keeps one step a linear, to compare against).
+  /// plan-group-linears: independent decode linears of one width in one linear_group step where
+  /// the target's kernels take them (--group-linears off keeps one step a linear, to compare
+  /// against).
   bool groupLinears = true;
+  /// plan-group-short-convs: a KDA layer's q/k/v convs in one short_conv step
+  /// (--group-short-convs off keeps one step a conv, to compare against).
+  bool groupShortConvs = true;
   /// plan-fuse-mhc: each mhc_post folded into the mhc_pre that reads its streams (--fuse-mhc off
   /// keeps the two steps, to compare against).
   bool fuseMhc = true;

@@ -1,5 +1,5 @@
-// linear_group: the decode-quant kernel over several same-input linears (contract and grid rule
-// in linear_group_gpu.h).
+// linear_group: the decode-quant kernel over several linears of one input width (contract and grid
+// rule in linear_group_gpu.h).
 #pragma once
 
 #include "kernels/linear/linear.cuh"
@@ -22,7 +22,7 @@ __global__ void __launch_bounds__(kLinearQuantMaxWarps * 32)
       first = g.part[q - 1].blockEnd;
     }
   }
-  const LinearGpuArgs a{g.x,    part.weight,  part.weightScaleInv, nullptr, part.y,
+  const LinearGpuArgs a{part.x, part.weight,  part.weightScaleInv, nullptr, part.y,
                         g.rows, g.inFeatures, part.outFeatures,    0,       part.weightGroups};
   linear_detail::decodeQuantDispatch<T, W, kLinearDecodeMTiles, kLinearQuantStages, 1>(
       a, block - first, 0);

@@ -1,8 +1,8 @@
-// linear_group on the GPU: several linears that read the same activations, in one launch of the
-// decode-quant kernel (kernels/linear/linear_gpu.h), so that a decode step pays one launch and one
-// tail for q/k/v, gate/up and the like instead of one each.
+// linear_group on the GPU: several linears of one input width, in one launch of the decode-quant
+// kernel (kernels/linear/linear_gpu.h), so that a decode step pays one launch and one tail for
+// q/k/v, gate/up, f_b/g_b and the like instead of one each.
 //
-//   x                     bf16 [rows, in]                       shared by every part
+//   parts[p].x            bf16 [rows, in]                       one buffer for all, or each its own
 //   parts[p].weight       W [out_p, in]                         Q4 groups or fp8 blocks, all one W
 //   parts[p].weightScaleInv / weightGroups                      the sections after the codes
 //   parts[p].y            bf16 [rows, out_p]                    must not alias x or each other
@@ -25,6 +25,7 @@ namespace glm::kernels {
 constexpr int kLinearGroupMaxParts = 8;
 
 struct LinearGroupPart {
+  const void *x;
   const void *weight;
   const float *weightScaleInv;  // fp8
   const uint32_t *weightGroups; // Q4
@@ -34,7 +35,6 @@ struct LinearGroupPart {
 };
 
 struct LinearGroupGpuArgs {
-  const void *x;
   int64_t rows;
   int64_t inFeatures;
   int32_t parts;

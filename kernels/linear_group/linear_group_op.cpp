@@ -10,14 +10,19 @@
 namespace glm::kernels {
 
 bool linearJoinsGroup(const OpStep &linear) {
-  if (linear.target().name == "cpu" || linear.activation() != DType::BF16 ||
-      linear.weightCount() != 1 || linear.operandCount() != 1 || linear.resultCount() != 1) {
+  if (linear.weightCount() != 1 || linear.operandCount() != 1 || linear.resultCount() != 1 ||
+      !linear.decodeProgram() || linear.weight(0).exl3) {
     return false;
   }
-  const WeightInfo w = linear.weight(0);
-  const DenseEncoding encoding = w.denseEncoding();
-  if (w.exl3 || (encoding != DenseEncoding::Q4 && encoding != DenseEncoding::Fp8) ||
-      linear.operand(0).element != DType::BF16 || !linear.decodeProgram()) {
+  // The CPU runs each part with linear's reference, so grouping costs nothing there, and it gives
+  // a CPU plan the GPU plan's steps (its convs then group too): the group's adapters run in every
+  // CPU test.
+  if (linear.target().name == "cpu") {
+    return true;
+  }
+  const DenseEncoding encoding = linear.weight(0).denseEncoding();
+  if (linear.activation() != DType::BF16 || linear.operand(0).element != DType::BF16 ||
+      (encoding != DenseEncoding::Q4 && encoding != DenseEncoding::Fp8)) {
     return false;
   }
   // Where linearGpu's own rule takes a decode-quant kernel (plain or split), not the prefill one.
@@ -35,10 +40,10 @@ Expected<GpuStep> linearGroupGpu(const OpStep &step) {
   }
   const bool q4 = encoding == DenseEncoding::Q4;
   ArgPack<LinearGroupGpuArgs> p;
-  p.bind(p.args.x, ArgSource::Operand, 0, "x");
   p.set(p.args.rows, rows, "rows");
   p.set(p.args.inFeatures, in, "inFeatures");
   const size_t parts = step.resultCount();
+  const bool ownInputs = step.operandCount() > 1;
   p.set(p.args.parts, parts, "parts");
   int64_t blocks = 0;
   for (size_t i = 0; i < parts; ++i) {
@@ -46,6 +51,7 @@ Expected<GpuStep> linearGroupGpu(const OpStep &step) {
     const std::string at = "part[" + std::to_string(i) + "].";
     const int64_t out = step.resultDim(i, 1);
     blocks += linearGroupPartBlocks(rows, out);
+    p.bind(part.x, ArgSource::Operand, ownInputs ? i : 0, (at + "x").c_str());
     p.bind(part.weight, ArgSource::Weight, i, (at + "weight").c_str());
     // The sections after the codes, addressed from each weight's slice as linear's are.
     if (q4) {
@@ -71,8 +77,9 @@ Expected<GpuStep> linearGroupGpu(const OpStep &step) {
 
 Status linearGroupCpu(const OpStep &step, const HostStep &host) {
   const int64_t in = step.operandDim(0, 1);
+  const bool ownInputs = step.operandCount() > 1;
   for (size_t i = 0; i < step.resultCount(); ++i) {
-    GLM_RETURN_IF_ERROR(linearRef({.x = host.f32In(0),
+    GLM_RETURN_IF_ERROR(linearRef({.x = host.f32In(ownInputs ? i : 0),
                                    .weight = host.weight(i),
                                    .bias = {},
                                    .y = host.f32Out(i),
@@ -88,8 +95,14 @@ Status linearGroupCheck(const OpStep &step) {
   const size_t parts = step.resultCount();
   c.check(parts >= 2 && parts <= static_cast<size_t>(kLinearGroupMaxParts), "has ", parts,
           " results, its op writes 2 to ", kLinearGroupMaxParts);
-  c.counts(1, parts, parts, parts, 0);
+  const size_t inputs = step.operandCount() == parts ? parts : 1;
+  c.counts(inputs, parts, parts, parts, 0);
   const Shape x = c.operand(0, c.activation(), 2);
+  for (size_t i = 1; c.ok() && i < inputs; ++i) {
+    const Shape xi = c.operand(i, c.activation(), 2);
+    c.check(xi[0] == x[0] && xi[1] == x[1], "operand ", i, " is ", Contract::shapeText(xi),
+            ", operand 0 ", Contract::shapeText(x), ": a group's parts read one width and rows");
+  }
   const DenseEncoding encoding = c.ok() ? step.weight(0).denseEncoding() : DenseEncoding::Plain;
   for (size_t i = 0; c.ok() && i < parts; ++i) {
     c.weightDense(i);

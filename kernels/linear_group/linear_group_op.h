@@ -1,12 +1,13 @@
-// linear_group's plan adapter: several linears of one input, y_p = x W_pᵀ for each part p, as one
-// step (what plan-group-linears makes of a decode program's same-input linears).
+// linear_group's plan adapter: several linears of one input width, y_p = x_p W_pᵀ for each part p,
+// as one step (what plan-group-linears makes of a decode program's independent linears).
 //
-//   operand 0   x [rows, in]
+//   operand 0   x [rows, in] read by every part, or operand p x_p [rows, in] (one per part)
 //   weight p    W_p [out_p, in], dense, every part in one encoding (Q4 groups: in a multiple of 64)
 //   result p    y_p [rows, out_p]
 //
-// No bias: the pass leaves linears with one alone. Each y_p is linear's result for (x, W_p): on the
-// CPU the same reference, on the GPU the decode-quant kernel's body per part (linear_group_gpu.h).
+// No bias: the pass leaves linears with one alone. Each y_p is linear's result for (x_p, W_p): on
+// the CPU the same reference, on the GPU the decode-quant kernel's body per part
+// (linear_group_gpu.h).
 #pragma once
 
 #include "kernels/common/GpuLaunch.h"
@@ -23,9 +24,10 @@ Status linearGroupCpu(const OpStep &step, const HostStep &host);
 /// Checks a linear_group step against the contract above (kernels/common/OpContract.h).
 Status linearGroupCheck(const OpStep &step);
 
-/// Whether `linear`, a linear step, may join a group on the GPU: it would run the decode-quant
-/// kernel unsplit or split (a decode program, bf16 activations, Q4 or fp8 weights, not EXL3) and
-/// has no bias. The pass groups such steps of one input and one encoding.
+/// Whether `linear`, a linear step of a decode program with no bias and a dense weight, may join a
+/// group: on a GPU where it would run the decode-quant kernel unsplit or split (bf16 activations,
+/// Q4 or fp8 weights), on the CPU always. The pass groups such steps of one input width and one
+/// encoding.
 bool linearJoinsGroup(const OpStep &linear);
 
 } // namespace glm::kernels

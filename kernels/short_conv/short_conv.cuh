@@ -1,4 +1,5 @@
-// short_conv: KDA's causal depthwise conv with a carried window (contract in short_conv_gpu.h).
+// short_conv: KDA's causal depthwise conv with a carried window, one or several parts a launch
+// (contract in short_conv_gpu.h).
 #pragma once
 
 #include "kernels/common/Device.cuh"
@@ -8,8 +9,21 @@ namespace glm::kernels {
 
 template <typename T, typename W> __global__ void shortConvKernel(ShortConvGpuArgs a) {
   constexpr int kMax = kShortConvMaxKernel;
-  const int64_t c = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (c >= a.channels) {
+  // The block's part, by constant indices into the parameters (a dynamic index would copy the
+  // struct to local memory): the last part whose first block is at or before this one.
+  const int64_t block = blockIdx.x;
+  ShortConvPart part = a.part[0];
+  int64_t firstBlock = 0;
+#pragma unroll
+  for (int q = 1; q < kShortConvMaxParts; ++q) {
+    if (q < a.parts && block >= a.part[q - 1].blockEnd) {
+      part = a.part[q];
+      firstBlock = a.part[q - 1].blockEnd;
+    }
+  }
+  const int64_t channels = part.channels;
+  const int64_t c = (block - firstBlock) * blockDim.x + threadIdx.x;
+  if (c >= channels) {
     return;
   }
   const int kernel = a.kernelSize, history = kernel - 1;
@@ -18,11 +32,11 @@ template <typename T, typename W> __global__ void shortConvKernel(ShortConvGpuAr
   const int r0 = blockIdx.y * kShortConvSegment;
   const int r1 = min(r0 + kShortConvSegment, rowsPerSeq);
   const int32_t *pos = a.ctx.positions + seq * rowsPerSeq;
-  const T *x = static_cast<const T *>(a.x) + seq * rowsPerSeq * a.channels + c;
-  T *out = static_cast<T *>(a.out) + seq * rowsPerSeq * a.channels + c;
+  const T *x = static_cast<const T *>(part.x) + seq * rowsPerSeq * channels + c;
+  T *out = static_cast<T *>(part.out) + seq * rowsPerSeq * channels + c;
   T *state = nullptr;
-  if (a.state.base != nullptr) {
-    uint8_t *slot = slotOf(a.state, a.ctx, seq);
+  if (part.state.base != nullptr) {
+    uint8_t *slot = slotOf(part.state, a.ctx, seq);
     state = slot != nullptr ? reinterpret_cast<T *>(slot) + c * history : nullptr;
   }
 
@@ -30,7 +44,7 @@ template <typename T, typename W> __global__ void shortConvKernel(ShortConvGpuAr
   // the input d rows before it, and wr[kMax − 1 − d] = w[K − 1 − d]; slots beyond the kernel
   // weigh nothing. Constant indices keep both arrays in registers whatever the runtime kernel
   // size. Before the first row is shifted in, win[kMax − d] holds the input d rows before r0.
-  const W *w = static_cast<const W *>(a.weight) + c * kernel;
+  const W *w = static_cast<const W *>(part.weight) + c * kernel;
   float wr[kMax], win[kMax];
 #pragma unroll
   for (int j = 0; j < kMax; ++j) {
@@ -41,7 +55,7 @@ template <typename T, typename W> __global__ void shortConvKernel(ShortConvGpuAr
     if (d <= history) {
       const int m = r0 - d; // a row before this segment: an earlier row, or the state
       if (m >= 0) {
-        win[j] = toFloat(x[m * a.channels]);
+        win[j] = toFloat(x[m * channels]);
       } else if (state != nullptr) {
         win[j] = toFloat(state[history + m]);
       }
@@ -51,7 +65,7 @@ template <typename T, typename W> __global__ void shortConvKernel(ShortConvGpuAr
   bool any = false;
   for (int r = r0; r < r1; ++r) {
     if (pos[r] < 0) {
-      out[r * a.channels] = fromFloat<T>(0.0f);
+      out[r * channels] = fromFloat<T>(0.0f);
       continue;
     }
     any = true;
@@ -59,7 +73,7 @@ template <typename T, typename W> __global__ void shortConvKernel(ShortConvGpuAr
     for (int j = 0; j < kMax - 1; ++j) {
       win[j] = win[j + 1];
     }
-    win[kMax - 1] = toFloat(x[r * a.channels]);
+    win[kMax - 1] = toFloat(x[r * channels]);
     float z = 0.0f;
 #pragma unroll
     for (int j = 0; j < kMax; ++j) {
@@ -70,7 +84,7 @@ template <typename T, typename W> __global__ void shortConvKernel(ShortConvGpuAr
     if (a.silu) {
       z = z / (1.0f + expf(-z));
     }
-    out[r * a.channels] = fromFloat<T>(z);
+    out[r * channels] = fromFloat<T>(z);
   }
 
   // New state: the last K − 1 inputs of [state | real rows]. Real rows are a prefix; find how many.
@@ -90,7 +104,7 @@ template <typename T, typename W> __global__ void shortConvKernel(ShortConvGpuAr
   // Ascending j reads state[j + n] before any write reaches it (n >= 1), so in place is safe.
   for (int j = 0; j < history; ++j) {
     const int m = n - history + j;
-    state[j] = m >= 0 ? x[m * a.channels] : state[history + m];
+    state[j] = m >= 0 ? x[m * channels] : state[history + m];
   }
 }
 

@@ -92,10 +92,10 @@ TEST(PlanContracts, RefusesAStepWhoseOpWasChanged) {
   // linear and swiglu have names of one length: the step's bytes become a swiglu's.
   expectRefused(validateEdited("cpu",
                                [](std::vector<uint8_t> &bytes) {
-                                 plan::Step *step = findStep(bytes, "blk.0.attn.q_proj");
+                                 plan::Step *step = findStep(bytes, "blk.0.attn.o_proj");
                                  std::memcpy(step->mutable_op()->data(), "swiglu", 6);
                                }),
-                "(blk.0.attn.q_proj): has 1 operands, its op reads 2");
+                "(blk.0.attn.o_proj): has 1 operands, its op reads 2");
 }
 
 TEST(PlanContracts, RefusesALinearGroupThatIsNot) {
@@ -153,13 +153,13 @@ TEST(PlanContracts, RefusesAStepWithoutAName) {
   // every step in its errors and dumps (a null string's str()). The name is emptied in place.
   expectRefused(validateEdited("cpu",
                                [](std::vector<uint8_t> &bytes) {
-                                 plan::Step *step = findStep(bytes, "blk.0.attn.q_proj");
+                                 plan::Step *step = findStep(bytes, "blk.0.attn.o_proj");
                                  auto *name = const_cast<flatbuffers::String *>(step->name());
                                  auto *length = reinterpret_cast<uint32_t *>(name);
                                  *length = 0;
                                  name->data()[0] = '\0'; // the empty string's terminator
                                }),
-                ", step 5 (): has no name");
+                ", step 10 (): has no name");
 }
 
 TEST(PlanContracts, RefusesAShapeWhoseLongsAreMisaligned) {
@@ -212,10 +212,26 @@ TEST(PlanContracts, RefusesShapesTheKernelsWouldOverrun) {
   expectRefused(
       validateEdited("cpu",
                      [](std::vector<uint8_t> &bytes) {
-                       plan::Step *step = findStep(bytes, "blk.0.attn.q_proj");
+                       plan::Step *step = findStep(bytes, "blk.0.attn.o_proj");
                        step->mutable_results()->GetMutableObject(0)->mutable_shape()->Mutate(1, 32);
                      }),
       "result 0 is [1, 32], its op reads [1, ");
+}
+
+TEST(PlanContracts, RefusesShortConvPartsOfTwoWindows) {
+  // A KDA layer's convs are one step of three parts, which share one window: the k conv's kernel
+  // said to be 2 taps wide (its slice still holds them) is refused, not run with weight 0's 4.
+  expectRefused(validateEdited("cpu",
+                               [](std::vector<uint8_t> &bytes) {
+                                 plan::Plan *p = plan::GetMutablePlan(bytes.data());
+                                 const plan::Step *step =
+                                     findStep(bytes, "blk.0.attn.q_conv1d+k_conv1d+v_conv1d");
+                                 ASSERT_NE(step, nullptr);
+                                 plan::WeightBinding *w = p->mutable_weights()->GetMutableObject(
+                                     step->weights()->Get(1));
+                                 w->mutable_rank_shape()->Mutate(2, 2);
+                               }),
+                "weight 1's kernel is 2, weight 0's 4: a step's parts share one window");
 }
 
 TEST(PlanContracts, RefusesGpuLaunchesOtherThanTheAdaptersGive) {

@@ -36,8 +36,10 @@ void addCompileShapeOptions(CommandLine &cl) {
               "the MTP head in every program, drafting a token a row (default on\nwhere the "
               "checkpoint has the layer; docs/speculative-decoding.md)")
       .option("group-linears", "on|off",
-              "same-input decode linears in one launch where the target's\nkernel takes them "
-              "(default on; off to compare against)")
+              "independent decode linears of one width in one launch where the\ntarget's "
+              "kernel takes them (default on; off to compare against)")
+      .option("group-short-convs", "on|off",
+              "a KDA layer's q/k/v convs in one launch (default on; off to\ncompare against)")
       .option("fuse-mhc", "on|off",
               "each mhc_post folded into the mhc_pre that reads its streams\n(default on; off "
               "to compare against)");
@@ -62,9 +64,12 @@ Expected<bool> onOff(const CommandLine &cl, const char *name, bool fallback) {
 Status fusionsFromOptions(const CommandLine &cl, compiler::CompileOptions &options) {
   Expected<bool> group = onOff(cl, "group-linears", options.groupLinears);
   GLM_RETURN_IF_ERROR(group.status());
+  Expected<bool> convs = onOff(cl, "group-short-convs", options.groupShortConvs);
+  GLM_RETURN_IF_ERROR(convs.status());
   Expected<bool> mhc = onOff(cl, "fuse-mhc", options.fuseMhc);
   GLM_RETURN_IF_ERROR(mhc.status());
   options.groupLinears = *group;
+  options.groupShortConvs = *convs;
   options.fuseMhc = *mhc;
   return Status::success();
 }

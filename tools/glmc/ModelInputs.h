@@ -29,8 +29,8 @@ Expected<std::vector<glm53::ProgramShape>> programsFromOptions(const CommandLine
 /// Whether the programs carry the MTP head: --mtp on|off, by default where the checkpoint has the
 /// layer; "on" for a checkpoint without it is refused.
 Expected<bool> mtpFromOptions(const CommandLine &cl, const glm53::Glm53Config &config);
-/// The optional fusion passes, on unless turned off: --group-linears on|off (plan-group-linears)
-/// and --fuse-mhc on|off (plan-fuse-mhc).
+/// The optional fusion passes, on unless turned off: --group-linears on|off (plan-group-linears),
+/// --group-short-convs on|off (plan-group-short-convs) and --fuse-mhc on|off (plan-fuse-mhc).
 Status fusionsFromOptions(const CommandLine &cl, compiler::CompileOptions &options);
 
 /// How the checkpoint stores each tensor: from the safetensors headers when the directory has

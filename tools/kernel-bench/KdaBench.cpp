@@ -128,36 +128,50 @@ Status benchKda(Suite &suite, cuda::Module &module, bool decode, bool bf16, int 
   return Status::success();
 }
 
-/// short_conv<bf16, f32> over one of KDA's q/k/v projections (heads × head dim channels; 8192 for
-/// Flash).
-Status benchShortConv(Suite &suite, cuda::Module &module, int batch, int rows, bool graph) {
+/// short_conv<bf16, f32> over `parts` of KDA's q/k/v projections in one launch (each heads × head
+/// dim channels; 8192 for Flash): 1, or a KDA layer's three as plan-group-short-convs puts them.
+Status benchShortConv(Suite &suite, cuda::Module &module, int batch, int rows, bool graph,
+                      int parts = 1) {
   const int64_t proj = suite.model().kdaProjDim(), conv = suite.model().linearConvKernelDim;
   const int64_t n = static_cast<int64_t>(batch) * rows;
+  // Each copy holds the parts one after another.
   const size_t xBytes = n * proj * 2, wBytes = proj * conv * 4;
   const size_t stateUnit = proj * (conv - 1) * 2;
-  const double bytes = 2.0 * xBytes + wBytes + 2.0 * batch * stateUnit;
+  const double bytes = parts * (2.0 * xBytes + wBytes + 2.0 * batch * stateUnit);
   const int copies = copiesFor(bytes);
-  GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory x, suite.random(copies * xBytes / 2, true));
-  GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory w, suite.random(copies * wBytes / 4, false, 0.5f));
-  GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory state,
-                       suite.random(copies * batch * stateUnit / 2, true));
-  GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory out, suite.ctx().allocate(copies * xBytes));
+  const size_t slots = static_cast<size_t>(copies) * parts;
+  GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory x, suite.random(slots * xBytes / 2, true));
+  GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory w, suite.random(slots * wBytes / 4, false, 0.5f));
+  GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory state, suite.random(slots * batch * stateUnit / 2, true));
+  GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory out, suite.ctx().allocate(slots * xBytes));
   GLM_ASSIGN_OR_RETURN(Context c, makeContext(suite, batch, rows));
-  kernels::ShortConvGpuArgs args{
-      nullptr, nullptr, nullptr, {nullptr, 0}, c.ctx, proj, static_cast<int32_t>(conv), 1};
-  const kernels::LaunchDims d = kernels::shortConvLaunch(proj, rows, batch);
+  kernels::ShortConvGpuArgs args{};
+  for (int p = 0; p < parts; ++p) {
+    args.part[p].channels = proj;
+    args.part[p].blockEnd = kernels::shortConvPartEnd(p == 0 ? 0 : args.part[p - 1].blockEnd, proj);
+  }
+  args.parts = parts;
+  args.ctx = c.ctx;
+  args.kernelSize = static_cast<int32_t>(conv);
+  args.silu = 1;
+  const kernels::LaunchDims d = kernels::shortConvLaunch(args, batch);
   Row row;
-  row.kernel = "short_conv<bf16,f32>";
+  row.kernel = parts == 1 ? "short_conv<bf16,f32>" : strCat("short_conv<bf16,f32> x", parts);
   row.shape = strCat("B", batch, "xR", rows, " [", proj, "] k", conv);
   row.bytes = bytes;
-  row.flops = 2.0 * n * proj * conv;
+  row.flops = 2.0 * parts * n * proj * conv;
   GLM_RETURN_IF_ERROR(timeRotating(
       suite, copies, graph,
       [&](int i) {
-        args.x = x.as<const uint8_t>() + i * xBytes;
-        args.weight = w.as<const uint8_t>() + i * wBytes;
-        args.out = out.as<uint8_t>() + i * xBytes;
-        args.state = {state.as<uint8_t>() + i * batch * stateUnit, static_cast<int64_t>(stateUnit)};
+        for (int p = 0; p < parts; ++p) {
+          const size_t k = static_cast<size_t>(i) * parts + p;
+          kernels::ShortConvPart &part = args.part[p];
+          part.x = x.as<const uint8_t>() + k * xBytes;
+          part.weight = w.as<const uint8_t>() + k * wBytes;
+          part.out = out.as<uint8_t>() + k * xBytes;
+          part.state = {state.as<uint8_t>() + k * batch * stateUnit,
+                        static_cast<int64_t>(stateUnit)};
+        }
         return suite.ctx().launch(module.function(0), d.grid, d.block, d.sharedMemory, args);
       },
       row, 100));
@@ -231,6 +245,9 @@ Status addKdaBenches(Suite &suite) {
     GLM_RETURN_IF_ERROR(benchShortConv(suite, *conv, batch, rows, false));
   }
   GLM_RETURN_IF_ERROR(benchShortConv(suite, *conv, 1, 1, true));
+  // A KDA layer's three convs in one launch, against three of the row above.
+  GLM_RETURN_IF_ERROR(benchShortConv(suite, *conv, 1, 1, true, 3));
+  GLM_RETURN_IF_ERROR(benchShortConv(suite, *conv, 4, 1, true, 3));
 
   GLM_ASSIGN_OR_RETURN(
       std::unique_ptr<cuda::Module> norm,

@@ -2,7 +2,8 @@
 // depend on the rows that share its launch (what a verify window and a batch rely on:
 // docs/speculative-decoding.md), for the plain and K-split kernels, sized for this device and for
 // sm_121a's 99 KB; (2) linear_group's kernel gives each part exactly what the plain kernel gives it
-// at the same block size. Their values against the CPU reference are LinearGpuTest's.
+// at the same block size, whether the parts share their input or read their own. Their values
+// against the CPU reference are LinearGpuTest's.
 #include "base/Random.h"
 #include "kernels/common/FloatFormats.h"
 #include "kernels/linear/linear_gpu.h"
@@ -167,13 +168,18 @@ TEST_F(LinearGroupGpu, EachPartIsWhatThePlainKernelGivesIt) {
   struct Group {
     int64_t in;
     std::vector<int64_t> outs;
+    bool ownInputs = false; // each part reads its own x
   };
   // A KDA layer's six projections at TP 2 (q, k, v, f_a, b, g_a), an MLP's gate and up, MLA's q_a
-  // with the indexer's, and ragged parts of a short K.
+  // with the indexer's, ragged parts of a short K, and parts of their own inputs: KDA's f_b and
+  // g_b at TP 1 and 2, the ragged ones again.
   const Group groups[] = {{4096, {2048, 2048, 2048, 128, 16, 128}},
                           {4096, {6144, 6144}},
                           {4096, {1536, 576, 128, 64, 32}},
-                          {448, {300, 72, 1000}}};
+                          {448, {300, 72, 1000}},
+                          {128, {8192, 8192}, true},
+                          {128, {4096, 4096}, true},
+                          {448, {300, 72, 1000}, true}};
   const int sms = gpu()->info().smCount;
   SplitMix64 rng(12);
   for (bool q4 : {true, false}) {
@@ -184,11 +190,17 @@ TEST_F(LinearGroupGpu, EachPartIsWhatThePlainKernelGivesIt) {
         weights.push_back(std::move(w));
       }
       for (int64_t rows : {1, 5, 16, 33}) {
-        GLM_ASSERT_OK_AND_ASSIGN(cuda::DeviceMemory x,
-                                 toDevice(randomActivations(rows * g.in, rng)));
+        std::vector<cuda::DeviceMemory> xs; // one for all parts, or each part's
+        for (size_t i = 0; i < (g.ownInputs ? g.outs.size() : 1); ++i) {
+          GLM_ASSERT_OK_AND_ASSIGN(cuda::DeviceMemory x,
+                                   toDevice(randomActivations(rows * g.in, rng)));
+          xs.push_back(std::move(x));
+        }
+        const auto xOf = [&](size_t part) -> const cuda::DeviceMemory & {
+          return xs[g.ownInputs ? part : 0];
+        };
         for (const kernels::LinearQuantSizing &sizing : sizings(q4)) {
           kernels::LinearGroupGpuArgs args{};
-          args.x = reinterpret_cast<const void *>(x.ptr());
           args.rows = rows;
           args.inFeatures = g.in;
           args.parts = static_cast<int32_t>(g.outs.size());
@@ -197,20 +209,20 @@ TEST_F(LinearGroupGpu, EachPartIsWhatThePlainKernelGivesIt) {
           for (size_t i = 0; i < g.outs.size(); ++i) {
             GLM_ASSERT_OK_AND_ASSIGN(cuda::DeviceMemory y, poisoned(rows * g.outs[i] * 2));
             const kernels::LinearGpuArgs part =
-                plainArgs(q4, x, weights[i], y, rows, g.in, g.outs[i]);
+                plainArgs(q4, xOf(i), weights[i], y, rows, g.in, g.outs[i]);
             blocks += kernels::linearGroupPartBlocks(rows, g.outs[i]);
-            args.part[i] = {part.weight, part.weightScaleInv, part.weightGroups,
-                            part.y,      g.outs[i],           blocks};
+            args.part[i] = {part.x,    part.weight, part.weightScaleInv, part.weightGroups, part.y,
+                            g.outs[i], blocks};
             ys.push_back(std::move(y));
           }
           const kernels::LaunchDims d = kernels::linearGroupLaunch(rows, g.in, blocks, sms, sizing);
           GLM_ASSERT_OK(launchAndWait(module_->function(groupIndex(q4)), d, args));
           for (size_t i = 0; i < g.outs.size(); ++i) {
             const int64_t out = g.outs[i];
-            const std::string what = std::string(q4 ? "Q4 " : "fp8 ") + "part " +
-                                     std::to_string(i) + " of " + std::to_string(rows) + " x " +
-                                     std::to_string(g.in) + " -> " + std::to_string(out) + " at " +
-                                     std::to_string(sizing.sharedLimit) + " B";
+            const std::string what =
+                std::string(q4 ? "Q4 " : "fp8 ") + (g.ownInputs ? "own-input " : "") + "part " +
+                std::to_string(i) + " of " + std::to_string(rows) + " x " + std::to_string(g.in) +
+                " -> " + std::to_string(out) + " at " + std::to_string(sizing.sharedLimit) + " B";
             GLM_ASSERT_OK_AND_ASSIGN(std::vector<uint16_t> grouped,
                                      fromDevice<uint16_t>(ys[i], rows * out));
             // The plain kernel on the part alone, at the group's block size and shared memory.
@@ -219,7 +231,7 @@ TEST_F(LinearGroupGpu, EachPartIsWhatThePlainKernelGivesIt) {
             plain.grid[0] = static_cast<unsigned>(kernels::linearGroupPartBlocks(rows, out));
             GLM_ASSERT_OK(
                 launchAndWait(module_->function(plainIndex(LinearKernel::DecodeQuant, q4)), plain,
-                              plainArgs(q4, x, weights[i], y, rows, g.in, out)));
+                              plainArgs(q4, xOf(i), weights[i], y, rows, g.in, out)));
             GLM_ASSERT_OK_AND_ASSIGN(std::vector<uint16_t> alone,
                                      fromDevice<uint16_t>(y, rows * out));
             EXPECT_EQ(grouped, alone) << what;

@@ -1,7 +1,7 @@
 // short_conv's CUDA kernel against its CPU reference, at GLM-5.3-Flash's width and the tiny's.
 //
 // Flash: 8192 channels per q/k/v conv, kernel 4; tiny: 128. Windows in slots, chunks carried across
-// calls, padding rows and sequences, batched decode.
+// calls, padding rows and sequences, batched decode, several parts in one launch.
 #include "kernels/short_conv/short_conv.h"
 #include "kernels/short_conv/short_conv_gpu.h"
 #include "tests/gpu/support/GpuTest.h"
@@ -107,22 +107,68 @@ protected:
     GLM_ASSERT_OK_AND_ASSIGN(cuda::DeviceMemory dPos, toDevice(l.positions));
     GLM_ASSERT_OK_AND_ASSIGN(cuda::DeviceMemory dSlots, toDevice(l.slots));
     GLM_ASSERT_OK_AND_ASSIGN(cuda::DeviceMemory dOut, poisoned(x.size() * (l.tBf16 ? 2 : 4)));
-    const kernels::ShortConvGpuArgs args{
+    kernels::ShortConvGpuArgs args{};
+    args.part[0] = {
         .x = dx.as<const void>(),
         .weight = dw.as<const void>(),
         .out = dOut.as<void>(),
         .state = {l.stateless ? nullptr : dState.as<uint8_t>(), unit(channels) * (l.tBf16 ? 2 : 4)},
-        .ctx = {dPos.as<const int32_t>(), dSlots.as<const int32_t>(), nullptr, l.rowsPerSequence,
-                0},
         .channels = channels,
-        .kernelSize = static_cast<int32_t>(kKernel),
-        .silu = 1};
-    GLM_ASSERT_OK(launchAndWait(
-        module_->function(fn(l.tBf16, l.wBf16)),
-        kernels::shortConvLaunch(channels, l.rowsPerSequence, static_cast<int64_t>(l.slots.size())),
-        args));
+        .blockEnd = kernels::shortConvPartEnd(0, channels)};
+    args.parts = 1;
+    args.ctx = {dPos.as<const int32_t>(), dSlots.as<const int32_t>(), nullptr, l.rowsPerSequence,
+                0};
+    args.kernelSize = static_cast<int32_t>(kKernel);
+    args.silu = 1;
+    GLM_ASSERT_OK(
+        launchAndWait(module_->function(fn(l.tBf16, l.wBf16)),
+                      kernels::shortConvLaunch(args, static_cast<int64_t>(l.slots.size())), args));
     GLM_ASSERT_OK_AND_ASSIGN(out, download(dOut, x.size(), l.tBf16));
     GLM_ASSERT_OK_AND_ASSIGN(states, download(dState, states.size(), l.tBf16));
+  }
+
+  /// One launch of several parts over the same rows (l's positions and slots; l.tBf16, l.wBf16):
+  /// part p convolves xs[p] ([slots · rowsPerSequence, channels[p]]) with ws[p] into outs[p],
+  /// its states (all slots) updated.
+  void runParts(const std::vector<int64_t> &channels, const std::vector<std::vector<float>> &xs,
+                const std::vector<std::vector<float>> &ws, const Launch &l,
+                std::vector<std::vector<float>> &states, std::vector<std::vector<float>> &outs) {
+    const size_t parts = channels.size();
+    ASSERT_LE(parts, static_cast<size_t>(kernels::kShortConvMaxParts));
+    GLM_ASSERT_OK_AND_ASSIGN(cuda::DeviceMemory dPos, toDevice(l.positions));
+    GLM_ASSERT_OK_AND_ASSIGN(cuda::DeviceMemory dSlots, toDevice(l.slots));
+    std::vector<cuda::DeviceMemory> dx, dw, dState, dOut;
+    kernels::ShortConvGpuArgs args{};
+    for (size_t p = 0; p < parts; ++p) {
+      GLM_ASSERT_OK_AND_ASSIGN(cuda::DeviceMemory x, upload(xs[p], l.tBf16));
+      GLM_ASSERT_OK_AND_ASSIGN(cuda::DeviceMemory w, upload(ws[p], l.wBf16));
+      GLM_ASSERT_OK_AND_ASSIGN(cuda::DeviceMemory state, upload(states[p], l.tBf16));
+      GLM_ASSERT_OK_AND_ASSIGN(cuda::DeviceMemory out, poisoned(xs[p].size() * (l.tBf16 ? 2 : 4)));
+      dx.push_back(std::move(x));
+      dw.push_back(std::move(w));
+      dState.push_back(std::move(state));
+      dOut.push_back(std::move(out));
+      args.part[p] = {.x = dx[p].as<const void>(),
+                      .weight = dw[p].as<const void>(),
+                      .out = dOut[p].as<void>(),
+                      .state = {dState[p].as<uint8_t>(), unit(channels[p]) * (l.tBf16 ? 2 : 4)},
+                      .channels = channels[p],
+                      .blockEnd = kernels::shortConvPartEnd(p == 0 ? 0 : args.part[p - 1].blockEnd,
+                                                            channels[p])};
+    }
+    args.parts = static_cast<int32_t>(parts);
+    args.ctx = {dPos.as<const int32_t>(), dSlots.as<const int32_t>(), nullptr, l.rowsPerSequence,
+                0};
+    args.kernelSize = static_cast<int32_t>(kKernel);
+    args.silu = 1;
+    GLM_ASSERT_OK(
+        launchAndWait(module_->function(fn(l.tBf16, l.wBf16)),
+                      kernels::shortConvLaunch(args, static_cast<int64_t>(l.slots.size())), args));
+    outs.resize(parts);
+    for (size_t p = 0; p < parts; ++p) {
+      GLM_ASSERT_OK_AND_ASSIGN(outs[p], download(dOut[p], xs[p].size(), l.tBf16));
+      GLM_ASSERT_OK_AND_ASSIGN(states[p], download(dState[p], states[p].size(), l.tBf16));
+    }
   }
 
   std::unique_ptr<cuda::Module> module_;
@@ -309,6 +355,47 @@ TEST_F(ShortConvGpu, BatchedDecodeUsesOwnSlots) {
           EXPECT_TRUE(slotOf(channels, batched, slots[b]) == refState)
               << what << " sequence " << b << " state vs reference";
         }
+      }
+    }
+  }
+}
+
+// Three parts in one launch (plan-group-short-convs' step for a KDA layer's q, k and v), of
+// widths that end mid-block (Flash's 8192, 300 and the tiny's 128): each part's outputs and new
+// windows equal its launch alone, bit for bit, for batched decode (2 sequences, 1 and 2 rows each)
+// and a 37-row prefill chunk, f32 and bf16.
+TEST_F(ShortConvGpu, PartsEqualTheirLaunchesAlone) {
+  SplitMix64 rng(36);
+  const std::vector<int64_t> channels = {kFlash, 300, kTiny};
+  for (bool tBf16 : {false, true}) {
+    for (const auto &[perSeq, slots] :
+         {std::pair<int32_t, std::vector<int32_t>>{1, {2, 0}}, {2, {1, 3}}, {37, {2}}}) {
+      std::vector<int32_t> pos;
+      for (size_t b = 0; b < slots.size(); ++b) {
+        for (int32_t r = 0; r < perSeq; ++r) {
+          pos.push_back(7 * static_cast<int32_t>(b) + 3 + r);
+        }
+      }
+      const Launch l{tBf16, false, perSeq, pos, slots};
+      const int64_t n = static_cast<int64_t>(slots.size()) * perSeq;
+      std::vector<std::vector<float>> xs, ws, initial;
+      for (int64_t c : channels) {
+        xs.push_back(randomValues(rng, n * c, tBf16));
+        ws.push_back(randomValues(rng, c * kKernel, false, 0.5f));
+        initial.push_back(randomValues(rng, kSlots * unit(c), tBf16));
+      }
+      std::vector<std::vector<float>> states = initial, outs;
+      runParts(channels, xs, ws, l, states, outs);
+      if (HasFatalFailure()) {
+        return;
+      }
+      for (size_t p = 0; p < channels.size(); ++p) {
+        std::vector<float> alone = initial[p], aloneOut;
+        run(channels[p], xs[p], ws[p], l, alone, aloneOut);
+        const std::string what = strCat(tBf16 ? "bf16" : "f32", " part ", p, " (", channels[p],
+                                        " channels), ", perSeq, " rows per sequence");
+        EXPECT_TRUE(outs[p] == aloneOut) << what << ": " << relativeError(outs[p], aloneOut);
+        EXPECT_TRUE(states[p] == alone) << what << " state";
       }
     }
   }

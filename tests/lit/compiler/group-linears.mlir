@@ -3,8 +3,9 @@
 // A decode program's linears of one input and one encoding (Q4 here, fp8 apart) become one
 // linear_group step at the first one's place, their bytes and FLOPs summed. A linear with a bias
 // stays one; so does one whose result an earlier step reads (moving it up would change what that
-// step reads) and one after a step that writes the input (it reads another value). Prefill linears
-// (the prefill kernels) and a CPU plan's are left as they are.
+// step reads) and one after a step that writes the input (it reads another value). That one
+// starts a group of its own, which takes a later linear of another input of the same width
+// (e2: each part then has its operand). Prefill linears (the prefill kernels) are left as they are.
 
 // CHECK-LABEL: plan.program @decode_b1_r1
 // CHECK-NEXT: %[[X:.*]] = plan.alloc "x"
@@ -16,10 +17,11 @@
 // CHECK: plan.step "linear_group" "blk.0.f+g"(%[[X]] : {{.*}} weights = [@f, @f]}
 // CHECK: plan.step "linear" "blk.0.bias"
 // CHECK: plan.step "swiglu" "blk.0.reads_h"
-// CHECK-NEXT: plan.step "linear" "blk.0.h"
+// CHECK-NEXT: plan.alloc "ye2"
+// CHECK-NEXT: plan.step "linear_group" "blk.0.h+e2"(%[[X]], %[[Z:.*]] : {{.*}}) -> ({{.*}}) {{.*}} weights = [@b, @b]}
 // CHECK-NEXT: plan.step "add" "blk.0.overwrite"
-// CHECK: plan.step "linear" "blk.0.e"
-// CHECK: plan.step "linear" "blk.0.e2"
+// CHECK: plan.step "linear" "blk.0.e"(%[[X]]
+// CHECK-NOT: blk.0.e2
 // CHECK-LABEL: plan.program @prefill_c512
 // CHECK-NOT: linear_group
 
@@ -67,8 +69,10 @@ module {
 
 // -----
 
+// A CPU plan's decode linears group too, in any encoding and f32: the reference runs each part.
+
 // CHECK-LABEL: plan.target "cpu"
-// CHECK-NOT: linear_group
+// CHECK: plan.step "linear_group" "blk.0.a+b"(%{{.*}} : !plan.buffer<[1, 128], f32>)
 module {
   plan.target "cpu" {bandwidth_bytes_per_s = 0.0 : f64, memory_bytes = 0 : i64, precision = "f32", shared_memory_per_block = 0 : i64, sm_count = 0 : i64, tp = 1 : i64}
   plan.weight @a {checkpoint = "a", element = ui8, encoding = "q4", experts = 0 : i64, format = "bfloat16", global_shape = array<i64: 256, 128>, rank_shape = array<i64: 256, 128>, shard = "replicated", shard_dim = 0 : i64, size = 18432 : i64}
@@ -78,5 +82,51 @@ module {
     %yb = plan.alloc "yb" : <[1, 256], f32>
     plan.step "linear" "blk.0.a"(%x : !plan.buffer<[1, 128], f32>) -> (%ya : !plan.buffer<[1, 256], f32>) {bytes_read = 10 : i64, bytes_written = 1 : i64, flops = 100 : i64, params = {}, states = [], weights = [@a]}
     plan.step "linear" "blk.0.b"(%x : !plan.buffer<[1, 128], f32>) -> (%yb : !plan.buffer<[1, 256], f32>) {bytes_read = 10 : i64, bytes_written = 1 : i64, flops = 100 : i64, params = {}, states = [], weights = [@a]}
+  }
+}
+
+// -----
+
+// Linears of their own inputs: one joins where its input is ready at the group's place and its
+// width is the group's (t, whose input u was written before p). Not one that reads a part's result
+// (q reads p's: the parts run at once), one whose input a step in between writes (r), one of
+// another width (v) or another encoding (fp8: w).
+
+// CHECK-LABEL: plan.weight @k
+// CHECK: %[[U:.*]] = plan.alloc "u"
+// CHECK-NEXT: plan.step "swiglu" "blk.1.makes_u"
+// CHECK-NEXT: %[[P:.*]] = plan.alloc "p"
+// CHECK-NEXT: %[[T:.*]] = plan.alloc "t"
+// CHECK-NEXT: plan.step "linear_group" "blk.1.p+t"(%{{.*}}, %[[U]] : {{.*}}) -> (%[[P]], %[[T]] : {{.*}}) {bytes_read = 20 : i64, {{.*}} weights = [@k, @k]}
+// CHECK: plan.step "linear" "blk.1.q"
+// CHECK: plan.step "swiglu" "blk.1.makes_r"
+// CHECK: plan.step "linear" "blk.1.r"
+// CHECK: plan.step "linear" "blk.1.v"
+// CHECK: plan.step "linear" "blk.1.w"
+// CHECK-NOT: plan.step
+module {
+  plan.target "sm_90a" {bandwidth_bytes_per_s = 4.8e12 : f64, memory_bytes = 0 : i64, precision = "bf16", shared_memory_per_block = 232448 : i64, sm_count = 132 : i64, tp = 1 : i64}
+  plan.weight @k {checkpoint = "k", element = ui8, encoding = "q4", experts = 0 : i64, format = "bfloat16", global_shape = array<i64: 128, 128>, rank_shape = array<i64: 128, 128>, shard = "replicated", shard_dim = 0 : i64, size = 9216 : i64}
+  plan.weight @wide {checkpoint = "wide", element = ui8, encoding = "q4", experts = 0 : i64, format = "bfloat16", global_shape = array<i64: 128, 256>, rank_shape = array<i64: 128, 256>, shard = "replicated", shard_dim = 0 : i64, size = 18432 : i64}
+  plan.weight @f {checkpoint = "f", element = f8E4M3FN, encoding = "fp8", experts = 0 : i64, format = "fp8_e4m3", global_shape = array<i64: 128, 128>, rank_shape = array<i64: 128, 128>, shard = "replicated", shard_dim = 0 : i64, size = 16392 : i64}
+  plan.program @decode_b1_r1 attributes {batch = 1 : i64, kind = "decode", rows = 1 : i64} {
+    %x = plan.alloc "x" : <[1, 128], bf16>
+    %g = plan.alloc "g" : <[1, 256], bf16>
+    %u = plan.alloc "u" : <[1, 128], bf16>
+    plan.step "swiglu" "blk.1.makes_u"(%g : !plan.buffer<[1, 256], bf16>) -> (%u : !plan.buffer<[1, 128], bf16>) {bytes_read = 0 : i64, bytes_written = 0 : i64, flops = 0 : i64, params = {}, states = [], weights = []}
+    %p = plan.alloc "p" : <[1, 128], bf16>
+    plan.step "linear" "blk.1.p"(%x : !plan.buffer<[1, 128], bf16>) -> (%p : !plan.buffer<[1, 128], bf16>) {bytes_read = 10 : i64, bytes_written = 1 : i64, flops = 100 : i64, params = {}, states = [], weights = [@k]}
+    %q = plan.alloc "q" : <[1, 128], bf16>
+    plan.step "linear" "blk.1.q"(%p : !plan.buffer<[1, 128], bf16>) -> (%q : !plan.buffer<[1, 128], bf16>) {bytes_read = 10 : i64, bytes_written = 1 : i64, flops = 100 : i64, params = {}, states = [], weights = [@k]}
+    %rin = plan.alloc "rin" : <[1, 128], bf16>
+    plan.step "swiglu" "blk.1.makes_r"(%g : !plan.buffer<[1, 256], bf16>) -> (%rin : !plan.buffer<[1, 128], bf16>) {bytes_read = 0 : i64, bytes_written = 0 : i64, flops = 0 : i64, params = {}, states = [], weights = []}
+    %r = plan.alloc "r" : <[1, 128], bf16>
+    plan.step "linear" "blk.1.r"(%rin : !plan.buffer<[1, 128], bf16>) -> (%r : !plan.buffer<[1, 128], bf16>) {bytes_read = 10 : i64, bytes_written = 1 : i64, flops = 100 : i64, params = {}, states = [], weights = [@k]}
+    %v = plan.alloc "v" : <[1, 128], bf16>
+    plan.step "linear" "blk.1.v"(%g : !plan.buffer<[1, 256], bf16>) -> (%v : !plan.buffer<[1, 128], bf16>) {bytes_read = 10 : i64, bytes_written = 1 : i64, flops = 100 : i64, params = {}, states = [], weights = [@wide]}
+    %w = plan.alloc "w" : <[1, 128], bf16>
+    plan.step "linear" "blk.1.w"(%u : !plan.buffer<[1, 128], bf16>) -> (%w : !plan.buffer<[1, 128], bf16>) {bytes_read = 10 : i64, bytes_written = 1 : i64, flops = 100 : i64, params = {}, states = [], weights = [@f]}
+    %t = plan.alloc "t" : <[1, 128], bf16>
+    plan.step "linear" "blk.1.t"(%u : !plan.buffer<[1, 128], bf16>) -> (%t : !plan.buffer<[1, 128], bf16>) {bytes_read = 10 : i64, bytes_written = 1 : i64, flops = 100 : i64, params = {}, states = [], weights = [@k]}
   }
 }

@@ -1,0 +1,73 @@
+//===- StepGroups.cpp - which later steps may join a step's launch -------===//
+
+#include "compiler/transforms/StepGroups.h"
+
+using namespace mlir;
+
+namespace glm::compiler {
+namespace {
+
+/// The buffers and states a set of steps reads and writes.
+struct Touched {
+  llvm::DenseSet<Value> read, written;
+  llvm::DenseSet<Attribute> states;
+
+  void add(planir::StepOp s) {
+    read.insert(s.getInputs().begin(), s.getInputs().end());
+    written.insert(s.getOutputs().begin(), s.getOutputs().end());
+    states.insert(s.getStates().begin(), s.getStates().end());
+  }
+  /// Whether `s` could run before these steps, or beside them, with the same results.
+  bool independentOf(planir::StepOp s) const {
+    return llvm::none_of(s.getInputs(), [&](Value v) { return written.contains(v); }) &&
+           llvm::none_of(s.getOutputs(),
+                         [&](Value v) { return read.contains(v) || written.contains(v); }) &&
+           llvm::none_of(s.getStates(), [&](Attribute a) { return states.contains(a); });
+  }
+};
+
+} // namespace
+
+SmallVector<planir::StepOp> gatherGroup(ArrayRef<planir::StepOp> steps, size_t first,
+                                        const llvm::DenseSet<Operation *> &taken, size_t maxParts,
+                                        llvm::function_ref<bool(planir::StepOp)> joins) {
+  SmallVector<planir::StepOp> group = {steps[first]};
+  Touched members, passed; // the group's steps; the steps between that stay where they are
+  members.add(steps[first]);
+  for (size_t j = first + 1; j < steps.size() && group.size() < maxParts; ++j) {
+    planir::StepOp s = steps[j];
+    if (taken.contains(s)) {
+      continue; // an earlier group's part, gone from here
+    }
+    if (joins(s) && passed.independentOf(s) && members.independentOf(s)) {
+      group.push_back(s);
+      members.add(s);
+      continue;
+    }
+    passed.add(s);
+  }
+  return group;
+}
+
+std::string groupName(ArrayRef<planir::StepOp> steps) {
+  const std::string first = planir::StepOp(steps.front()).getName().str();
+  const size_t dot = first.rfind('.');
+  const std::string prefix = dot == std::string::npos ? "" : first.substr(0, dot + 1);
+  std::string name = first;
+  for (planir::StepOp s : steps.drop_front()) {
+    const std::string other = s.getName().str();
+    name += "+" + (other.rfind(prefix, 0) == 0 ? other.substr(prefix.size()) : other);
+  }
+  return name;
+}
+
+void hoistAllocs(planir::StepOp step, ValueRange buffers) {
+  for (Value v : buffers) {
+    Operation *alloc = v.getDefiningOp();
+    if (alloc != nullptr && alloc->getBlock() == step->getBlock() && step->isBeforeInBlock(alloc)) {
+      alloc->moveBefore(step);
+    }
+  }
+}
+
+} // namespace glm::compiler
