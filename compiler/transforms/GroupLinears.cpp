@@ -38,33 +38,18 @@ struct GroupLinears : glm::compiler::impl::PlanGroupLinearsPassBase<GroupLinears
   void runOnOperation() override {
     ModuleOp module = getOperation();
     const glm::compiler::PlanFacts facts(module);
-    for (auto program : module.getOps<planir::ProgramOp>()) {
-      SmallVector<planir::StepOp> steps(program.getBody().front().getOps<planir::StepOp>());
-      llvm::DenseSet<Operation *> taken;
-      for (size_t i = 0; i < steps.size(); ++i) {
-        if (taken.contains(steps[i]) || !joins(steps[i], facts)) {
-          continue;
-        }
-        const glm::compiler::IrOpStep head(steps[i], facts);
-        const auto encoding = head.weight(0).denseEncoding();
-        const int64_t in = head.operandDim(0, 1);
-        SmallVector<planir::StepOp> group = glm::compiler::gatherGroup(
-            steps, i, taken, glm::kernels::kLinearGroupMaxParts, [&](planir::StepOp s) {
-              if (!joins(s, facts)) {
-                return false;
-              }
-              const glm::compiler::IrOpStep step(s, facts);
-              return step.weight(0).denseEncoding() == encoding && step.operandDim(0, 1) == in;
-            });
-        if (group.size() < 2) {
-          continue;
-        }
-        for (planir::StepOp s : group) {
-          taken.insert(s);
-        }
-        replace(group);
-      }
-    }
+    glm::compiler::groupSteps(
+        module, glm::kernels::kLinearGroupMaxParts,
+        [&](planir::StepOp s) { return joins(s, facts); },
+        [&](planir::StepOp head, planir::StepOp s) {
+          if (!joins(s, facts)) {
+            return false;
+          }
+          const glm::compiler::IrOpStep a(head, facts), b(s, facts);
+          return a.weight(0).denseEncoding() == b.weight(0).denseEncoding() &&
+                 a.operandDim(0, 1) == b.operandDim(0, 1);
+        },
+        replace);
   }
 
   static bool joins(planir::StepOp step, const glm::compiler::PlanFacts &facts) {

@@ -53,26 +53,12 @@ struct GroupShortConvs : glm::compiler::impl::PlanGroupShortConvsPassBase<GroupS
   void runOnOperation() override {
     ModuleOp module = getOperation();
     const glm::compiler::PlanFacts facts(module);
-    for (auto program : module.getOps<planir::ProgramOp>()) {
-      SmallVector<planir::StepOp> steps(program.getBody().front().getOps<planir::StepOp>());
-      llvm::DenseSet<Operation *> taken;
-      for (size_t i = 0; i < steps.size(); ++i) {
-        if (taken.contains(steps[i]) || !single(steps[i])) {
-          continue;
-        }
-        const ConvKey key(steps[i], facts);
-        SmallVector<planir::StepOp> group = glm::compiler::gatherGroup(
-            steps, i, taken, glm::kernels::kShortConvMaxParts,
-            [&](planir::StepOp s) { return single(s) && ConvKey(s, facts) == key; });
-        if (group.size() < 2) {
-          continue;
-        }
-        for (planir::StepOp s : group) {
-          taken.insert(s);
-        }
-        replace(group);
-      }
-    }
+    glm::compiler::groupSteps(
+        module, glm::kernels::kShortConvMaxParts, single,
+        [&](planir::StepOp head, planir::StepOp s) {
+          return single(s) && ConvKey(s, facts) == ConvKey(head, facts);
+        },
+        replace);
   }
 
   /// A short_conv of one part (x and the two step-context operands).

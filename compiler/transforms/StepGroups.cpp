@@ -2,6 +2,8 @@
 
 #include "compiler/transforms/StepGroups.h"
 
+#include "llvm/ADT/DenseSet.h"
+
 using namespace mlir;
 
 namespace glm::compiler {
@@ -26,8 +28,7 @@ struct Touched {
   }
 };
 
-} // namespace
-
+/// steps[first] and the later steps that may join it (groupSteps' rule).
 SmallVector<planir::StepOp> gatherGroup(ArrayRef<planir::StepOp> steps, size_t first,
                                         const llvm::DenseSet<Operation *> &taken, size_t maxParts,
                                         llvm::function_ref<bool(planir::StepOp)> joins) {
@@ -47,6 +48,32 @@ SmallVector<planir::StepOp> gatherGroup(ArrayRef<planir::StepOp> steps, size_t f
     passed.add(s);
   }
   return group;
+}
+
+} // namespace
+
+void groupSteps(ModuleOp module, size_t maxParts, llvm::function_ref<bool(planir::StepOp)> starts,
+                llvm::function_ref<bool(planir::StepOp, planir::StepOp)> joins,
+                llvm::function_ref<void(ArrayRef<planir::StepOp>)> replace) {
+  for (auto program : module.getOps<planir::ProgramOp>()) {
+    SmallVector<planir::StepOp> steps(program.getBody().front().getOps<planir::StepOp>());
+    llvm::DenseSet<Operation *> taken;
+    for (size_t i = 0; i < steps.size(); ++i) {
+      if (taken.contains(steps[i]) || !starts(steps[i])) {
+        continue;
+      }
+      const planir::StepOp head = steps[i];
+      SmallVector<planir::StepOp> group =
+          gatherGroup(steps, i, taken, maxParts, [&](planir::StepOp s) { return joins(head, s); });
+      if (group.size() < 2) {
+        continue;
+      }
+      for (planir::StepOp s : group) {
+        taken.insert(s);
+      }
+      replace(group);
+    }
+  }
 }
 
 std::string groupName(ArrayRef<planir::StepOp> steps) {

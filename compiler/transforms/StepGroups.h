@@ -9,7 +9,8 @@
 
 #include "ir/plan/PlanOps.h"
 
-#include "llvm/ADT/DenseSet.h"
+#include "mlir/IR/BuiltinOps.h"
+
 #include "llvm/ADT/STLFunctionalExtras.h"
 #include "llvm/ADT/SmallVector.h"
 
@@ -17,16 +18,17 @@
 
 namespace glm::compiler {
 
-/// `steps[first]` and the later steps of `steps` that `joins` accepts and that can run at its
-/// place, together, in program order, at most `maxParts`; steps in `taken` (an earlier group's)
-/// are skipped. A step moves up only where that changes nothing it or any other step reads: none
-/// of its inputs is written, none of its outputs read or written, and none of its states used by
-/// a step it passes or by a step already in the group (the group's steps run at once, so none may
-/// read what another writes).
-llvm::SmallVector<planir::StepOp> gatherGroup(llvm::ArrayRef<planir::StepOp> steps, size_t first,
-                                              const llvm::DenseSet<mlir::Operation *> &taken,
-                                              size_t maxParts,
-                                              llvm::function_ref<bool(planir::StepOp)> joins);
+/// Groups the steps of each program of `module`, in program order: each step that `starts`
+/// accepts and no earlier group took heads a group of the later steps that `joins(head, step)`
+/// accepts and that can run at its place, together, at most `maxParts`; `replace` gets each group
+/// of two or more. A step moves up only where that changes nothing it or any other step reads:
+/// none of its inputs is written, none of its outputs read or written, and none of its states
+/// used by a step it passes or by a step already in the group (the group's steps run at once, so
+/// none may read what another writes).
+void groupSteps(mlir::ModuleOp module, size_t maxParts,
+                llvm::function_ref<bool(planir::StepOp)> starts,
+                llvm::function_ref<bool(planir::StepOp head, planir::StepOp step)> joins,
+                llvm::function_ref<void(llvm::ArrayRef<planir::StepOp>)> replace);
 
 /// A group's step name: the first step's, then each other's after the first's prefix up to its
 /// last dot ("blk.0.attn.q_proj", "blk.0.attn.k_proj" -> "blk.0.attn.q_proj+k_proj").
