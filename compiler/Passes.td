@@ -161,6 +161,20 @@ def PlanFuseMhcPass : Pass<"plan-fuse-mhc", "mlir::ModuleOp"> {
   }];
 }
 
+def PlanFuseMhcNormPass : Pass<"plan-fuse-mhc-norm", "mlir::ModuleOp"> {
+  let summary = "folds each sub-block's input RMSNorm into the mhc_pre whose x it reads";
+  let description = [{
+    Where a program's mhc_pre (folded with its mhc_post or not) is followed at
+    once by a weighted rms_norm of its x over whole rows, written to another
+    buffer, the norm joins the mixer's step: its weight as weight 3, its eps
+    as parameter input_norm_eps, its result as the step's last
+    (kernels/mhc_pre/mhc_pre_op.cpp). Decode rows normalise inside the
+    mixer's launch with rmsNormKernel's reduction (the same bits), prefill
+    rows run rmsNormKernel after the mixer in the one step. Every target;
+    runs after plan-fuse-mhc, before plan-assign-arenas.
+  }];
+}
+
 def PlanAssignArenasPass : Pass<"plan-assign-arenas", "mlir::ModuleOp"> {
   let summary = "gives every buffer, weight and state a slice of an arena";
   let description = [{

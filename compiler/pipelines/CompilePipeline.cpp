@@ -121,6 +121,10 @@ void buildCompilePipeline(mlir::OpPassManager &pm, const CompileOptions &options
   if (options.fuseMhc) {
     pm.addPass(createPlanFuseMhcPass());
   }
+  // And each sub-block's input norm in its mixer's.
+  if (options.fuseMhcNorm) {
+    pm.addPass(createPlanFuseMhcNormPass());
+  }
   // Slices of arenas: weights, state slots and pages, activations by liveness, io.
   pm.addPass(createPlanAssignArenasPass());
   // GPU targets: each step's kernels, grids and argument structs, the kernel table, the

@@ -35,7 +35,8 @@ void groupSteps(mlir::ModuleOp module, size_t maxParts,
 std::string groupName(llvm::ArrayRef<planir::StepOp> steps);
 
 /// Moves the plan.alloc of each of `buffers` that is defined after `step` (in its block) to just
-/// before it: a group's step writes its later parts' results earlier than they did.
+/// before it: a group's step, or a step another folds into (plan-fuse-mhc-norm), writes the later
+/// steps' results earlier than they did.
 void hoistAllocs(planir::StepOp step, mlir::ValueRange buffers);
 
 } // namespace glm::compiler

@@ -5,6 +5,7 @@
 #include "kernels/add/add.cuh"
 #include "kernels/mhc_post/mhc_post.cuh"
 #include "kernels/mhc_pre/mhc_pre_gpu.h"
+#include "kernels/rms_norm/rms_norm.cuh"
 
 namespace glm::kernels {
 namespace mhc {
@@ -102,9 +103,11 @@ __device__ __forceinline__ void sinkhorn(float (&c)[HC * HC], int iters, float e
 
 /// The whole mixer for the tokens of one cluster of CLUSTER blocks (1: a lone block that reduces
 /// the whole width itself); TOK tokens per thread, GROUPS groups of threads per block, each group
-/// on its own TOK tokens; FOLD: the streams are the folded mhc_post's, computed here (contract
-/// and layout in mhc_pre_gpu.h).
-template <typename T, typename W, int HC, int TOK, int GROUPS, int CLUSTER, bool FOLD = false>
+/// on its own TOK tokens; FOLD: the streams are the folded mhc_post's, computed here; NORM: x is
+/// also normalised by the folded RMSNorm (weight type NW) into `normed` (contract and layout in
+/// mhc_pre_gpu.h).
+template <typename T, typename W, int HC, int TOK, int GROUPS, int CLUSTER, bool FOLD = false,
+          bool NORM = false, typename NW = float>
 __device__ __forceinline__ void mixer(const MhcPreGpuArgs &a) {
   using namespace elementwise;
   constexpr int kMix = (2 + HC) * HC;
@@ -114,6 +117,9 @@ __device__ __forceinline__ void mixer(const MhcPreGpuArgs &a) {
   constexpr int kGroupThreads = kMhcPreThreads / GROUPS;
   constexpr int kGroupWarps = kWarps / GROUPS;
   static_assert(kTokens <= 32 && kGroupThreads % 32 == 0, "one mixing lane per token");
+  // The folded norm needs every block's x before any block normalises: one token per cluster.
+  static_assert(!NORM || (CLUSTER > 1 && kTokens == 1 && kMhcPreThreads == kRmsNormThreads),
+                "the folded RMSNorm is the decode kernels' and normalises as rmsNormKernel does");
 
   __shared__ float warpPart[kWarps][TOK * kValues];
   __shared__ float blockPart[kTokens * kValues];
@@ -240,8 +246,12 @@ __device__ __forceinline__ void mixer(const MhcPreGpuArgs &a) {
       }
       total[i] = s;
     }
-    // Done with the other blocks' shared memory; each block waits for this before it exits.
-    clusterArrive();
+    // Done with the other blocks' shared memory; each block waits for this before it exits. With
+    // the norm folded, each thread arrives once its x is written instead (below), so the wait
+    // also means every block's x is visible.
+    if constexpr (!NORM) {
+      clusterArrive();
+    }
   } else {
     __syncthreads();
     for (int i = threadIdx.x; i < kTokens * kValues; i += kMhcPreThreads) {
@@ -261,6 +271,9 @@ __device__ __forceinline__ void mixer(const MhcPreGpuArgs &a) {
   __syncthreads();
 
   if (rank == 0 && warp == kWarps - 1) {
+    if constexpr (NORM) {
+      clusterArrive(); // it writes no x, so no block's norm waits for its Sinkhorn
+    }
     // 4a. Block 0's last warp: post, pre and Sinkhorn, one lane per token.
     const int64_t t = token0 + lane;
     if (lane < kTokens && t < a.tokens) {
@@ -311,10 +324,26 @@ __device__ __forceinline__ void mixer(const MhcPreGpuArgs &a) {
       }
       store8(x + t * hidden + d, sum, n, vector);
     }
+    if constexpr (NORM) {
+      __syncwarp(); // the cluster barrier is .aligned: the whole warp executes it together
+      clusterArrive();
+    }
   }
   if constexpr (CLUSTER > 1) {
-    __syncwarp(); // the cluster barrier is .aligned: the whole warp executes it together
+    __syncwarp();
     clusterWait();
+  }
+  if constexpr (NORM) {
+    // 5. The folded RMSNorm: every block reads the whole row of x for the sum, as rmsNormKernel's
+    // block does (the same threads, chunks and reduction, so the same bits), and writes the
+    // normalised values of its own chunks.
+    __shared__ float normScratch[32];
+    if (token0 < a.tokens) {
+      norm::rmsNormRow(static_cast<const T *>(a.x) + token0 * hidden,
+                       static_cast<const NW *>(a.inputNormWeight),
+                       static_cast<T *>(a.normed) + token0 * hidden, hidden, a.inputNormEps,
+                       normScratch, {firstChunk * kChunk, (firstChunk + myChunks) * kChunk});
+    }
   }
 }
 
@@ -330,6 +359,18 @@ template <typename T, typename W, int HC>
 __global__ void __cluster_dims__(kMhcPreCluster, 1, 1) __launch_bounds__(kMhcPreThreads)
     mhcPostPreDecodeKernel(MhcPreGpuArgs a) {
   mhc::mixer<T, W, HC, 1, 1, kMhcPreCluster, true>(a);
+}
+
+template <typename T, typename W, int HC, typename NW>
+__global__ void __cluster_dims__(kMhcPreCluster, 1, 1) __launch_bounds__(kMhcPreThreads)
+    mhcPreNormDecodeKernel(MhcPreGpuArgs a) {
+  mhc::mixer<T, W, HC, 1, 1, kMhcPreCluster, false, true, NW>(a);
+}
+
+template <typename T, typename W, int HC, typename NW>
+__global__ void __cluster_dims__(kMhcPreCluster, 1, 1) __launch_bounds__(kMhcPreThreads)
+    mhcPostPreNormDecodeKernel(MhcPreGpuArgs a) {
+  mhc::mixer<T, W, HC, 1, 1, kMhcPreCluster, true, true, NW>(a);
 }
 
 template <typename T, typename W, int HC>

@@ -39,6 +39,20 @@
 // each thread its chunks with mhc_post's own arithmetic (mhc::postStream, so the bits are those of
 // the two launches), stores them and mixes them: one launch and one pass over the streams instead
 // of two. `streams` is unused there. A prefill step runs mhcPostKernel, then mhcPrePrefillKernel.
+//
+// Folded with the RMSNorm after it (plan-fuse-mhc-norm: the sub-block's input norm, weighted, over
+// the whole row of x), the decode kernels' twins mhcPreNormDecodeKernel and
+// mhcPostPreNormDecodeKernel (NW: the norm weight's type) also write
+//
+//   inputNormWeight NW [hidden]
+//   normed          T  [tokens, hidden]   rms_norm(x) with eps inputNormEps (never x itself)
+//
+// Each thread arrives at the cluster barrier once its slice of x is stored (block 0's Sinkhorn
+// warp at once, as it stores none), so after the wait every block reads the whole row of x from
+// L2 and sums its squares exactly as rmsNormKernel's block does (kernels/rms_norm/rms_norm.cuh:
+// rmsNormRow), then writes the normalised values of its own slice: the bits of the two launches,
+// one barrier wait and one L2 round trip later than the mixer alone, and no launch of its own. A
+// prefill step runs rmsNormKernel after its mixer.
 #pragma once
 
 #include "kernels/common/DeviceTypes.h"
@@ -75,6 +89,10 @@ struct MhcPreGpuArgs {
   const void *lastPost;
   const void *lastComb;
   void *newStreams;
+  // The *NormDecodeKernels only (null elsewhere): the folded RMSNorm's weight, eps and result.
+  const void *inputNormWeight;
+  void *normed;
+  float inputNormEps;
 };
 
 #ifndef __CUDACC_RTC__

@@ -126,10 +126,20 @@ __device__ __forceinline__ float addSquares(const Chunk<E, kVector> &c, int n, f
   return sum;
 }
 
+/// The elements [begin, end) of a row that a call writes (whole chunks: both multiples of 8, or
+/// end the row's end); it still reads the whole row for the sum.
+struct WriteSpan {
+  int64_t begin = 0, end = 0x7FFFFFFFFFFFFFFF;
+
+  __device__ __forceinline__ bool holds(int64_t first) const {
+    return first >= begin && first < end;
+  }
+};
+
 template <int kKept, bool kVector, typename T, typename W, typename Reduce, typename Output>
 __device__ __forceinline__ void normaliseRowAs(const T *x, const T *gate, const W *w, T *out,
                                                int64_t dim, float eps, int rank, int team,
-                                               Reduce reduce, Output output) {
+                                               Reduce reduce, Output output, WriteSpan span) {
   const int64_t stride = static_cast<int64_t>(team) * kChunk;
   const int64_t mine = static_cast<int64_t>(rank) * kChunk;
   Operands<T, W, kVector> kept[kKept];
@@ -157,11 +167,14 @@ __device__ __forceinline__ void normaliseRowAs(const T *x, const T *gate, const 
   for (int j = 0; j < kKept; ++j) {
     const int64_t first = mine + j * stride;
     const int n = countAt(first, dim);
-    if (n > 0) {
+    if (n > 0 && span.holds(first)) {
       kept[j].store(out, gate, w, first, n, inv, output);
     }
   }
   for (int64_t first = rest; first < dim; first += stride) {
+    if (!span.holds(first)) {
+      continue;
+    }
     Operands<T, W, kVector> c;
     const int n = countAt(first, dim);
     c.load(x, gate, w, first, n);
@@ -178,39 +191,49 @@ __device__ __forceinline__ void normaliseRowAs(const T *x, const T *gate, const 
 /// rank, rank + team, ...: it loads its first kKept chunks of x, gate and w before it uses any, so
 /// the row costs one memory round trip, and keeps them in registers for the output pass. Chunks
 /// past kKept · team (a row wider than that) are read for the sum and again for the output. Each
-/// element is read and written by the same thread, so out may alias x or gate.
+/// element is read and written by the same thread, so out may alias x or gate. Only the elements
+/// of `span` are written (the whole row by default).
 template <int kKept, typename T, typename W, typename Reduce, typename Output>
 __device__ __forceinline__ void normaliseRow(const T *x, const T *gate, const W *w, T *out,
                                              int64_t dim, float eps, int rank, int team,
-                                             Reduce reduce, Output output) {
+                                             Reduce reduce, Output output, WriteSpan span = {}) {
   using elementwise::aligned16;
   if (dim <= 0) {
     return; // nothing to normalise, and no first element for the loads past the end to read
   }
   // 16-byte accesses when every chunk is whole and 16-byte aligned (null counts as aligned).
   if (dim % kChunk == 0 && aligned16(x) && aligned16(out) && aligned16(gate) && aligned16(w)) {
-    normaliseRowAs<kKept, true>(x, gate, w, out, dim, eps, rank, team, reduce, output);
+    normaliseRowAs<kKept, true>(x, gate, w, out, dim, eps, rank, team, reduce, output, span);
   } else {
-    normaliseRowAs<kKept, false>(x, gate, w, out, dim, eps, rank, team, reduce, output);
+    normaliseRowAs<kKept, false>(x, gate, w, out, dim, eps, rank, team, reduce, output, span);
   }
 }
 
 /// The chunks read E as f32 (4 bytes) or bf16 (2 bytes): other element types must not compile.
 template <typename E> constexpr bool kNormElement = sizeof(E) == 4 || sizeof(E) == 2;
 
+/// One row of RMSNorm by the whole block of kRmsNormThreads threads, writing `span` of it: what
+/// rmsNormKernel does per row, and what mhc_pre's decode mixer does for the norm folded into it
+/// (plan-fuse-mhc-norm), each block of its cluster its own span, so the two give the same bits.
+template <typename T, typename W>
+__device__ __forceinline__ void rmsNormRow(const T *x, const W *w, T *out, int64_t dim, float eps,
+                                           float *scratch, WriteSpan span = {}) {
+  static_assert(kNormElement<T> && kNormElement<W>, "RMSNorm takes f32 or bf16");
+  normaliseRow<kRmsNormKeptChunks>(
+      x, static_cast<const T *>(nullptr), w, out, dim, eps, threadIdx.x, kRmsNormThreads,
+      [&](float s) { return blockSum(s, scratch); },
+      // y rounded to T before the weight product, as HF's RMSNorm; unweighted, w = 1 exactly.
+      [](float y, float w, float) { return w * roundTo<T>(y); }, span);
+}
+
 } // namespace norm
 
 template <typename T, typename W>
 __global__ void __launch_bounds__(kRmsNormThreads) rmsNormKernel(RmsNormGpuArgs a) {
-  static_assert(norm::kNormElement<T> && norm::kNormElement<W>, "RMSNorm takes f32 or bf16");
   __shared__ float scratch[32];
   const int64_t row = blockIdx.x;
-  norm::normaliseRow<kRmsNormKeptChunks>(
-      static_cast<const T *>(a.x) + row * a.dim, static_cast<const T *>(nullptr),
-      static_cast<const W *>(a.weight), static_cast<T *>(a.out) + row * a.dim, a.dim, a.eps,
-      threadIdx.x, blockDim.x, [&](float s) { return blockSum(s, scratch); },
-      // y rounded to T before the weight product, as HF's RMSNorm; unweighted, w = 1 exactly.
-      [](float y, float w, float) { return w * roundTo<T>(y); });
+  norm::rmsNormRow(static_cast<const T *>(a.x) + row * a.dim, static_cast<const W *>(a.weight),
+                   static_cast<T *>(a.out) + row * a.dim, a.dim, a.eps, scratch);
 }
 
 } // namespace glm::kernels

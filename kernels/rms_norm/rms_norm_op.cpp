@@ -15,23 +15,33 @@ GroupedNormShape groupedNormShapeOf(const OpStep &step) {
   return {width / group, group, step.floatParam("eps", 1e-5f)};
 }
 
+namespace {
+
+/// rmsNormKernel over `rows` rows of `dim`: x at (xSource, x), weight `weight` where the step has
+/// it, the output at result `out`.
+GpuLaunch launchOf(const OpStep &step, ArgSource xSource, size_t x, size_t weight, size_t out,
+                   int64_t rows, int64_t dim, float eps) {
+  ArgPack<RmsNormGpuArgs> p;
+  p.bind(p.args.x, xSource, x, "x");
+  if (step.hasWeight(weight)) {
+    p.bind(p.args.weight, ArgSource::Weight, weight, "weight");
+  }
+  p.bind(p.args.out, ArgSource::Result, out, "out");
+  p.set(p.args.rows, rows, "rows");
+  p.set(p.args.dim, dim, "dim");
+  p.set(p.args.eps, eps, "eps");
+  return p.launch("kernels/rms_norm/rms_norm.cuh",
+                  kernelInstance("rmsNormKernel", {kernelTypeName(step.activation()),
+                                                   kernelTypeName(step.denseWeightType(weight))}),
+                  rmsNormLaunch(rows));
+}
+
+} // namespace
+
 Expected<GpuStep> rmsNormGpu(const OpStep &step) {
   const GroupedNormShape s = groupedNormShapeOf(step);
-  const int64_t rows = step.rows() * s.groupsPerRow;
-  ArgPack<RmsNormGpuArgs> p;
-  p.bind(p.args.x, ArgSource::Operand, 0, "x");
-  if (step.hasWeight(0)) {
-    p.bind(p.args.weight, ArgSource::Weight, 0, "weight");
-  }
-  p.bind(p.args.out, ArgSource::Result, 0, "out");
-  p.set(p.args.rows, rows, "rows");
-  p.set(p.args.dim, s.group, "dim");
-  p.set(p.args.eps, s.eps, "eps");
   return GpuStep{
-      {p.launch("kernels/rms_norm/rms_norm.cuh",
-                kernelInstance("rmsNormKernel", {kernelTypeName(step.activation()),
-                                                 kernelTypeName(step.denseWeightType(0))}),
-                rmsNormLaunch(rows))}};
+      {launchOf(step, ArgSource::Operand, 0, 0, 0, step.rows() * s.groupsPerRow, s.group, s.eps)}};
 }
 
 Status rmsNormCpu(const OpStep &step, const HostStep &host) {
@@ -42,6 +52,21 @@ Status rmsNormCpu(const OpStep &step, const HostStep &host) {
                      .rows = host.rows() * s.groupsPerRow,
                      .dim = s.group,
                      .eps = s.eps});
+}
+
+GpuLaunch rmsNormLaunchOf(const OpStep &step, size_t x, size_t weight, size_t out, float eps) {
+  return launchOf(step, ArgSource::Result, x, weight, out, step.rows(), step.result(x).shape[1],
+                  eps);
+}
+
+Status rmsNormCpuOf(const OpStep &step, const HostStep &host, size_t x, size_t weight, size_t out,
+                    float eps) {
+  return rmsNormRef({.x = host.f32Out(x),
+                     .weight = host.weight(weight),
+                     .out = host.f32Out(out),
+                     .rows = host.rows(),
+                     .dim = step.result(x).shape[1],
+                     .eps = eps});
 }
 
 Status rmsNormCheck(const OpStep &step) {

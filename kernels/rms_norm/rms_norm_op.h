@@ -21,6 +21,13 @@ Expected<GpuStep> rmsNormGpu(const OpStep &step);
 /// Runs a rms_norm step with the CPU reference.
 Status rmsNormCpu(const OpStep &step, const HostStep &host);
 
+/// RMSNorm over whole rows for a step that holds it beside other work, its x the step's result `x`
+/// [rows, dim], its weight `weight`, its output result `out`: mhc_pre folded with the norm after it
+/// (plan-fuse-mhc-norm) runs it for its prefill rows (GPU) and for every row (CPU).
+GpuLaunch rmsNormLaunchOf(const OpStep &step, size_t x, size_t weight, size_t out, float eps);
+Status rmsNormCpuOf(const OpStep &step, const HostStep &host, size_t x, size_t weight, size_t out,
+                    float eps);
+
 /// Checks a rms_norm step against the contract above (kernels/common/OpContract.h).
 Status rmsNormCheck(const OpStep &step);
 

@@ -80,11 +80,15 @@ protected:
     bf16_ = open(
         "gpu_bf16", "--target " + arch + " --precision bf16 --dense bf16 --head bf16" + programs,
         [&](auto plan) { return cuda::CudaEngine::create(std::move(plan), *checkpoint_); });
-    // The same plan with each mhc_post its own step (plan-fuse-mhc off), to check the fusion by.
-    bf16Unfused_ = open(
-        "gpu_bf16_unfused",
-        "--target " + arch + " --precision bf16 --dense bf16 --head bf16 --fuse-mhc off" + programs,
-        [&](auto plan) { return cuda::CudaEngine::create(std::move(plan), *checkpoint_); });
+    // The same plan with each mhc_post and each sub-block's input norm its own step
+    // (plan-fuse-mhc and plan-fuse-mhc-norm off), to check the fusions by.
+    bf16Unfused_ =
+        open("gpu_bf16_unfused",
+             "--target " + arch +
+                 " --precision bf16 --dense bf16 --head bf16 --fuse-mhc off "
+                 "--fuse-mhc-norm off" +
+                 programs,
+             [&](auto plan) { return cuda::CudaEngine::create(std::move(plan), *checkpoint_); });
     golden_ =
         std::move(SafeTensorsFile::open(tinyFixture() / "golden.safetensors")).value().release();
   }
@@ -286,8 +290,9 @@ TEST_F(CudaEngineTiny, Bf16PlanAgreesWithTheF32PlanAsOftenAsHfsOwnBf16) {
 
 TEST_F(CudaEngineTiny, FusedMhcStepsGiveTheUnfusedPlansBits) {
   // mhcPostPreDecodeKernel computes each stream chunk with mhc_post's own arithmetic and mixes the
-  // rounded values, and a fused prefill step runs the two kernels: a bf16 plan's logits, prefill
-  // and greedy decode (which then feeds back the same tokens), are the unfused plan's to the bit.
+  // rounded values, the *NormDecodeKernels normalise x with rmsNormKernel's reduction, and a fused
+  // prefill step runs the separate kernels: a bf16 plan's logits, prefill and greedy decode (which
+  // then feeds back the same tokens), are the unfused plan's to the bit.
   for (const char *name : {"short", "chunked"}) {
     const std::vector<int32_t> ids = ints(std::string(name) + ".input_ids");
     Expected<std::vector<float>> fused = generate(*bf16_, ids, 6);

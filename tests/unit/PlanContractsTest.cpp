@@ -112,7 +112,8 @@ TEST(PlanContracts, RefusesALinearGroupThatIsNot) {
 TEST(PlanContracts, RefusesParametersOutOfRange) {
   expectRefused(validateEdited("cpu",
                                [](std::vector<uint8_t> &bytes) {
-                                 findAttribute(findStep(bytes, "blk.0.attn_hc"), "sinkhorn_iters")
+                                 findAttribute(findStep(bytes, "blk.0.attn_hc+attn_norm"),
+                                               "sinkhorn_iters")
                                      ->mutate_int_value(1000000000);
                                }),
                 "parameter sinkhorn_iters is 1000000000, outside [1, 10000]");
@@ -159,7 +160,7 @@ TEST(PlanContracts, RefusesAStepWithoutAName) {
                                  *length = 0;
                                  name->data()[0] = '\0'; // the empty string's terminator
                                }),
-                ", step 10 (): has no name");
+                ", step 9 (): has no name");
 }
 
 TEST(PlanContracts, RefusesAShapeWhoseLongsAreMisaligned) {
@@ -197,17 +198,19 @@ TEST(PlanContracts, RefusesAShapeWhoseLongsAreMisaligned) {
 }
 
 TEST(PlanContracts, RefusesShapesTheKernelsWouldOverrun) {
-  // The norm's weight said to be half as wide: its slice still holds the bytes the shape
-  // claims, so only the op's contract sees that the kernel reads twice as many.
+  // The input norm's weight (folded into the mixer's step, its weight 3) said to be half as wide:
+  // its slice still holds the bytes the shape claims, so only the op's contract sees that the
+  // kernel reads twice as many.
   expectRefused(validateEdited("cpu",
                                [](std::vector<uint8_t> &bytes) {
                                  plan::Plan *p = plan::GetMutablePlan(bytes.data());
-                                 const plan::Step *step = findStep(bytes, "blk.0.attn_norm");
+                                 const plan::Step *step =
+                                     findStep(bytes, "blk.0.attn_hc+attn_norm");
                                  plan::WeightBinding *w = p->mutable_weights()->GetMutableObject(
-                                     step->weights()->Get(0));
+                                     step->weights()->Get(3));
                                  w->mutable_rank_shape()->Mutate(0, 64);
                                }),
-                "weight 0 (blk.0.attn_norm) is [64], its op reads 128 values");
+                "weight 3 (blk.0.attn_norm) is [64], its op reads 128 values");
   // A result's rows cut short.
   expectRefused(
       validateEdited("cpu",
@@ -236,24 +239,22 @@ TEST(PlanContracts, RefusesShortConvPartsOfTwoWindows) {
 
 TEST(PlanContracts, RefusesGpuLaunchesOtherThanTheAdaptersGive) {
   expectRefused(
-      validateEdited(
-          "sm_90a",
-          [](std::vector<uint8_t> &bytes) {
-            plan::KernelLaunch *l =
-                findStep(bytes, "blk.0.attn_norm")->mutable_launches()->GetMutableObject(0);
-            l->mutable_grid()->Mutate(0, l->grid()->Get(0) * 2);
-          }),
+      validateEdited("sm_90a",
+                     [](std::vector<uint8_t> &bytes) {
+                       plan::KernelLaunch *l =
+                           findStep(bytes, "head.norm")->mutable_launches()->GetMutableObject(0);
+                       l->mutable_grid()->Mutate(0, l->grid()->Get(0) * 2);
+                     }),
       "launch 0 (glm::kernels::rmsNormKernel");
   expectRefused(
-      validateEdited(
-          "sm_90a",
-          [](std::vector<uint8_t> &bytes) {
-            plan::KernelLaunch *l =
-                findStep(bytes, "blk.0.attn_norm")->mutable_launches()->GetMutableObject(0);
-            // The struct's last byte: a constant, never an address.
-            const uint32_t last = l->args()->size() - 1;
-            l->mutable_args()->Mutate(last, l->args()->Get(last) ^ 0x40);
-          }),
+      validateEdited("sm_90a",
+                     [](std::vector<uint8_t> &bytes) {
+                       plan::KernelLaunch *l =
+                           findStep(bytes, "head.norm")->mutable_launches()->GetMutableObject(0);
+                       // The struct's last byte: a constant, never an address.
+                       const uint32_t last = l->args()->size() - 1;
+                       l->mutable_args()->Mutate(last, l->args()->Get(last) ^ 0x40);
+                     }),
       "has other argument bytes than its op gives");
 }
 

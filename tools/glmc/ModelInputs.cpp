@@ -42,7 +42,10 @@ void addCompileShapeOptions(CommandLine &cl) {
               "a KDA layer's q/k/v convs in one launch (default on; off to\ncompare against)")
       .option("fuse-mhc", "on|off",
               "each mhc_post folded into the mhc_pre that reads its streams\n(default on; off "
-              "to compare against)");
+              "to compare against)")
+      .option("fuse-mhc-norm", "on|off",
+              "each sub-block's input RMSNorm folded into the mhc_pre whose x\nit normalises "
+              "(default on; off to compare against)");
 }
 
 namespace {
@@ -68,9 +71,12 @@ Status fusionsFromOptions(const CommandLine &cl, compiler::CompileOptions &optio
   GLM_RETURN_IF_ERROR(convs.status());
   Expected<bool> mhc = onOff(cl, "fuse-mhc", options.fuseMhc);
   GLM_RETURN_IF_ERROR(mhc.status());
+  Expected<bool> mhcNorm = onOff(cl, "fuse-mhc-norm", options.fuseMhcNorm);
+  GLM_RETURN_IF_ERROR(mhcNorm.status());
   options.groupLinears = *group;
   options.groupShortConvs = *convs;
   options.fuseMhc = *mhc;
+  options.fuseMhcNorm = *mhcNorm;
   return Status::success();
 }
 

@@ -17,7 +17,7 @@ struct CompileOptions;
 namespace glm::tools {
 
 /// Declares the options the compiling subcommands share: --target, --tp, --decode, --prefill,
-/// --prefill-logits, --assume-weights, --dense, --head, --mtp, --group-linears and --fuse-mhc.
+/// --prefill-logits, --assume-weights, --dense, --head, --mtp and the fusion switches below.
 void addCompileShapeOptions(CommandLine &cl);
 
 /// "4x1,1x8" -> decode programs {B=4, R=1}, {B=1, R=8}.
@@ -30,7 +30,8 @@ Expected<std::vector<glm53::ProgramShape>> programsFromOptions(const CommandLine
 /// layer; "on" for a checkpoint without it is refused.
 Expected<bool> mtpFromOptions(const CommandLine &cl, const glm53::Glm53Config &config);
 /// The optional fusion passes, on unless turned off: --group-linears on|off (plan-group-linears),
-/// --group-short-convs on|off (plan-group-short-convs) and --fuse-mhc on|off (plan-fuse-mhc).
+/// --group-short-convs on|off (plan-group-short-convs), --fuse-mhc on|off (plan-fuse-mhc) and
+/// --fuse-mhc-norm on|off (plan-fuse-mhc-norm).
 Status fusionsFromOptions(const CommandLine &cl, compiler::CompileOptions &options);
 
 /// How the checkpoint stores each tensor: from the safetensors headers when the directory has

@@ -48,6 +48,7 @@ enum Kernel : size_t {
   kConcat,
   kEmbedding,
   kMhcPostPreDecode,
+  kMhcPostPreNormDecode,
 };
 
 constexpr size_t kL2Spill = size_t{128} << 20; // twice H200's 60 MB L2
@@ -139,6 +140,8 @@ Status addElementwiseBenches(Suite &suite) {
               "glm::kernels::embeddingKernel<glm::kernels::Bf16, glm::kernels::Bf16>",
               "glm::kernels::mhcPostPreDecodeKernel<glm::kernels::Bf16, glm::kernels::Bf16, " +
                   hcArg + ">",
+              "glm::kernels::mhcPostPreNormDecodeKernel<glm::kernels::Bf16, glm::kernels::Bf16, " +
+                  hcArg + ", glm::kernels::Bf16>",
           }));
   cuda::CudaContext &ctx = suite.ctx();
   auto launch = [&](Kernel k, const kernels::LaunchDims &d, const auto &args) {
@@ -219,42 +222,55 @@ Status addElementwiseBenches(Suite &suite) {
     suite.add(row);
   }
 
-  // mhc_post folded into the next mixer (plan-fuse-mhc) at decode batches: against the mhc_pre
-  // decode rows above plus the mhc_post rows below, the launch it saves.
-  for (const int64_t rows : {int64_t{1}, int64_t{4}, int64_t{16}}) {
-    size_t turn = 0;
-    Row row;
-    row.kernel = "mhc_post+mhc_pre<bf16,bf16," + hcArg + "> decode";
-    row.shape = dims({rows, hc, hidden}) + "·" + dims({mix, hc * hidden});
-    // y, the residual and the new streams, x; fn; post and comb read and written.
-    row.bytes = rows * hidden * 2.0 * (2 + 2 * hc) + fnBytes + 2 * rows * (hc + hc * hc) * 4.0;
-    row.flops = 2.0 * rows * hc * hidden * (mix + 2) + 2.0 * rows * hc * hidden * (hc + 1);
-    row.note = "fn rotates over " + std::to_string(fnCopies) + " copies";
-    GLM_RETURN_IF_ERROR(timeBurst(
-        suite,
-        [&] {
-          const size_t copy = turn++ % fnCopies;
-          kernels::MhcPreGpuArgs args{};
-          args.fn = at(fn, copy * fnStride);
-          args.base = at(mixParams);
-          args.scale = at(mixParams, scaleAt);
-          args.post = at(mixOut);
-          args.comb = at(mixOut, maxRows * hc * 4);
-          args.x = at(rowsOut);
-          args.tokens = rows;
-          args.hidden = hidden;
-          args.sinkhornIters = static_cast<int32_t>(m.hcSinkhornIters);
-          args.normEps = static_cast<float>(m.rmsNormEps);
-          args.hcEps = static_cast<float>(m.hcEps);
-          args.y = at(rowsA);
-          args.residual = at(streams);
-          args.lastPost = at(post);
-          args.lastComb = at(comb);
-          args.newStreams = at(streamsOut);
-          return launch(kMhcPostPreDecode, kernels::mhcPreLaunch(rows, false), args);
-        },
-        row));
-    suite.add(row);
+  // mhc_post folded into the next mixer (plan-fuse-mhc) at decode batches, and with it the
+  // sub-block's input norm (plan-fuse-mhc-norm): against the mhc_pre decode rows above plus the
+  // mhc_post and rms_norm rows below, the launches they save.
+  for (const bool norm : {false, true}) {
+    for (const int64_t rows : {int64_t{1}, int64_t{4}, int64_t{16}}) {
+      size_t turn = 0;
+      Row row;
+      row.kernel = "mhc_post+mhc_pre" + std::string(norm ? "+rms_norm" : "") + "<bf16,bf16," +
+                   hcArg + "> decode";
+      row.shape = dims({rows, hc, hidden}) + "·" + dims({mix, hc * hidden});
+      // y, the residual and the new streams, x; fn; post and comb read and written; with the norm,
+      // x read back, the norm weight and the normalised x.
+      row.bytes = rows * hidden * 2.0 * (2 + 2 * hc) + fnBytes + 2 * rows * (hc + hc * hc) * 4.0 +
+                  (norm ? rows * hidden * 4.0 + hidden * 2.0 : 0.0);
+      row.flops = 2.0 * rows * hc * hidden * (mix + 2) + 2.0 * rows * hc * hidden * (hc + 1) +
+                  (norm ? 4.0 * rows * hidden : 0.0);
+      row.note = "fn rotates over " + std::to_string(fnCopies) + " copies";
+      GLM_RETURN_IF_ERROR(timeBurst(
+          suite,
+          [&] {
+            const size_t copy = turn++ % fnCopies;
+            kernels::MhcPreGpuArgs args{};
+            args.fn = at(fn, copy * fnStride);
+            args.base = at(mixParams);
+            args.scale = at(mixParams, scaleAt);
+            args.post = at(mixOut);
+            args.comb = at(mixOut, maxRows * hc * 4);
+            args.x = at(rowsOut);
+            args.tokens = rows;
+            args.hidden = hidden;
+            args.sinkhornIters = static_cast<int32_t>(m.hcSinkhornIters);
+            args.normEps = static_cast<float>(m.rmsNormEps);
+            args.hcEps = static_cast<float>(m.hcEps);
+            args.y = at(rowsA);
+            args.residual = at(streams);
+            args.lastPost = at(post);
+            args.lastComb = at(comb);
+            args.newStreams = at(streamsOut);
+            if (norm) {
+              args.inputNormWeight = at(rowsB);
+              args.normed = at(rowsA, maxRows * hidden * 2); // past y's rows
+              args.inputNormEps = static_cast<float>(m.rmsNormEps);
+            }
+            return launch(norm ? kMhcPostPreNormDecode : kMhcPostPreDecode,
+                          kernels::mhcPreLaunch(rows, false), args);
+          },
+          row));
+      suite.add(row);
+    }
   }
 
   for (const int64_t rows : kRows) {

@@ -1,9 +1,10 @@
 // mhc_pre's CUDA kernels (decode and prefill) against the CPU reference, at GLM-5.3-Flash's width
 // (hc 4, hidden 4096: 16384 inputs a token) and the tiny model's (hidden 128); the decode kernel
-// folded with mhc_post against the two kernels it replaces.
+// folded with mhc_post, the norm after it or both against the kernels it replaces.
 #include "kernels/mhc_post/mhc_post_gpu.h"
 #include "kernels/mhc_pre/mhc_pre.h"
 #include "kernels/mhc_pre/mhc_pre_gpu.h"
+#include "kernels/rms_norm/rms_norm_gpu.h"
 #include "tests/gpu/support/GpuTest.h"
 
 #include <cstdio>
@@ -272,112 +273,188 @@ TEST_F(MhcPreGpu, CombIsNearlyDoublyStochastic) {
   }
 }
 
-// mhcPostPreDecodeKernel (plan-fuse-mhc) against mhcPostKernel then mhcPreDecodeKernel on the same
-// inputs: the new streams, x, post and comb are the same bits, in f32 and bf16, at every decode
-// row count, the tiny width and the scalar path's.
+// The decode kernel's folded twins against the launches they replace, on the same inputs:
+// mhcPostPreDecodeKernel (plan-fuse-mhc) against mhcPostKernel then mhcPreDecodeKernel, the
+// *NormDecodeKernels (plan-fuse-mhc-norm) against those then rmsNormKernel on x. The new streams,
+// x, post, comb and the normalised x are the same bits, in f32 and bf16, at every decode row
+// count, the tiny width and the scalar path's.
 class MhcPostPreGpu : public ::testing::Test {
 protected:
   void SetUp() override {
     std::string why;
     ASSERT_NE(gpu(&why), nullptr) << why;
+    // Per kernel, its f32 instance, then its bf16 one.
     GLM_ASSERT_OK_AND_ASSIGN(
-        module_, compileForGpu(kSource, {"glm::kernels::mhcPostKernel<float, 4>",
-                                         "glm::kernels::mhcPostKernel<glm::kernels::Bf16, 4>",
-                                         "glm::kernels::mhcPreDecodeKernel<float, float, 4>",
-                                         "glm::kernels::mhcPreDecodeKernel<glm::kernels::Bf16, "
-                                         "glm::kernels::Bf16, 4>",
-                                         "glm::kernels::mhcPostPreDecodeKernel<float, float, 4>",
-                                         "glm::kernels::mhcPostPreDecodeKernel<glm::kernels::Bf16, "
-                                         "glm::kernels::Bf16, 4>"}));
+        module_,
+        compileForGpu(
+            kSource,
+            {"glm::kernels::mhcPostKernel<float, 4>",
+             "glm::kernels::mhcPostKernel<glm::kernels::Bf16, 4>",
+             "glm::kernels::mhcPreDecodeKernel<float, float, 4>",
+             "glm::kernels::mhcPreDecodeKernel<glm::kernels::Bf16, glm::kernels::Bf16, 4>",
+             "glm::kernels::mhcPostPreDecodeKernel<float, float, 4>",
+             "glm::kernels::mhcPostPreDecodeKernel<glm::kernels::Bf16, glm::kernels::Bf16, 4>",
+             "glm::kernels::mhcPreNormDecodeKernel<float, float, 4, float>",
+             "glm::kernels::mhcPreNormDecodeKernel<glm::kernels::Bf16, glm::kernels::Bf16, 4, "
+             "glm::kernels::Bf16>",
+             "glm::kernels::mhcPostPreNormDecodeKernel<float, float, 4, float>",
+             "glm::kernels::mhcPostPreNormDecodeKernel<glm::kernels::Bf16, glm::kernels::Bf16, "
+             "4, glm::kernels::Bf16>",
+             "glm::kernels::rmsNormKernel<float, float>",
+             "glm::kernels::rmsNormKernel<glm::kernels::Bf16, glm::kernels::Bf16>"}));
   }
+
+  enum Kernel : size_t {
+    kPost = 0,
+    kPre = 2,
+    kPostPre = 4,
+    kPreNorm = 6,
+    kPostPreNorm = 8,
+    kNorm = 10
+  };
+  cuda::CUfunction function(Kernel k, bool bf16) const {
+    return module_->function(k + (bf16 ? 1 : 0));
+  }
+
+  /// The folded kernel (mhc_post folded when `post`, the norm when `norm`) against the launches it
+  /// replaces.
+  void checkAgainstTheLaunchesItReplaces(bool post, bool norm) {
+    SplitMix64 rng(105);
+    for (const Shape s :
+         {Shape{1, 4096}, Shape{3, 4096}, Shape{64, 4096}, Shape{2, 128}, Shape{5, 100}}) {
+      for (bool bf16 : {false, true}) {
+        check(rng, s, bf16, post, norm);
+      }
+    }
+  }
+
+  void check(SplitMix64 &rng, const Shape s, bool bf16, bool post, bool norm) {
+    const std::string what =
+        std::to_string(s.tokens) + "x" + std::to_string(s.hidden) + (bf16 ? " bf16" : " f32");
+    // The residual streams, their mixer's post and comb (the previous mhc_pre's, as a plan has
+    // them), and a sub-block output y; the next mixer's weights and its sub-block's norm weight.
+    const Inputs last = makeInputs(rng, s, bf16);
+    const Outputs lastOut = reference(last, s, 20);
+    const Inputs next = makeInputs(rng, s, bf16);
+    std::vector<float> y(s.tokens * s.hidden), normWeight(s.hidden);
+    for (float &v : y) {
+      v = bf16 ? kernels::roundToBf16(rng.normal()) : rng.normal();
+    }
+    for (float &v : normWeight) {
+      v = kernels::roundToBf16(1.0f + 0.25f * rng.normal());
+    }
+    auto device = [&](const std::vector<float> &v) {
+      return bf16 ? toDevice(toBf16(v)) : toDevice(v);
+    };
+    const int64_t element = bf16 ? 2 : 4, streamBytes = s.tokens * kHc * s.hidden * element,
+                  xBytes = s.tokens * s.hidden * element;
+    GLM_ASSERT_OK_AND_ASSIGN(cuda::DeviceMemory residual,
+                             device(post ? last.streams : next.streams));
+    GLM_ASSERT_OK_AND_ASSIGN(cuda::DeviceMemory yd, device(y));
+    GLM_ASSERT_OK_AND_ASSIGN(cuda::DeviceMemory post0, toDevice(lastOut.post));
+    GLM_ASSERT_OK_AND_ASSIGN(cuda::DeviceMemory comb0, toDevice(lastOut.comb));
+    GLM_ASSERT_OK_AND_ASSIGN(cuda::DeviceMemory fn, device(next.fn));
+    GLM_ASSERT_OK_AND_ASSIGN(cuda::DeviceMemory base, device(next.base));
+    GLM_ASSERT_OK_AND_ASSIGN(cuda::DeviceMemory scale, device(next.scale));
+    GLM_ASSERT_OK_AND_ASSIGN(cuda::DeviceMemory gamma, device(normWeight));
+    struct Results {
+      cuda::DeviceMemory streams, x, post, comb, normed;
+    };
+    auto results = [&]() -> Expected<Results> {
+      GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory streams, poisoned(streamBytes));
+      GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory x, poisoned(xBytes));
+      GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory post, poisoned(s.tokens * kHc * 4));
+      GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory comb, poisoned(s.tokens * kHc * kHc * 4));
+      GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory normed, poisoned(xBytes));
+      return Results{std::move(streams), std::move(x), std::move(post), std::move(comb),
+                     std::move(normed)};
+    };
+    GLM_ASSERT_OK_AND_ASSIGN(Results apart, results());
+    GLM_ASSERT_OK_AND_ASSIGN(Results folded, results());
+    auto ptr = [](const cuda::DeviceMemory &m) { return reinterpret_cast<void *>(m.ptr()); };
+    auto mixerArgs = [&](const Results &r) {
+      kernels::MhcPreGpuArgs a{};
+      // Unfolded, the mixer reads the residual streams themselves.
+      a.streams = post ? ptr(r.streams) : ptr(residual);
+      a.fn = ptr(fn);
+      a.base = ptr(base);
+      a.scale = ptr(scale);
+      a.post = ptr(r.post);
+      a.comb = ptr(r.comb);
+      a.x = ptr(r.x);
+      a.tokens = s.tokens;
+      a.hidden = s.hidden;
+      a.sinkhornIters = 20;
+      a.normEps = 1e-5f;
+      a.hcEps = 1e-6f;
+      return a;
+    };
+    const kernels::LaunchDims mixerDims = kernels::mhcPreLaunch(s.tokens, false);
+    const float eps = 1e-6f;
+
+    // The launches the folded kernel replaces.
+    if (post) {
+      const kernels::MhcPostGpuArgs postArgs{
+          ptr(yd), ptr(residual), ptr(post0), ptr(comb0), ptr(apart.streams), s.tokens, s.hidden};
+      GLM_ASSERT_OK(launchAndWait(function(kPost, bf16), kernels::mhcPostLaunch(s.tokens, s.hidden),
+                                  postArgs));
+    }
+    GLM_ASSERT_OK(launchAndWait(function(kPre, bf16), mixerDims, mixerArgs(apart)));
+    if (norm) {
+      const kernels::RmsNormGpuArgs normArgs{ptr(apart.x), ptr(gamma), ptr(apart.normed),
+                                             s.tokens,     s.hidden,   eps};
+      GLM_ASSERT_OK(
+          launchAndWait(function(kNorm, bf16), kernels::rmsNormLaunch(s.tokens), normArgs));
+    }
+
+    kernels::MhcPreGpuArgs args = mixerArgs(folded);
+    if (post) {
+      args.streams = nullptr; // the folded kernel reads what it writes to newStreams
+      args.y = ptr(yd);
+      args.residual = ptr(residual);
+      args.lastPost = ptr(post0);
+      args.lastComb = ptr(comb0);
+      args.newStreams = ptr(folded.streams);
+    }
+    if (norm) {
+      args.inputNormWeight = ptr(gamma);
+      args.normed = ptr(folded.normed);
+      args.inputNormEps = eps;
+    }
+    const Kernel kernel = post ? (norm ? kPostPreNorm : kPostPre) : kPreNorm;
+    GLM_ASSERT_OK(launchAndWait(function(kernel, bf16), mixerDims, args));
+
+    auto same = [&](const cuda::DeviceMemory &a, const cuda::DeviceMemory &b, int64_t bytes,
+                    const char *name) {
+      Expected<std::vector<uint8_t>> ha = fromDevice<uint8_t>(a, bytes);
+      Expected<std::vector<uint8_t>> hb = fromDevice<uint8_t>(b, bytes);
+      ASSERT_TRUE(ha.ok() && hb.ok());
+      EXPECT_TRUE(*ha == *hb) << what << ": " << name << " differs";
+    };
+    if (post) {
+      same(folded.streams, apart.streams, streamBytes, "streams");
+    }
+    same(folded.x, apart.x, xBytes, "x");
+    same(folded.post, apart.post, s.tokens * kHc * 4, "post");
+    same(folded.comb, apart.comb, s.tokens * kHc * kHc * 4, "comb");
+    if (norm) {
+      same(folded.normed, apart.normed, xBytes, "normalised x");
+    }
+  }
+
   std::unique_ptr<cuda::Module> module_;
 };
 
 TEST_F(MhcPostPreGpu, FoldedPostGivesTheTwoKernelsBits) {
-  SplitMix64 rng(105);
-  for (const Shape s :
-       {Shape{1, 4096}, Shape{3, 4096}, Shape{64, 4096}, Shape{2, 128}, Shape{5, 100}}) {
-    for (bool bf16 : {false, true}) {
-      const std::string what =
-          std::to_string(s.tokens) + "x" + std::to_string(s.hidden) + (bf16 ? " bf16" : " f32");
-      // The residual streams, their mixer's post and comb (the previous mhc_pre's, as a plan has
-      // them), and a sub-block output y; the next mixer's weights.
-      const Inputs last = makeInputs(rng, s, bf16);
-      const Outputs lastOut = reference(last, s, 20);
-      const Inputs next = makeInputs(rng, s, bf16);
-      std::vector<float> y(s.tokens * s.hidden);
-      for (float &v : y) {
-        v = bf16 ? kernels::roundToBf16(rng.normal()) : rng.normal();
-      }
-      auto device = [&](const std::vector<float> &v) {
-        return bf16 ? toDevice(toBf16(v)) : toDevice(v);
-      };
-      const int64_t element = bf16 ? 2 : 4, streamBytes = s.tokens * kHc * s.hidden * element;
-      GLM_ASSERT_OK_AND_ASSIGN(cuda::DeviceMemory residual, device(last.streams));
-      GLM_ASSERT_OK_AND_ASSIGN(cuda::DeviceMemory yd, device(y));
-      GLM_ASSERT_OK_AND_ASSIGN(cuda::DeviceMemory post0, toDevice(lastOut.post));
-      GLM_ASSERT_OK_AND_ASSIGN(cuda::DeviceMemory comb0, toDevice(lastOut.comb));
-      GLM_ASSERT_OK_AND_ASSIGN(cuda::DeviceMemory fn, device(next.fn));
-      GLM_ASSERT_OK_AND_ASSIGN(cuda::DeviceMemory base, device(next.base));
-      GLM_ASSERT_OK_AND_ASSIGN(cuda::DeviceMemory scale, device(next.scale));
-      struct Results {
-        cuda::DeviceMemory streams, x, post, comb;
-      };
-      auto results = [&]() -> Expected<Results> {
-        GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory streams, poisoned(streamBytes));
-        GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory x, poisoned(s.tokens * s.hidden * element));
-        GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory post, poisoned(s.tokens * kHc * 4));
-        GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory comb, poisoned(s.tokens * kHc * kHc * 4));
-        return Results{std::move(streams), std::move(x), std::move(post), std::move(comb)};
-      };
-      GLM_ASSERT_OK_AND_ASSIGN(Results two, results());
-      GLM_ASSERT_OK_AND_ASSIGN(Results one, results());
-      auto ptr = [](const cuda::DeviceMemory &m) { return reinterpret_cast<void *>(m.ptr()); };
-      auto mixerArgs = [&](const Results &r) {
-        kernels::MhcPreGpuArgs a{};
-        a.streams = ptr(r.streams);
-        a.fn = ptr(fn);
-        a.base = ptr(base);
-        a.scale = ptr(scale);
-        a.post = ptr(r.post);
-        a.comb = ptr(r.comb);
-        a.x = ptr(r.x);
-        a.tokens = s.tokens;
-        a.hidden = s.hidden;
-        a.sinkhornIters = 20;
-        a.normEps = 1e-5f;
-        a.hcEps = 1e-6f;
-        return a;
-      };
-      const size_t type = bf16 ? 1 : 0;
-      const kernels::MhcPostGpuArgs postArgs{
-          ptr(yd), ptr(residual), ptr(post0), ptr(comb0), ptr(two.streams), s.tokens, s.hidden};
-      GLM_ASSERT_OK(launchAndWait(module_->function(type),
-                                  kernels::mhcPostLaunch(s.tokens, s.hidden), postArgs));
-      GLM_ASSERT_OK(launchAndWait(module_->function(2 + type),
-                                  kernels::mhcPreLaunch(s.tokens, false), mixerArgs(two)));
-      kernels::MhcPreGpuArgs folded = mixerArgs(one);
-      folded.streams = nullptr; // the folded kernel reads what it writes to newStreams
-      folded.y = ptr(yd);
-      folded.residual = ptr(residual);
-      folded.lastPost = ptr(post0);
-      folded.lastComb = ptr(comb0);
-      folded.newStreams = ptr(one.streams);
-      GLM_ASSERT_OK(launchAndWait(module_->function(4 + type),
-                                  kernels::mhcPreLaunch(s.tokens, false), folded));
-      auto same = [&](const cuda::DeviceMemory &a, const cuda::DeviceMemory &b, int64_t bytes,
-                      const char *name) {
-        Expected<std::vector<uint8_t>> ha = fromDevice<uint8_t>(a, bytes);
-        Expected<std::vector<uint8_t>> hb = fromDevice<uint8_t>(b, bytes);
-        ASSERT_TRUE(ha.ok() && hb.ok());
-        EXPECT_TRUE(*ha == *hb) << what << ": " << name << " differs";
-      };
-      same(one.streams, two.streams, streamBytes, "streams");
-      same(one.x, two.x, s.tokens * s.hidden * element, "x");
-      same(one.post, two.post, s.tokens * kHc * 4, "post");
-      same(one.comb, two.comb, s.tokens * kHc * kHc * 4, "comb");
-    }
-  }
+  checkAgainstTheLaunchesItReplaces(/*post=*/true, /*norm=*/false);
+}
+
+TEST_F(MhcPostPreGpu, FoldedNormGivesTheTwoKernelsBits) {
+  checkAgainstTheLaunchesItReplaces(/*post=*/false, /*norm=*/true);
+}
+
+TEST_F(MhcPostPreGpu, FoldedPostAndNormGiveTheThreeKernelsBits) {
+  checkAgainstTheLaunchesItReplaces(/*post=*/true, /*norm=*/true);
 }
 
 } // namespace
