@@ -175,6 +175,19 @@ def PlanFuseMhcNormPass : Pass<"plan-fuse-mhc-norm", "mlir::ModuleOp"> {
   }];
 }
 
+def PlanFuseLinearAddPass : Pass<"plan-fuse-linear-add", "mlir::ModuleOp"> {
+  let summary = "folds an add into the linear whose output it reads";
+  let description = [{
+    Where a program's linear is followed at once by an add of its output and
+    another buffer (not in place), and no other step reads the linear's
+    output, the linear takes the other buffer as its addend (operand 1) and
+    the add's result as its own (kernels/linear/linear_op.cpp): its kernels
+    add the addend to their rounded output with the add kernel's arithmetic,
+    so the bits are the two steps'. Every target; runs after glm-to-plan,
+    before plan-assign-arenas.
+  }];
+}
+
 def PlanAssignArenasPass : Pass<"plan-assign-arenas", "mlir::ModuleOp"> {
   let summary = "gives every buffer, weight and state a slice of an arena";
   let description = [{

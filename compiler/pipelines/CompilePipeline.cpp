@@ -125,6 +125,10 @@ void buildCompilePipeline(mlir::OpPassManager &pm, const CompileOptions &options
   if (options.fuseMhcNorm) {
     pm.addPass(createPlanFuseMhcNormPass());
   }
+  // An MoE layer's sum of routed and shared experts in the shared down projection's launch.
+  if (options.fuseLinearAdd) {
+    pm.addPass(createPlanFuseLinearAddPass());
+  }
   // Slices of arenas: weights, state slots and pages, activations by liveness, io.
   pm.addPass(createPlanAssignArenasPass());
   // GPU targets: each step's kernels, grids and argument structs, the kernel table, the

@@ -52,6 +52,9 @@ struct CompileOptions {
   /// plan-fuse-mhc-norm: each sub-block's input RMSNorm folded into the mhc_pre whose x it
   /// normalises (--fuse-mhc-norm off keeps the two steps, to compare against).
   bool fuseMhcNorm = true;
+  /// plan-fuse-linear-add: an add folded into the linear whose output it reads, as that linear's
+  /// addend (--fuse-linear-add off keeps the two steps, to compare against).
+  bool fuseLinearAdd = true;
   /// Stage progress on stderr (base/Progress.h: a bar on a terminal, lines otherwise): building
   /// the IR, the passes, compiling the kernels (with their count) and emitting the file. Unset,
   /// it is on for models of more than 1 GiB of weights, as weight loading shows its bar: only

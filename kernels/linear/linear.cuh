@@ -47,6 +47,19 @@ __device__ __forceinline__ float biasAt(const LinearGpuArgs &a, int64_t o) {
                     : static_cast<const float *>(a.bias)[o];
 }
 
+/// Output (row, o) of y from its f32 sum: plus the bias, rounded to T; then, where the step has an
+/// addend, plus its (row, o), rounded again (the add kernel's arithmetic; linear_gpu.h). Every
+/// kernel's store goes through here.
+template <typename T>
+__device__ __forceinline__ T outputAt(const LinearGpuArgs &a, int64_t row, int64_t o, float sum) {
+  const T y = fromFloat<T>(sum + biasAt(a, o));
+  if (a.addend == nullptr) {
+    return y;
+  }
+  return fromFloat<T>(toFloat(y) +
+                      toFloat(static_cast<const T *>(a.addend)[row * a.outFeatures + o]));
+}
+
 /// A warp's m16n8k16 accumulators as partial[row][output] (kOuts outputs a row): fragment (m, n)
 /// holds output 16m + g of row 8n + 2t in element 0, the next row in 1, and the same rows of
 /// output 16m + g + 8 in 2 and 3; only the first `rowTiles` (1 or 2) tiles of 8 rows are stored.
@@ -337,7 +350,7 @@ __global__ void __launch_bounds__(kLinearDecodeMaxWarps * 32)
       for (int v = 0; v < warps; ++v) {
         sum += partial[(v * kRows + r) * kOuts + o];
       }
-      y[(r0 + r) * out + o0 + o] = fromFloat<T>(sum + biasAt(a, o0 + o));
+      y[(r0 + r) * out + o0 + o] = outputAt<T>(a, r0 + r, o0 + o, sum);
     }
   }
 }
@@ -738,7 +751,7 @@ __device__ __forceinline__ void decodeQuantBody(const LinearGpuArgs &a, int64_t 
     for (int i = threadIdx.x; i < nRows * kOuts; i += blockDim.x) {
       const int r = i / kOuts, o = i % kOuts;
       if (o0 + o < out) {
-        y[(r0 + r) * out + o0 + o] = fromFloat<T>(warpSum(i) + biasAt(a, o0 + o));
+        y[(r0 + r) * out + o0 + o] = outputAt<T>(a, r0 + r, o0 + o, warpSum(i));
       }
     }
   } else {
@@ -758,7 +771,7 @@ __device__ __forceinline__ void decodeQuantBody(const LinearGpuArgs &a, int64_t 
         for (int q = 0; q < kSplit; ++q) {
           sum += loadClusterShared(sumAddress + 4 * i, q);
         }
-        y[(r0 + r) * out + o0 + o] = fromFloat<T>(sum + biasAt(a, o0 + o));
+        y[(r0 + r) * out + o0 + o] = outputAt<T>(a, r0 + r, o0 + o, sum);
       }
     }
     clusterSync(); // no block's shared memory goes while another reads it
@@ -848,7 +861,7 @@ __device__ __forceinline__ void loadPrefillTile(uint32_t dst, const uint16_t *ba
   }
 }
 
-/// Stores output (row, col) and (row, col + 1) (col even) of y with bias, rounded to bf16.
+/// Stores output (row, col) and (row, col + 1) (col even) of y (outputAt: with bias and addend).
 __device__ __forceinline__ void storePair(const LinearGpuArgs &a, int64_t row, int64_t col,
                                           float v0, float v1, bool pairs) {
   const int64_t out = a.outFeatures;
@@ -856,9 +869,9 @@ __device__ __forceinline__ void storePair(const LinearGpuArgs &a, int64_t row, i
     return;
   }
   Bf16 *dst = static_cast<Bf16 *>(a.y) + row * out + col;
-  const Bf16 b0 = fromFloat<Bf16>(v0 + biasAt(a, col));
+  const Bf16 b0 = outputAt<Bf16>(a, row, col, v0);
   if (col + 1 < out) {
-    const Bf16 b1 = fromFloat<Bf16>(v1 + biasAt(a, col + 1));
+    const Bf16 b1 = outputAt<Bf16>(a, row, col + 1, v1);
     if (pairs) {
       *reinterpret_cast<uint32_t *>(dst) =
           static_cast<uint32_t>(b0.bits) | (static_cast<uint32_t>(b1.bits) << 16);
@@ -1305,7 +1318,7 @@ __global__ void __launch_bounds__(kLinearGemvWarps * 32) linearGemvKernel(Linear
       sum += partial[v][lane];
     }
     if (r < nRows && o0 + i < out) {
-      static_cast<T *>(a.y)[(r0 + r) * out + o0 + i] = fromFloat<T>(sum + biasAt(a, o0 + i));
+      static_cast<T *>(a.y)[(r0 + r) * out + o0 + i] = outputAt<T>(a, r0 + r, o0 + i, sum);
     }
   }
 }
@@ -1386,12 +1399,11 @@ __global__ void __launch_bounds__(256) linearTiledKernel(LinearGpuArgs a) {
     if (col >= out) {
       continue;
     }
-    const float b = biasAt(a, col);
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
       const int64_t row = m0 + ty + 16 * i;
       if (row < rows) {
-        y[row * out + col] = fromFloat<T>(acc[i][j] + b);
+        y[row * out + col] = outputAt<T>(a, row, col, acc[i][j]);
       }
     }
   }

@@ -6,10 +6,13 @@
 //   weightScaleInv  f32 [ceil(out/128), ceil(in/128)] W = Fp8E4m3 only (128 x 128 block scales)
 //   weightGroups    f16 pairs [out][in/64]            W = Q4Groups only: (scale, minimum) per group
 //   bias            [out] f32 or bf16 (biasBf16)      null = no bias
+//   addend          T [rows, out]                    null = none; may not alias y
 //   y               T [rows, out]                    must not alias x
 //
 //   y[r][o] = roundTo<T>(Σ_i x[r][i] · W[o][i] + b[o]), accumulated in f32, rounded once (HF's bf16
-//   F.linear rounds the f32 GEMM result plus bias once).
+//   F.linear rounds the f32 GEMM result plus bias once); with an addend (the add after the linear,
+//   folded into it by plan-fuse-linear-add), y[r][o] = roundTo<T>(that + addend[r][o]): the add
+//   kernel's arithmetic on the linear's rounded output, so the bits are the two steps'.
 //
 // Five kernels (six instances for bf16 x bf16); linearKernelFor picks one from T, W, the shape and
 // the target:
@@ -85,6 +88,7 @@ struct LinearGpuArgs {
   int64_t outFeatures;
   int32_t biasBf16;
   const uint32_t *weightGroups;
+  const void *addend;
 };
 
 /// Shapes of the kernels' work units, shared by the kernels and their grid rules.

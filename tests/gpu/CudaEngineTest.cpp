@@ -80,13 +80,13 @@ protected:
     bf16_ = open(
         "gpu_bf16", "--target " + arch + " --precision bf16 --dense bf16 --head bf16" + programs,
         [&](auto plan) { return cuda::CudaEngine::create(std::move(plan), *checkpoint_); });
-    // The same plan with each mhc_post and each sub-block's input norm its own step
-    // (plan-fuse-mhc and plan-fuse-mhc-norm off), to check the fusions by.
+    // The same plan with each mhc_post, each sub-block's input norm and each MoE sum its own step
+    // (plan-fuse-mhc, plan-fuse-mhc-norm and plan-fuse-linear-add off), to check the fusions by.
     bf16Unfused_ =
         open("gpu_bf16_unfused",
              "--target " + arch +
                  " --precision bf16 --dense bf16 --head bf16 --fuse-mhc off "
-                 "--fuse-mhc-norm off" +
+                 "--fuse-mhc-norm off --fuse-linear-add off" +
                  programs,
              [&](auto plan) { return cuda::CudaEngine::create(std::move(plan), *checkpoint_); });
     golden_ =
@@ -288,11 +288,12 @@ TEST_F(CudaEngineTiny, Bf16PlanAgreesWithTheF32PlanAsOftenAsHfsOwnBf16) {
   EXPECT_GE(rate, kHfBf16Agreement - 0.02) << agree << " of " << total << " prefill positions";
 }
 
-TEST_F(CudaEngineTiny, FusedMhcStepsGiveTheUnfusedPlansBits) {
+TEST_F(CudaEngineTiny, FusedStepsGiveTheUnfusedPlansBits) {
   // mhcPostPreDecodeKernel computes each stream chunk with mhc_post's own arithmetic and mixes the
-  // rounded values, the *NormDecodeKernels normalise x with rmsNormKernel's reduction, and a fused
-  // prefill step runs the separate kernels: a bf16 plan's logits, prefill and greedy decode (which
-  // then feeds back the same tokens), are the unfused plan's to the bit.
+  // rounded values, the *NormDecodeKernels normalise x with rmsNormKernel's reduction, a fused
+  // prefill step runs the separate kernels, and the shared down projection adds the routed experts'
+  // sum to its rounded output as the add kernel does: a bf16 plan's logits, prefill and greedy
+  // decode (which then feeds back the same tokens), are the unfused plan's to the bit.
   for (const char *name : {"short", "chunked"}) {
     const std::vector<int32_t> ids = ints(std::string(name) + ".input_ids");
     Expected<std::vector<float>> fused = generate(*bf16_, ids, 6);

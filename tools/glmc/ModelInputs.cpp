@@ -45,7 +45,10 @@ void addCompileShapeOptions(CommandLine &cl) {
               "to compare against)")
       .option("fuse-mhc-norm", "on|off",
               "each sub-block's input RMSNorm folded into the mhc_pre whose x\nit normalises "
-              "(default on; off to compare against)");
+              "(default on; off to compare against)")
+      .option("fuse-linear-add", "on|off",
+              "an add folded into the linear whose output it reads (default on;\noff to compare "
+              "against)");
 }
 
 namespace {
@@ -73,10 +76,13 @@ Status fusionsFromOptions(const CommandLine &cl, compiler::CompileOptions &optio
   GLM_RETURN_IF_ERROR(mhc.status());
   Expected<bool> mhcNorm = onOff(cl, "fuse-mhc-norm", options.fuseMhcNorm);
   GLM_RETURN_IF_ERROR(mhcNorm.status());
+  Expected<bool> linearAdd = onOff(cl, "fuse-linear-add", options.fuseLinearAdd);
+  GLM_RETURN_IF_ERROR(linearAdd.status());
   options.groupLinears = *group;
   options.groupShortConvs = *convs;
   options.fuseMhc = *mhc;
   options.fuseMhcNorm = *mhcNorm;
+  options.fuseLinearAdd = *linearAdd;
   return Status::success();
 }
 

@@ -7,6 +7,7 @@
 #include "tests/gpu/support/GpuTest.h"
 
 #include <cstdio>
+#include <cstring>
 #include <functional>
 
 namespace glm::testing {
@@ -326,10 +327,12 @@ Expected<DeviceProblem> upload(const Problem &p) {
   return d;
 }
 
-/// Runs `v` on the problem; returns the checked rows of y widened to f32, and through `allWritten`
-/// whether every element of y was written (none left as the NaN poison).
+/// Runs `v` on the problem (with `addend` [rows, out] in T where given); returns the checked rows
+/// of y widened to f32, and through `allWritten` whether every element of y was written (none left
+/// as the NaN poison).
 Expected<std::vector<float>> runKernel(const cuda::Module &module, const Variant &v,
-                                       const Problem &p, const DeviceProblem &d, bool *allWritten) {
+                                       const Problem &p, const DeviceProblem &d, bool *allWritten,
+                                       const cuda::DeviceMemory *addend = nullptr) {
   const std::vector<std::string> names = allNames();
   const size_t index = std::find(names.begin(), names.end(), v.name) - names.begin();
   const size_t elementBytes = p.t == Act::F32 ? 4 : 2;
@@ -350,7 +353,8 @@ Expected<std::vector<float>> runKernel(const cuda::Module &module, const Variant
       p.biasBf16 ? 1 : 0,
       p.w == Wt::Q4 ? reinterpret_cast<const uint32_t *>(
                           d.w.ptr() + kernels::q4GroupsOffset(1, p.s.out, p.s.in))
-                    : nullptr};
+                    : nullptr,
+      addend != nullptr ? reinterpret_cast<const void *>(addend->ptr()) : nullptr};
   GLM_RETURN_IF_ERROR(launchAndWait(module.function(index), v.dims(p.s), args));
   std::vector<float> all(count);
   if (p.t == Act::F32) {
@@ -470,6 +474,55 @@ TEST_F(LinearGpu, F32ActivationsQ4Weights) {
 TEST_F(LinearGpu, Bf16ActivationsF32Weights) {
   checkAll(Act::Bf16, Wt::F32, std::vector<Shape>(std::begin(kOddShapes), std::end(kOddShapes)),
            600, kBf16Bound);
+}
+
+// plan-fuse-linear-add's addend: every kernel of every activation and weight type, at decode and
+// prefill shapes with and without bias, gives roundTo<T>(y + addend) for its own rounded y, the
+// add kernel's arithmetic, to the bit.
+TEST_F(LinearGpu, AddendIsAddedToTheRoundedOutput) {
+  const Shape shapes[] = {{1, 4096, 1000},
+                          {5, 448, 300},
+                          {16, 4096, 8192},
+                          {200, 1000 / 64 * 64, 777},
+                          {2048, 4096, 1000}};
+  uint64_t seed = 1000;
+  for (const auto [t, w] : {std::pair{Act::F32, Wt::F32},
+                            {Act::F32, Wt::Bf16},
+                            {Act::F32, Wt::Q4},
+                            {Act::Bf16, Wt::Bf16},
+                            {Act::Bf16, Wt::Fp8},
+                            {Act::Bf16, Wt::Q4}}) {
+    for (const Shape &s : shapes) {
+      const bool hasBias = seed % 2 == 0;
+      const Problem p = makeProblem(s, t, w, hasBias, ++seed);
+      GLM_ASSERT_OK_AND_ASSIGN(DeviceProblem d, upload(p));
+      SplitMix64 rng(seed);
+      std::vector<float> addend(s.rows * s.out);
+      for (float &v : addend) {
+        v = t == Act::Bf16 ? kernels::roundToBf16(rng.normal()) : rng.normal();
+      }
+      GLM_ASSERT_OK_AND_ASSIGN(cuda::DeviceMemory da,
+                               t == Act::Bf16 ? toDevice(toBf16(addend)) : toDevice(addend));
+      for (const Variant &v : variantsFor(t, w)) {
+        const std::string what = v.label + " " + std::to_string(s.rows) + "x" +
+                                 std::to_string(s.in) + "x" + std::to_string(s.out);
+        bool allWritten = false;
+        GLM_ASSERT_OK_AND_ASSIGN(std::vector<float> y, runKernel(*module_, v, p, d, &allWritten));
+        GLM_ASSERT_OK_AND_ASSIGN(std::vector<float> sum,
+                                 runKernel(*module_, v, p, d, &allWritten, &da));
+        EXPECT_TRUE(allWritten) << what;
+        size_t differ = 0;
+        for (size_t i = 0; i < p.checked.size(); ++i) {
+          for (int64_t o = 0; o < s.out; ++o) {
+            const float a = y[i * s.out + o] + addend[p.checked[i] * s.out + o];
+            const float want = t == Act::Bf16 ? kernels::roundToBf16(a) : a;
+            differ += std::memcmp(&want, &sum[i * s.out + o], 4) != 0 ? 1 : 0;
+          }
+        }
+        EXPECT_EQ(differ, 0u) << what;
+      }
+    }
+  }
 }
 
 // The rule sends few rows to the streaming kernels and many to the tiled ones; GLM's decode

@@ -13,7 +13,7 @@
 // CHECK: plan.kernel @"rmsNormKernel<Bf16, Bf16>"
 // CHECK: plan.program @decode_b1_r1
 // CHECK: plan.step "linear" "blk.0.q"
-// CHECK-SAME: launches = [#plan.launch<@"linearDecodeMmaKernel<Bf16, Bf16>" grid[128, 1, 1] block[512, 1, 1] smem 32768 args 80 [#plan.bind<"x" at 0 = "operand" 0 + 0>, #plan.bind<"weight" at 8 = "weight" 0 + 0>, #plan.bind<"y" at 32 = "result" 0 + 0>, #plan.field<"rows" at 40 = 1 : i64>, #plan.field<"inFeatures" at 48 = 64 : i64>, #plan.field<"outFeatures" at 56 = 4096 : i64>, #plan.field<"biasBf16" at 64 = 0 : i32>]>]
+// CHECK-SAME: launches = [#plan.launch<@"linearDecodeMmaKernel<Bf16, Bf16>" grid[128, 1, 1] block[512, 1, 1] smem 32768 args 88 [#plan.bind<"x" at 0 = "operand" 0 + 0>, #plan.bind<"weight" at 8 = "weight" 0 + 0>, #plan.bind<"y" at 32 = "result" 0 + 0>, #plan.field<"rows" at 40 = 1 : i64>, #plan.field<"inFeatures" at 48 = 64 : i64>, #plan.field<"outFeatures" at 56 = 4096 : i64>, #plan.field<"biasBf16" at 64 = 0 : i32>]>]
 // CHECK-SAME: workspace = 0 : i64
 // CHECK: plan.step "all_reduce"
 // CHECK-NOT: launches
