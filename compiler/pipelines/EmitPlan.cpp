@@ -5,6 +5,7 @@
 #include "compiler/target/IrOpStep.h"
 #include "ir/plan/PlanOps.h"
 #include "kernels/common/GpuLaunch.h"
+#include "kernels/common/KernelSources.h"
 #include "runtime/schema/PlanHash.h"
 #include "runtime/schema/PlanVersion.h"
 #include "runtime/schema/plan_generated.h"
@@ -260,7 +261,8 @@ public:
         b_, plan::kPlanFormatVersion, "glmc", summary.c_str(), hash.c_str(), targetDesc,
         static_cast<uint32_t>(target.getTp()),
         target.getPrecision() == "f32" ? plan::Precision::F32 : plan::Precision::BF16, &arenas,
-        &weights, &states, pool, &kernels, &programs, /*content_hash=*/~uint64_t{0});
+        &weights, &states, pool, &kernels, &programs, /*content_hash=*/~uint64_t{0},
+        arch == plan::Arch::Cpu ? nullptr : kernels::kernelSourcesHash().c_str());
     plan::FinishPlanBuffer(b_, root);
     std::vector<uint8_t> bytes(b_.GetBufferPointer(), b_.GetBufferPointer() + b_.GetSize());
     // The placeholder above keeps the field in the buffer; sealing overwrites it.

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <span>
+#include <string>
 #include <string_view>
 
 namespace glm::kernels {
@@ -13,5 +14,10 @@ struct KernelSource {
 };
 
 std::span<const KernelSource> kernelSources();
+
+/// FNV-1a 64 (hex) over every embedded source's path and text: what a GPU plan records of the
+/// sources it was compiled from (plan.fbs kernel_sources_hash). Beside the NVRTC driver
+/// (kernels/common/Nvrtc.cpp), whose cache keys include it.
+std::string kernelSourcesHash();
 
 } // namespace glm::kernels

@@ -143,6 +143,17 @@ Expected<std::string> nvrtcVersion() {
   return strCat(major, ".", minor);
 }
 
+std::string kernelSourcesHash() {
+  static const std::string hex = [] {
+    Fnv1a64 hash;
+    for (const KernelSource &h : kernelSources()) {
+      hash.add(h.path).add(h.text);
+    }
+    return hash.hex();
+  }();
+  return hex;
+}
+
 Expected<CompiledModule> compileKernels(std::string_view source,
                                         const std::vector<std::string> &nameExpressions,
                                         std::string_view arch,
@@ -167,9 +178,7 @@ Expected<CompiledModule> compileKernels(std::string_view source,
   for (const std::string &n : nameExpressions) {
     hash.add(n);
   }
-  for (const KernelSource &h : kernelSources()) {
-    hash.add(h.path).add(h.text);
-  }
+  hash.add(kernelSourcesHash());
   CompiledModule module;
   module.hash = hash.hex();
   const std::filesystem::path dir = cacheDir();

@@ -2,6 +2,7 @@
 #include "runtime/engine/PlanContracts.h"
 
 #include "kernels/OpTable.h"
+#include "kernels/common/KernelSources.h"
 #include "runtime/engine/PlanStep.h"
 #include "runtime/plan/Collectives.h"
 
@@ -92,6 +93,15 @@ Status checkLaunches(const plan::Plan &p, const plan::Step &step, const kernels:
 Status validatePlanSteps(const PlanFile &file) {
   const plan::Plan &p = file.root();
   const bool gpu = p.target()->arch() != plan::Arch::Cpu;
+  // A GPU plan's launches are only this glmc's to check if it was compiled from the same kernel
+  // sources: from others, its argument structs and cubins may differ anywhere, and the step that
+  // differs first would not say why.
+  const std::string sources = kernels::kernelSourcesHash();
+  if (gpu && (p.kernel_sources_hash() == nullptr || p.kernel_sources_hash()->str() != sources)) {
+    return invalidArgument(file.source(), ": compiled from other kernel sources than this glmc's (",
+                           p.kernel_sources_hash() ? p.kernel_sources_hash()->str() : "none",
+                           ", this glmc ", sources, "): recompile the plan with this glmc");
+  }
   for (const plan::Program *program : *p.programs()) {
     const size_t steps = program->steps() ? program->steps()->size() : 0;
     for (uint32_t i = 0; i < steps; ++i) {

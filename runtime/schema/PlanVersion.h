@@ -7,7 +7,7 @@
 
 namespace glm::plan {
 
-inline constexpr uint32_t kPlanFormatVersion = 7;
+inline constexpr uint32_t kPlanFormatVersion = 8;
 
 /// The largest argument struct of a KernelLaunch: the 4 KB every CUDA version takes by value
 /// (newer drivers allow more, which no kernel here needs).

@@ -237,6 +237,26 @@ TEST(PlanContracts, RefusesShortConvPartsOfTwoWindows) {
                 "weight 1's kernel is 2, weight 0's 4: a step's parts share one window");
 }
 
+TEST(PlanContracts, RefusesAGpuPlanFromOtherKernelSources) {
+  // A plan compiled by a glmc whose kernels differ (its argument structs, its cubins) is refused
+  // by name before any launch is compared; a CPU plan records no such hash. One hex digit changed
+  // in place.
+  const Status status = validateEdited("sm_90a", [](std::vector<uint8_t> &bytes) {
+    plan::Plan *p = plan::GetMutablePlan(bytes.data());
+    ASSERT_NE(p->kernel_sources_hash(), nullptr);
+    char *digit = const_cast<char *>(p->kernel_sources_hash()->c_str());
+    *digit = *digit == '0' ? '1' : '0';
+  });
+  ASSERT_FALSE(status.ok());
+  EXPECT_NE(
+      status.message().find("edited.glmp: compiled from other kernel sources than this glmc's ("),
+      std::string::npos)
+      << status.message();
+  EXPECT_NE(status.message().find("recompile the plan with this glmc"), std::string::npos);
+  std::vector<uint8_t> cpu = compiledPlan("cpu");
+  EXPECT_EQ(plan::GetPlan(cpu.data())->kernel_sources_hash(), nullptr);
+}
+
 TEST(PlanContracts, RefusesGpuLaunchesOtherThanTheAdaptersGive) {
   expectRefused(
       validateEdited("sm_90a",
