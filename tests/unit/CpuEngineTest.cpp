@@ -184,6 +184,49 @@ TEST_F(CpuEngineGolden, TheServingPlanComputesTheLastRowAloneWithTheSameLogits) 
       << all.status().message();
 }
 
+// Every fusion and grouping pass computes what the steps it replaces computed: the same plan with
+// all of them off (more steps) gives the fused plan's logits, prefill and greedy decode, to the
+// bit.
+TEST_F(CpuEngineGolden, FusedStepsGiveTheUnfusedPlansBits) {
+  const std::filesystem::path path = std::filesystem::temp_directory_path() /
+                                     ("cpu_engine_unfused_" + std::to_string(::getpid()) + ".glmp");
+  const std::string command =
+      std::string(GLM_GLMC_PATH) + " compile " + kTiny.string() + " -o " + path.string() +
+      " --target cpu --precision f32 --prefill-logits all --tp 1 --max-seqs 2"
+      " --max-context 2048 --decode 1x1,2x1 --prefill 1152 --group-linears off"
+      " --group-short-convs off --fuse-mhc off --fuse-mhc-norm off --fuse-linear-add off"
+      " 2>/dev/null";
+  ASSERT_EQ(std::system(command.c_str()), 0) << command;
+  Expected<std::unique_ptr<PlanFile>> plan = PlanFile::open(path);
+  std::filesystem::remove(path);
+  ASSERT_TRUE(plan.ok()) << plan.status().toString();
+  const auto decodeSteps = [](const plan::Plan &p) {
+    return p.programs()->Get(0)->steps()->size();
+  };
+  EXPECT_GT(decodeSteps((*plan)->root()), decodeSteps(engine_->plan()));
+  Expected<std::unique_ptr<CpuEngine>> unfused = CpuEngine::create(
+      std::move(plan).value(), *checkpoint_, {.tieRule = kernels::TopkTieRule::TorchCpu});
+  ASSERT_TRUE(unfused.ok()) << unfused.status().toString();
+
+  const std::vector<int32_t> ids = ints("short.input_ids");
+  const int a = *(*unfused)->newSequence(), b = *engine_->newSequence();
+  Expected<std::vector<float>> want = (*unfused)->prefill(a, ids);
+  Expected<std::vector<float>> got = engine_->prefill(b, ids);
+  ASSERT_TRUE(want.ok() && got.ok());
+  EXPECT_EQ(*got, *want) << "prefill";
+  int32_t next =
+      argmax(got->data() + (ids.size() - 1) * engine_->vocabSize(), engine_->vocabSize());
+  for (int i = 0; i < 4; ++i) {
+    const int sa[] = {a}, sb[] = {b};
+    Expected<std::vector<float>> dw = (*unfused)->decode(sa, std::span(&next, 1));
+    Expected<std::vector<float>> dg = engine_->decode(sb, std::span(&next, 1));
+    ASSERT_TRUE(dw.ok() && dg.ok());
+    EXPECT_EQ(*dg, *dw) << "decode step " << i;
+    next = argmax(dg->data(), engine_->vocabSize());
+  }
+  engine_->endSequence(b);
+}
+
 TEST_F(CpuEngineGolden, Short) { checkCase("short"); }
 TEST_F(CpuEngineGolden, Long) { checkCase("long"); }
 TEST_F(CpuEngineGolden, ChunkedPrefill) { checkCase("chunked", {64, 100, 150}); }
