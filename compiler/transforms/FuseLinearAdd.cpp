@@ -20,8 +20,6 @@
 
 #include "mlir/IR/Builders.h"
 
-#include <string>
-
 namespace glm::compiler {
 #define GEN_PASS_DEF_PLANFUSELINEARADDPASS
 #include "compiler/Passes.h.inc"
@@ -53,27 +51,25 @@ Value addendOf(planir::StepOp linear, planir::StepOp add) {
 
 struct FuseLinearAdd : glm::compiler::impl::PlanFuseLinearAddPassBase<FuseLinearAdd> {
   void runOnOperation() override {
-    for (auto program : getOperation().getOps<planir::ProgramOp>()) {
-      SmallVector<planir::StepOp> steps(program.getBody().front().getOps<planir::StepOp>());
-      for (size_t i = 0; i + 1 < steps.size(); ++i) {
-        if (Value addend = addendOf(steps[i], steps[i + 1])) {
-          fuse(steps[i], steps[i + 1], addend);
-          ++i;
-        }
+    glm::compiler::foldAdjacentSteps(getOperation(), [](planir::StepOp linear, planir::StepOp add) {
+      const Value addend = addendOf(linear, add);
+      if (!addend) {
+        return false;
       }
-    }
+      fuse(linear, add, addend);
+      return true;
+    });
   }
 
   static void fuse(planir::StepOp linear, planir::StepOp add, Value addend) {
     glm::compiler::hoistAllocs(linear, add.getOutputs());
     OpBuilder b(linear);
     const Value inputs[] = {linear.getInputs()[0], addend};
-    const llvm::StringRef name = add.getName();
     // The linear no longer writes its output or the add reads it back.
     planir::StepOp::create(
         b, linear.getLoc(), linear.getOpAttr(),
-        b.getStringAttr(linear.getName() + "+" + name.substr(name.rfind('.') + 1)), inputs,
-        add.getOutputs(), linear.getWeights(), linear.getStates(), linear.getParams(),
+        b.getStringAttr(glm::compiler::foldedName(linear, add)), inputs, add.getOutputs(),
+        linear.getWeights(), linear.getStates(), linear.getParams(),
         b.getI64IntegerAttr(linear.getBytesRead() + add.getBytesRead() - linear.getBytesWritten()),
         b.getI64IntegerAttr(add.getBytesWritten()),
         b.getI64IntegerAttr(linear.getFlops() + add.getFlops()), nullptr, nullptr, nullptr);

@@ -20,6 +20,7 @@
 
 #include "compiler/Passes.h"
 #include "compiler/target/IrOpStep.h"
+#include "compiler/transforms/StepGroups.h"
 #include "kernels/mhc_pre/mhc_pre_gpu.h"
 
 #include "mlir/IR/Builders.h"
@@ -53,18 +54,15 @@ struct FuseMhc : glm::compiler::impl::PlanFuseMhcPassBase<FuseMhc> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
     const glm::compiler::PlanFacts facts(module);
-    for (auto program : module.getOps<planir::ProgramOp>()) {
-      SmallVector<planir::StepOp> steps(program.getBody().front().getOps<planir::StepOp>());
-      for (size_t i = 0; i + 1 < steps.size(); ++i) {
-        planir::StepOp post = steps[i], pre = steps[i + 1];
-        if (post.getOp() == "mhc_post" && pre.getOp() == "mhc_pre" && pre.getInputs().size() == 1 &&
-            pre.getInputs()[0] == post.getOutputs()[0] &&
-            !llvm::is_contained(post.getInputs(), post.getOutputs()[0])) {
-          fuse(post, pre, facts);
-          ++i;
-        }
+    glm::compiler::foldAdjacentSteps(module, [&](planir::StepOp post, planir::StepOp pre) {
+      if (post.getOp() != "mhc_post" || pre.getOp() != "mhc_pre" || pre.getInputs().size() != 1 ||
+          pre.getInputs()[0] != post.getOutputs()[0] ||
+          llvm::is_contained(post.getInputs(), post.getOutputs()[0])) {
+        return false;
       }
-    }
+      fuse(post, pre, facts);
+      return true;
+    });
   }
 
   static void fuse(planir::StepOp post, planir::StepOp pre, const glm::compiler::PlanFacts &facts) {

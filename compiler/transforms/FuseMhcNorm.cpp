@@ -46,15 +46,13 @@ bool foldable(planir::StepOp pre, planir::StepOp norm) {
 
 struct FuseMhcNorm : glm::compiler::impl::PlanFuseMhcNormPassBase<FuseMhcNorm> {
   void runOnOperation() override {
-    for (auto program : getOperation().getOps<planir::ProgramOp>()) {
-      SmallVector<planir::StepOp> steps(program.getBody().front().getOps<planir::StepOp>());
-      for (size_t i = 0; i + 1 < steps.size(); ++i) {
-        if (foldable(steps[i], steps[i + 1])) {
-          fuse(steps[i], steps[i + 1]);
-          ++i;
-        }
+    glm::compiler::foldAdjacentSteps(getOperation(), [](planir::StepOp pre, planir::StepOp norm) {
+      if (!foldable(pre, norm)) {
+        return false;
       }
-    }
+      fuse(pre, norm);
+      return true;
+    });
   }
 
   static void fuse(planir::StepOp pre, planir::StepOp norm) {
@@ -69,7 +67,7 @@ struct FuseMhcNorm : glm::compiler::impl::PlanFuseMhcNormPassBase<FuseMhcNorm> {
       params.set("input_norm_eps", eps);
     }
     planir::StepOp::create(
-        b, pre.getLoc(), pre.getOpAttr(), b.getStringAttr(pre.getName() + "+" + tail(norm)),
+        b, pre.getLoc(), pre.getOpAttr(), b.getStringAttr(glm::compiler::foldedName(pre, norm)),
         pre.getInputs(), outputs, b.getArrayAttr(weights), pre.getStates(),
         params.getDictionary(b.getContext()),
         b.getI64IntegerAttr(pre.getBytesRead() + norm.getBytesRead()),
@@ -77,12 +75,6 @@ struct FuseMhcNorm : glm::compiler::impl::PlanFuseMhcNormPassBase<FuseMhcNorm> {
         b.getI64IntegerAttr(pre.getFlops() + norm.getFlops()), nullptr, nullptr, nullptr);
     pre.erase();
     norm.erase();
-  }
-
-  /// "blk.0.attn_norm" -> "attn_norm": the norm's last name part, after the mixer's own name.
-  static std::string tail(planir::StepOp norm) {
-    const llvm::StringRef name = norm.getName();
-    return name.substr(name.rfind('.') + 1).str();
   }
 };
 

@@ -88,6 +88,23 @@ std::string groupName(ArrayRef<planir::StepOp> steps) {
   return name;
 }
 
+void foldAdjacentSteps(ModuleOp module,
+                       llvm::function_ref<bool(planir::StepOp, planir::StepOp)> fold) {
+  for (auto program : module.getOps<planir::ProgramOp>()) {
+    SmallVector<planir::StepOp> steps(program.getBody().front().getOps<planir::StepOp>());
+    for (size_t i = 0; i + 1 < steps.size(); ++i) {
+      if (fold(steps[i], steps[i + 1])) {
+        ++i;
+      }
+    }
+  }
+}
+
+std::string foldedName(planir::StepOp first, planir::StepOp second) {
+  const StringRef name = second.getName();
+  return (first.getName() + "+" + name.substr(name.rfind('.') + 1)).str();
+}
+
 void hoistAllocs(planir::StepOp step, ValueRange buffers) {
   for (Value v : buffers) {
     Operation *alloc = v.getDefiningOp();

@@ -3,6 +3,8 @@
 // The grouping passes (plan-group-linears, plan-group-short-convs) put independent steps of one
 // kind in one step at the first one's place, so that a decode step pays one launch for them. What
 // may move up there is a question of the plan's buffers and states alone, answered here once.
+// The folding passes fold a step into the one right before it; their walk and naming are here
+// too.
 //
 //===----------------------------------------------------------------------===//
 #pragma once
@@ -33,6 +35,18 @@ void groupSteps(mlir::ModuleOp module, size_t maxParts,
 /// A group's step name: the first step's, then each other's after the first's prefix up to its
 /// last dot ("blk.0.attn.q_proj", "blk.0.attn.k_proj" -> "blk.0.attn.q_proj+k_proj").
 std::string groupName(llvm::ArrayRef<planir::StepOp> steps);
+
+/// Offers each pair of adjacent steps of each program of `module`, in program order, to `fold`,
+/// which returns whether it replaced them (the folding passes: plan-fuse-mhc, plan-fuse-mhc-norm,
+/// plan-fuse-linear-add); the step after a folded pair is offered with its own next one, so a step
+/// folds at most once a call. Only adjacent steps fold, so no step between can see a buffer written
+/// early or missing.
+void foldAdjacentSteps(mlir::ModuleOp module,
+                       llvm::function_ref<bool(planir::StepOp first, planir::StepOp second)> fold);
+
+/// A folded step's name: the first step's, then the second's last dotted part
+/// ("blk.0.attn_hc", "blk.0.attn_norm" -> "blk.0.attn_hc+attn_norm").
+std::string foldedName(planir::StepOp first, planir::StepOp second);
 
 /// Moves the plan.alloc of each of `buffers` that is defined after `step` (in its block) to just
 /// before it: a group's step, or a step another folds into (plan-fuse-mhc-norm), writes the later

@@ -96,11 +96,14 @@ Status validatePlanSteps(const PlanFile &file) {
   // A GPU plan's launches are only this glmc's to check if it was compiled from the same kernel
   // sources: from others, its argument structs and cubins may differ anywhere, and the step that
   // differs first would not say why.
-  const std::string sources = kernels::kernelSourcesHash();
-  if (gpu && (p.kernel_sources_hash() == nullptr || p.kernel_sources_hash()->str() != sources)) {
-    return invalidArgument(file.source(), ": compiled from other kernel sources than this glmc's (",
-                           p.kernel_sources_hash() ? p.kernel_sources_hash()->str() : "none",
-                           ", this glmc ", sources, "): recompile the plan with this glmc");
+  if (gpu) {
+    const std::string sources = kernels::kernelSourcesHash();
+    if (p.kernel_sources_hash() == nullptr || p.kernel_sources_hash()->str() != sources) {
+      return invalidArgument(file.source(),
+                             ": compiled from other kernel sources than this glmc's (",
+                             p.kernel_sources_hash() ? p.kernel_sources_hash()->str() : "none",
+                             ", this glmc ", sources, "): recompile the plan with this glmc");
+    }
   }
   for (const plan::Program *program : *p.programs()) {
     const size_t steps = program->steps() ? program->steps()->size() : 0;

@@ -33,6 +33,25 @@ int32_t argmax(const float *row, int64_t vocab) {
   return best;
 }
 
+/// The tiny fixture's CPU f32 plan with `options`, compiled by glmc into a temporary file (`name`
+/// keeps suites running at once apart) and read back.
+Expected<std::unique_ptr<PlanFile>> compileTinyPlan(const std::string &name,
+                                                    const std::string &options) {
+  const std::filesystem::path path =
+      std::filesystem::temp_directory_path() / (name + "_" + std::to_string(::getpid()) + ".glmp");
+  const std::string command = std::string(GLM_GLMC_PATH) + " compile " + kTiny.string() + " -o " +
+                              path.string() +
+                              " --target cpu --precision f32 --tp 1 --max-seqs 2"
+                              " --max-context 2048 --decode 1x1,2x1 " +
+                              options + " 2>/dev/null";
+  if (std::system(command.c_str()) != 0) {
+    return internalError("failed: ", command);
+  }
+  Expected<std::unique_ptr<PlanFile>> plan = PlanFile::open(path);
+  std::filesystem::remove(path);
+  return plan;
+}
+
 class CpuEngineGolden : public ::testing::Test {
 protected:
   static void SetUpTestSuite() {
@@ -40,16 +59,8 @@ protected:
     // ties by an algorithm that depends on how many pools one call sees, so a prompt split where
     // HF did not split it may pick another of two tied pools. The chunked case splits where HF
     // did.
-    const std::filesystem::path planPath =
-        std::filesystem::temp_directory_path() /
-        ("cpu_engine_test_" + std::to_string(::getpid()) + ".glmp");
-    const std::string command =
-        std::string(GLM_GLMC_PATH) + " compile " + kTiny.string() + " -o " + planPath.string() +
-        " --target cpu --precision f32 --prefill-logits all --tp 1 --max-seqs 2"
-        " --max-context 2048 --decode 1x1,2x1 --prefill 1152 2>/dev/null";
-    ASSERT_EQ(std::system(command.c_str()), 0) << command;
-    Expected<std::unique_ptr<PlanFile>> plan = PlanFile::open(planPath);
-    std::filesystem::remove(planPath);
+    Expected<std::unique_ptr<PlanFile>> plan =
+        compileTinyPlan("cpu_engine_test", "--prefill-logits all --prefill 1152");
     ASSERT_TRUE(plan.ok()) << plan.status().toString();
     checkpoint_ = std::move(Checkpoint::open(kTiny)).value().release();
     // HF's reference run broke top-k ties as torch's CPU topk does; so does the engine here.
@@ -135,16 +146,7 @@ SafeTensorsFile *CpuEngineGolden::golden_ = nullptr;
 // every-row plan's last row, bit for bit (the reference's rows are independent), in chunks too,
 // and it refuses to return rows it never computed.
 TEST_F(CpuEngineGolden, TheServingPlanComputesTheLastRowAloneWithTheSameLogits) {
-  const std::filesystem::path path =
-      std::filesystem::temp_directory_path() /
-      ("cpu_engine_last_row_" + std::to_string(::getpid()) + ".glmp");
-  const std::string command = std::string(GLM_GLMC_PATH) + " compile " + kTiny.string() + " -o " +
-                              path.string() +
-                              " --target cpu --precision f32 --tp 1 --max-seqs 2"
-                              " --max-context 2048 --decode 1x1,2x1 --prefill 64 2>/dev/null";
-  ASSERT_EQ(std::system(command.c_str()), 0) << command;
-  Expected<std::unique_ptr<PlanFile>> plan = PlanFile::open(path);
-  std::filesystem::remove(path);
+  Expected<std::unique_ptr<PlanFile>> plan = compileTinyPlan("cpu_engine_last_row", "--prefill 64");
   ASSERT_TRUE(plan.ok()) << plan.status().toString();
   const plan::Program *prefill = nullptr;
   for (const plan::Program *p : *(*plan)->root().programs()) {
@@ -188,17 +190,10 @@ TEST_F(CpuEngineGolden, TheServingPlanComputesTheLastRowAloneWithTheSameLogits) 
 // all of them off (more steps) gives the fused plan's logits, prefill and greedy decode, to the
 // bit.
 TEST_F(CpuEngineGolden, FusedStepsGiveTheUnfusedPlansBits) {
-  const std::filesystem::path path = std::filesystem::temp_directory_path() /
-                                     ("cpu_engine_unfused_" + std::to_string(::getpid()) + ".glmp");
-  const std::string command =
-      std::string(GLM_GLMC_PATH) + " compile " + kTiny.string() + " -o " + path.string() +
-      " --target cpu --precision f32 --prefill-logits all --tp 1 --max-seqs 2"
-      " --max-context 2048 --decode 1x1,2x1 --prefill 1152 --group-linears off"
-      " --group-short-convs off --fuse-mhc off --fuse-mhc-norm off --fuse-linear-add off"
-      " 2>/dev/null";
-  ASSERT_EQ(std::system(command.c_str()), 0) << command;
-  Expected<std::unique_ptr<PlanFile>> plan = PlanFile::open(path);
-  std::filesystem::remove(path);
+  Expected<std::unique_ptr<PlanFile>> plan = compileTinyPlan(
+      "cpu_engine_unfused", "--prefill-logits all --prefill 1152 --group-linears off"
+                            " --group-short-convs off --fuse-mhc off --fuse-mhc-norm off"
+                            " --fuse-linear-add off");
   ASSERT_TRUE(plan.ok()) << plan.status().toString();
   const auto decodeSteps = [](const plan::Plan &p) {
     return p.programs()->Get(0)->steps()->size();
