@@ -175,6 +175,21 @@ def PlanFuseMhcNormPass : Pass<"plan-fuse-mhc-norm", "mlir::ModuleOp"> {
   }];
 }
 
+def PlanFuseKdaNormPass : Pass<"plan-fuse-kda-norm", "mlir::ModuleOp"> {
+  let summary = "folds KDA's gated output norm into the kda step whose result it reads";
+  let description = [{
+    Where a program's kda step is followed at once by a weighted gated_norm of
+    its result in groups of its head_dim, written to a buffer that is neither
+    that result nor the gate, the norm joins the kda step: its gate as
+    operand 7, its weight as weight 2, its eps as parameter norm_eps, its
+    result as result 1 (kernels/kda/kda_op.cpp). Decode rows normalise inside
+    the recurrence's launch, a cluster of blocks a head, with
+    gatedRmsNormKernel's row routine (the same bits), prefill rows run
+    gatedRmsNormKernel after the recurrence in the one step. Every target;
+    runs after glm-to-plan, before plan-assign-arenas.
+  }];
+}
+
 def PlanFuseLinearAddPass : Pass<"plan-fuse-linear-add", "mlir::ModuleOp"> {
   let summary = "folds an add into the linear whose output it reads";
   let description = [{

@@ -39,7 +39,7 @@ build/bin/glmc compile "$fixture" -o "$out/plans/cpu_f32.glmp" "${common[@]}" --
 build/bin/glmc compile "$fixture" -o "$out/plans/gpu_f32.glmp" "${common[@]}" --target "$arch" --precision f32 --prefill 1152
 build/bin/glmc compile "$fixture" -o "$out/plans/gpu_f32_prefill64.glmp" "${common[@]}" --target "$arch" --precision f32 --prefill 64
 build/bin/glmc compile "$fixture" -o "$out/plans/gpu_bf16.glmp" "${common[@]}" --target "$arch" --precision bf16 --prefill 1152
-build/bin/glmc compile "$fixture" -o "$out/plans/gpu_bf16_unfused.glmp" "${common[@]}" --target "$arch" --precision bf16 --prefill 1152 --fuse-mhc off --fuse-mhc-norm off --fuse-linear-add off
+build/bin/glmc compile "$fixture" -o "$out/plans/gpu_bf16_unfused.glmp" "${common[@]}" --target "$arch" --precision bf16 --prefill 1152 --fuse-mhc off --fuse-mhc-norm off --fuse-kda-norm off --fuse-linear-add off
 # What glmc serve runs: each prefill chunk's last row alone (--prefill-logits last, the default).
 serving=(--tp 1 --max-seqs 2 --max-context 2048 --decode 1x1,2x1 --prefill 64 --target "$arch" --dense bf16 --head bf16)
 build/bin/glmc compile "$fixture" -o "$out/plans/gpu_f32_serving.glmp" "${serving[@]}" --precision f32

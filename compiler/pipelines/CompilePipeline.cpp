@@ -125,6 +125,10 @@ void buildCompilePipeline(mlir::OpPassManager &pm, const CompileOptions &options
   if (options.fuseMhcNorm) {
     pm.addPass(createPlanFuseMhcNormPass());
   }
+  // A KDA layer's gated output norm in its recurrence's launch.
+  if (options.fuseKdaNorm) {
+    pm.addPass(createPlanFuseKdaNormPass());
+  }
   // An MoE layer's sum of routed and shared experts in the shared down projection's launch.
   if (options.fuseLinearAdd) {
     pm.addPass(createPlanFuseLinearAddPass());

@@ -52,6 +52,9 @@ struct CompileOptions {
   /// plan-fuse-mhc-norm: each sub-block's input RMSNorm folded into the mhc_pre whose x it
   /// normalises (--fuse-mhc-norm off keeps the two steps, to compare against).
   bool fuseMhcNorm = true;
+  /// plan-fuse-kda-norm: KDA's gated output norm folded into the kda step whose result it reads
+  /// (--fuse-kda-norm off keeps the two steps, to compare against).
+  bool fuseKdaNorm = true;
   /// plan-fuse-linear-add: an add folded into the linear whose output it reads, as that linear's
   /// addend (--fuse-linear-add off keeps the two steps, to compare against).
   bool fuseLinearAdd = true;

@@ -6,6 +6,23 @@
 #include "kernels/rms_norm/rms_norm.cuh"
 
 namespace glm::kernels {
+namespace norm {
+
+/// One row of the gated norm by the 32 lanes of a warp, `lane` this one, writing the elements of
+/// `span` (the whole row by default). gatedRmsNormKernel runs it for each of its rows and the KDA
+/// decode kernel folded with the norm (kda.cuh) for the heads of its cluster, so the two give the
+/// same bits.
+template <typename T, typename W>
+__device__ __forceinline__ void gatedNormRow(const T *x, const T *gate, const W *w, T *out,
+                                             int64_t dim, float eps, int lane,
+                                             WriteSpan span = {}) {
+  normaliseRow<kGatedRmsNormKeptChunks>(
+      x, gate, w, out, dim, eps, lane, 32, [](float s) { return warpSum(s); },
+      // All f32, rounded once at the store, as HF computes it.
+      [](float y, float wv, float g) { return wv * y / (1.0f + expf(-g)); }, span);
+}
+
+} // namespace norm
 
 // Four blocks an SM, 32 rows in flight per SM at prefill: 64 registers (70 unbounded). The bf16
 // instances fit without spilling; f32 activations with bf16 weights spill 8 bytes.
@@ -20,12 +37,9 @@ __global__ void __launch_bounds__(32 * kGatedRmsNormRowsPerBlock, 4)
     return; // the whole warp: its shuffles need no absent lanes
   }
   const int64_t at = row * a.dim;
-  norm::normaliseRow<kGatedRmsNormKeptChunks>(
-      static_cast<const T *>(a.x) + at, static_cast<const T *>(a.gate) + at,
-      static_cast<const W *>(a.weight), static_cast<T *>(a.out) + at, a.dim, a.eps,
-      threadIdx.x & 31, 32, [](float s) { return warpSum(s); },
-      // All f32, rounded once at the store, as HF computes it.
-      [](float y, float w, float g) { return w * y / (1.0f + expf(-g)); });
+  norm::gatedNormRow(static_cast<const T *>(a.x) + at, static_cast<const T *>(a.gate) + at,
+                     static_cast<const W *>(a.weight), static_cast<T *>(a.out) + at, a.dim, a.eps,
+                     threadIdx.x & 31);
 }
 
 } // namespace glm::kernels

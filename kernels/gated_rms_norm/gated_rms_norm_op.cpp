@@ -10,24 +10,35 @@
 
 namespace glm::kernels {
 
+namespace {
+
+/// gatedRmsNormKernel over `rows` rows of `dim`: x at (xSource, x), the gate operand `gate`,
+/// weight `weight` where the step has it, the output at result `out`.
+GpuLaunch launchOf(const OpStep &step, ArgSource xSource, size_t x, size_t gate, size_t weight,
+                   size_t out, int64_t rows, int64_t dim, float eps) {
+  ArgPack<GatedRmsNormGpuArgs> p;
+  p.bind(p.args.x, xSource, x, "x");
+  p.bind(p.args.gate, ArgSource::Operand, gate, "gate");
+  if (step.hasWeight(weight)) {
+    p.bind(p.args.weight, ArgSource::Weight, weight, "weight");
+  }
+  p.bind(p.args.out, ArgSource::Result, out, "out");
+  p.set(p.args.rows, rows, "rows");
+  p.set(p.args.dim, dim, "dim");
+  p.set(p.args.eps, eps, "eps");
+  return p.launch(
+      "kernels/gated_rms_norm/gated_rms_norm.cuh",
+      kernelInstance("gatedRmsNormKernel", {kernelTypeName(step.activation()),
+                                            kernelTypeName(step.denseWeightType(weight))}),
+      gatedRmsNormLaunch(rows));
+}
+
+} // namespace
+
 Expected<GpuStep> gatedNormGpu(const OpStep &step) {
   const GroupedNormShape s = groupedNormShapeOf(step);
-  const int64_t rows = step.rows() * s.groupsPerRow;
-  ArgPack<GatedRmsNormGpuArgs> p;
-  p.bind(p.args.x, ArgSource::Operand, 0, "x");
-  p.bind(p.args.gate, ArgSource::Operand, 1, "gate");
-  if (step.hasWeight(0)) {
-    p.bind(p.args.weight, ArgSource::Weight, 0, "weight");
-  }
-  p.bind(p.args.out, ArgSource::Result, 0, "out");
-  p.set(p.args.rows, rows, "rows");
-  p.set(p.args.dim, s.group, "dim");
-  p.set(p.args.eps, s.eps, "eps");
-  return GpuStep{
-      {p.launch("kernels/gated_rms_norm/gated_rms_norm.cuh",
-                kernelInstance("gatedRmsNormKernel", {kernelTypeName(step.activation()),
-                                                      kernelTypeName(step.denseWeightType(0))}),
-                gatedRmsNormLaunch(rows))}};
+  return GpuStep{{launchOf(step, ArgSource::Operand, 0, 1, 0, 0, step.rows() * s.groupsPerRow,
+                           s.group, s.eps)}};
 }
 
 Status gatedNormCpu(const OpStep &step, const HostStep &host) {
@@ -39,6 +50,25 @@ Status gatedNormCpu(const OpStep &step, const HostStep &host) {
                           .rows = host.rows() * s.groupsPerRow,
                           .dim = s.group,
                           .eps = s.eps});
+}
+
+GpuLaunch gatedNormLaunchOf(const OpStep &step, size_t x, size_t gate, size_t weight, size_t out,
+                            int64_t group, float eps) {
+  const int64_t width = step.result(x).shape[1];
+  return launchOf(step, ArgSource::Result, x, gate, weight, out, step.rows() * (width / group),
+                  group, eps);
+}
+
+Status gatedNormCpuOf(const OpStep &step, const HostStep &host, size_t x, size_t gate,
+                      size_t weight, size_t out, int64_t group, float eps) {
+  const int64_t width = step.result(x).shape[1];
+  return gatedRmsNormRef({.x = host.f32Out(x),
+                          .gate = host.f32In(gate),
+                          .weight = host.weight(weight),
+                          .out = host.f32Out(out),
+                          .rows = host.rows() * (width / group),
+                          .dim = group,
+                          .eps = eps});
 }
 
 Status gatedNormCheck(const OpStep &step) {

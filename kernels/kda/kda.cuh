@@ -2,7 +2,9 @@
 #pragma once
 
 #include "kernels/common/Device.cuh"
+#include "kernels/common/Ptx.cuh"
 #include "kernels/common/StepContext.h"
+#include "kernels/gated_rms_norm/gated_rms_norm.cuh"
 #include "kernels/kda/kda_gpu.h"
 
 namespace glm::kernels {
@@ -235,10 +237,47 @@ __device__ __forceinline__ void recurrence(const KdaGpuArgs &a) {
   }
 }
 
+/// The folded gated norm of this block's columns: for each row of its sequence (the block's warps
+/// take them in turn) the head's whole row of o, which the cluster's blocks stored before the
+/// barrier, normalised with gatedRmsNormKernel's row routine into `normed`. Every row is
+/// normalised, padding rows and those of a sequence without a slot (o = 0) too, as the unfused
+/// norm step does.
+template <typename T, typename WN, int Warps>
+__device__ __forceinline__ void normaliseColumns(const KdaGpuArgs &a) {
+  constexpr int kCols = Warps * kKdaColumnsPerWarp;
+  const int dv = a.valueDim;
+  const int colBlocks = (dv + kCols - 1) / kCols;
+  const int h = blockIdx.x / colBlocks;
+  const int colBase = (blockIdx.x % colBlocks) * kCols;
+  const int rowsPerSeq = a.ctx.rowsPerSequence;
+  const int64_t firstRow = static_cast<int64_t>(blockIdx.y) * rowsPerSeq;
+  const int64_t rowStride = static_cast<int64_t>(a.heads) * dv;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  for (int r = warp; r < rowsPerSeq; r += Warps) {
+    const int64_t at = (firstRow + r) * rowStride + static_cast<int64_t>(h) * dv;
+    norm::gatedNormRow(static_cast<const T *>(a.out) + at, static_cast<const T *>(a.gate) + at,
+                       static_cast<const WN *>(a.normWeight), static_cast<T *>(a.normed) + at, dv,
+                       a.normEps, lane, norm::WriteSpan{colBase, colBase + kCols});
+  }
+}
+
 } // namespace kda
 
 template <typename T, typename W> __global__ void kdaDecodeKernel(KdaGpuArgs a) {
   kda::recurrence<T, W, kKdaDecodeWarps, kKdaDecodeTile>(a);
+}
+
+/// kdaDecodeKernel and the gated output norm after it in one launch (kda_gpu.h): kCluster =
+/// kdaNormCluster(valueDim), the blocks of a head.
+template <typename T, typename W, typename WN, int kCluster>
+__global__ void __cluster_dims__(kCluster, 1, 1) kdaDecodeNormKernel(KdaGpuArgs a) {
+  kda::recurrence<T, W, kKdaDecodeWarps, kKdaDecodeTile>(a);
+  // Every thread arrives, its columns of o stored (recurrence returns on every path, none of
+  // them early for part of the block): after the barrier the cluster's stores are visible. The
+  // barrier is .aligned, so each warp reaches it converged.
+  __syncwarp();
+  ptx::clusterSync();
+  kda::normaliseColumns<T, WN, kKdaDecodeWarps>(a);
 }
 
 template <typename T, typename W> __global__ void kdaPrefillKernel(KdaGpuArgs a) {

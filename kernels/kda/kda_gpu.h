@@ -36,6 +36,21 @@
 // 4-16 rows against one-row steps), and the choice below is speed alone.
 // Padding rows (negative positions) are skipped: the state does not see them and their output is
 // 0. A sequence with a negative slot writes 0 to its rows and touches no state.
+//
+// Folded with the gated output norm after it (plan-fuse-kda-norm; gate, normWeight, normed and
+// normEps set):
+//   gate    T [rows, heads · valueDim]     g_b(g_a(x))
+//   normWeight WN [valueDim]               o_norm.weight
+//   normed  T [rows, heads · valueDim]     gated_rms_norm(out, gate) per head; aliases none of
+//                                          out, gate
+// kdaDecodeNormKernel<T, W, WN, C> launches the decode grid in clusters of C = ceil(valueDim / 16)
+// blocks, one head of one sequence a cluster (kdaNormCluster: valueDim <= 128 makes C <= 8, the
+// portable limit). Once every block of the cluster has stored its columns of o (rounded to T, as
+// the norm would read them from the unfused step), the blocks pass a cluster barrier, and each
+// then reads the head's whole row of o back from L2 and runs gatedRmsNormKernel's own row routine
+// (norm::gatedNormRow, a warp a row) on it, writing its own columns: the bits of the two launches,
+// at the cost of one barrier and one L2 round trip. Prefill steps run gatedRmsNormKernel after the
+// prefill kernel.
 #pragma once
 
 #include "kernels/common/DeviceTypes.h"
@@ -69,12 +84,23 @@ struct KdaGpuArgs {
   int32_t valueDim;
   float lowerBound; // linear_lower_bound
   float l2Eps;      // 1e-6: inside the sqrt of q's and k's L2 norms
+  // The folded gated norm's (kdaDecodeNormKernel only).
+  const void *gate;
+  const void *normWeight;
+  void *normed;
+  float normEps;
 };
 
 #ifndef __CUDACC_RTC__
 /// Whether a step of `rowsPerSequence` rows runs kdaDecodeKernel (else kdaPrefillKernel). On an
 /// H200 at Flash's shape the decode kernel is 13% faster at 1 row per sequence and 4% slower at 4.
 inline bool kdaUsesDecodeKernel(int64_t rowsPerSequence) { return rowsPerSequence < 4; }
+
+/// The blocks of kdaDecodeKernel's grid that share a head of a sequence: the cluster of
+/// kdaDecodeNormKernel.
+inline int kdaNormCluster(int64_t valueDim) {
+  return static_cast<int>(ceilDiv(valueDim, kKdaColumnsPerWarp * kKdaDecodeWarps));
+}
 
 /// The grid of kdaDecodeKernel (`decode`) or kdaPrefillKernel.
 inline LaunchDims kdaLaunch(bool decode, int64_t heads, int64_t valueDim, int64_t batch) {

@@ -367,14 +367,16 @@ private:
                         weight(p + "b_proj", ck + "b_proj.weight", ShardKind::Column), heads);
     FlatSymbolRefAttr aLog = weight(p + "A_log", ck + "A_log", ShardKind::Head);
     FlatSymbolRefAttr dtBias = weight(p + "dt_bias", ck + "dt_bias", ShardKind::Column);
-    FlatSymbolRefAttr recurrent =
-        state(p + "kda.state", {heads, dk, dk}, ir::StateKind::KdaRecurrent);
-    Value o = ir::KdaOp::create(b_, at(p + "kda"), rows(proj), q, k, v, f, beta, aLog, dtBias,
-                                recurrent, i64(heads), i64(dk), f64(c_.linearLowerBound));
+    // The output gate's projections before the recurrence, so that the gated norm follows the
+    // recurrence at once (plan-fuse-kda-norm folds the two where the pair is adjacent).
     Value ga = linear(p + "g_a_proj", x,
                       weight(p + "g_a_proj", ck + "g_a_proj.weight", ShardKind::Replicated), dk);
     Value gate = linear(p + "g_b_proj", ga,
                         weight(p + "g_b_proj", ck + "g_b_proj.weight", ShardKind::Column), proj);
+    FlatSymbolRefAttr recurrent =
+        state(p + "kda.state", {heads, dk, dk}, ir::StateKind::KdaRecurrent);
+    Value o = ir::KdaOp::create(b_, at(p + "kda"), rows(proj), q, k, v, f, beta, aLog, dtBias,
+                                recurrent, i64(heads), i64(dk), f64(c_.linearLowerBound));
     Value normed =
         ir::GatedNormOp::create(b_, at(p + "o_norm"), rows(proj), o, gate,
                                 weight(p + "o_norm", ck + "o_norm.weight", ShardKind::Replicated),

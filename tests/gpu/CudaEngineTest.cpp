@@ -80,13 +80,14 @@ protected:
     bf16_ = open(
         "gpu_bf16", "--target " + arch + " --precision bf16 --dense bf16 --head bf16" + programs,
         [&](auto plan) { return cuda::CudaEngine::create(std::move(plan), *checkpoint_); });
-    // The same plan with each mhc_post, each sub-block's input norm and each MoE sum its own step
-    // (plan-fuse-mhc, plan-fuse-mhc-norm and plan-fuse-linear-add off), to check the fusions by.
+    // The same plan with each mhc_post, each sub-block's input norm, each KDA output norm and each
+    // MoE sum its own step (plan-fuse-mhc, plan-fuse-mhc-norm, plan-fuse-kda-norm and
+    // plan-fuse-linear-add off), to check the fusions by.
     bf16Unfused_ =
         open("gpu_bf16_unfused",
              "--target " + arch +
                  " --precision bf16 --dense bf16 --head bf16 --fuse-mhc off "
-                 "--fuse-mhc-norm off --fuse-linear-add off" +
+                 "--fuse-mhc-norm off --fuse-kda-norm off --fuse-linear-add off" +
                  programs,
              [&](auto plan) { return cuda::CudaEngine::create(std::move(plan), *checkpoint_); });
     golden_ =

@@ -193,7 +193,7 @@ TEST_F(CpuEngineGolden, FusedStepsGiveTheUnfusedPlansBits) {
   Expected<std::unique_ptr<PlanFile>> plan = compileTinyPlan(
       "cpu_engine_unfused", "--prefill-logits all --prefill 1152 --group-linears off"
                             " --group-short-convs off --fuse-mhc off --fuse-mhc-norm off"
-                            " --fuse-linear-add off");
+                            " --fuse-kda-norm off --fuse-linear-add off");
   ASSERT_TRUE(plan.ok()) << plan.status().toString();
   const auto decodeSteps = [](const plan::Plan &p) {
     return p.programs()->Get(0)->steps()->size();

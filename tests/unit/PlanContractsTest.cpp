@@ -117,13 +117,12 @@ TEST(PlanContracts, RefusesParametersOutOfRange) {
                                      ->mutate_int_value(1000000000);
                                }),
                 "parameter sinkhorn_iters is 1000000000, outside [1, 10000]");
-  expectRefused(
-      validateEdited(
-          "cpu",
-          [](std::vector<uint8_t> &bytes) {
-            findAttribute(findStep(bytes, "blk.0.attn.o_norm"), "group")->mutate_int_value(0);
-          }),
-      "parameter group is 0, outside [1, 128]");
+  expectRefused(validateEdited("cpu",
+                               [](std::vector<uint8_t> &bytes) {
+                                 findAttribute(findStep(bytes, "blk.0.attn.kda+o_norm"), "norm_eps")
+                                     ->mutate_float_value(2.0);
+                               }),
+                "parameter norm_eps is 2, outside [0, 1]");
 }
 
 TEST(PlanContracts, RefusesACountTokensStepWithoutItsState) {
@@ -160,7 +159,7 @@ TEST(PlanContracts, RefusesAStepWithoutAName) {
                                  *length = 0;
                                  name->data()[0] = '\0'; // the empty string's terminator
                                }),
-                ", step 9 (): has no name");
+                ", step 8 (): has no name");
 }
 
 TEST(PlanContracts, RefusesAShapeWhoseLongsAreMisaligned) {

@@ -46,6 +46,9 @@ void addCompileShapeOptions(CommandLine &cl) {
       .option("fuse-mhc-norm", "on|off",
               "each sub-block's input RMSNorm folded into the mhc_pre whose x\nit normalises "
               "(default on; off to compare against)")
+      .option("fuse-kda-norm", "on|off",
+              "KDA's gated output norm folded into its recurrence's launch\n(default on; off "
+              "to compare against)")
       .option("fuse-linear-add", "on|off",
               "an add folded into the linear whose output it reads (default on;\noff to compare "
               "against)");
@@ -76,12 +79,15 @@ Status fusionsFromOptions(const CommandLine &cl, compiler::CompileOptions &optio
   GLM_RETURN_IF_ERROR(mhc.status());
   Expected<bool> mhcNorm = onOff(cl, "fuse-mhc-norm", options.fuseMhcNorm);
   GLM_RETURN_IF_ERROR(mhcNorm.status());
+  Expected<bool> kdaNorm = onOff(cl, "fuse-kda-norm", options.fuseKdaNorm);
+  GLM_RETURN_IF_ERROR(kdaNorm.status());
   Expected<bool> linearAdd = onOff(cl, "fuse-linear-add", options.fuseLinearAdd);
   GLM_RETURN_IF_ERROR(linearAdd.status());
   options.groupLinears = *group;
   options.groupShortConvs = *convs;
   options.fuseMhc = *mhc;
   options.fuseMhcNorm = *mhcNorm;
+  options.fuseKdaNorm = *kdaNorm;
   options.fuseLinearAdd = *linearAdd;
   return Status::success();
 }

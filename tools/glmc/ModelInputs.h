@@ -31,8 +31,8 @@ Expected<std::vector<glm53::ProgramShape>> programsFromOptions(const CommandLine
 Expected<bool> mtpFromOptions(const CommandLine &cl, const glm53::Glm53Config &config);
 /// The optional fusion passes, on unless turned off: --group-linears on|off (plan-group-linears),
 /// --group-short-convs on|off (plan-group-short-convs), --fuse-mhc on|off (plan-fuse-mhc),
-/// --fuse-mhc-norm on|off (plan-fuse-mhc-norm) and --fuse-linear-add on|off
-/// (plan-fuse-linear-add).
+/// --fuse-mhc-norm on|off (plan-fuse-mhc-norm), --fuse-kda-norm on|off (plan-fuse-kda-norm) and
+/// --fuse-linear-add on|off (plan-fuse-linear-add).
 Status fusionsFromOptions(const CommandLine &cl, compiler::CompileOptions &options);
 
 /// How the checkpoint stores each tensor: from the safetensors headers when the directory has

@@ -70,17 +70,19 @@ Status timeRotating(Suite &suite, int copies, bool graph, const std::function<St
       row, reps);
 }
 
-/// kda<T, f32> at `batch` sequences of `rows` rows, each launch on the next copy of the state.
+/// kda<T, f32> at `batch` sequences of `rows` rows, each launch on the next copy of the state; with
+/// `norm` (bf16 decode), kdaDecodeNormKernel: the gated output norm folded in (plan-fuse-kda-norm).
 Status benchKda(Suite &suite, cuda::Module &module, bool decode, bool bf16, int batch, int rows,
-                bool graph) {
+                bool graph, bool norm = false) {
   const glm53::Glm53Config &m = suite.model();
   const int64_t heads = m.linearNumHeads, dim = m.linearHeadDim, proj = m.kdaProjDim();
   const int64_t n = static_cast<int64_t>(batch) * rows;
   const int act = bf16 ? 2 : 4;
   const double stateBytes = static_cast<double>(batch) * heads * dim * dim * 4;
   // State read and written; q, k, v, f and b read; o written; A_log and dt_bias read.
-  const double bytes =
-      2 * stateBytes + n * (4.0 * proj + heads) * act + n * proj * act + (heads + proj) * 4.0;
+  // With the norm: the gate read, the norm written (o is read back from L2), its weight read.
+  const double bytes = 2 * stateBytes + n * (4.0 * proj + heads) * act + n * proj * act +
+                       (heads + proj) * 4.0 + (norm ? 2.0 * n * proj * act + dim * 2.0 : 0.0);
   const int copies = copiesFor(bytes);
   GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory q, suite.random(n * proj, bf16));
   GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory k, suite.random(n * proj, bf16));
@@ -93,6 +95,9 @@ Status benchKda(Suite &suite, cuda::Module &module, bool decode, bool bf16, int 
   const size_t unit = heads * dim * dim * 4;
   GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory state,
                        suite.random(static_cast<size_t>(copies) * batch * unit / 4, false, 0.1f));
+  GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory gate, suite.random(norm ? n * proj : 1, bf16));
+  GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory normWeight, suite.random(norm ? dim : 1, bf16));
+  GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory normed, suite.ctx().allocate(n * proj * act));
   GLM_ASSIGN_OR_RETURN(Context c, makeContext(suite, batch, rows));
   kernels::KdaGpuArgs args{q.as<const void>(),
                            k.as<const void>(),
@@ -109,10 +114,17 @@ Status benchKda(Suite &suite, cuda::Module &module, bool decode, bool bf16, int 
                            static_cast<int32_t>(dim),
                            static_cast<float>(m.linearLowerBound),
                            1e-6f};
+  if (norm) {
+    args.gate = gate.as<const void>();
+    args.normWeight = normWeight.as<const void>();
+    args.normed = normed.as<void>();
+    args.normEps = static_cast<float>(m.rmsNormEps);
+  }
   const kernels::LaunchDims d = kernels::kdaLaunch(decode, heads, dim, batch);
-  const cuda::CUfunction fn = module.function((decode ? 0 : 2) + (bf16 ? 1 : 0));
+  const cuda::CUfunction fn = module.function(norm ? 4 : (decode ? 0 : 2) + (bf16 ? 1 : 0));
   Row row;
-  row.kernel = strCat("kda<", tName(bf16), ",f32> ", decode ? "decode" : "prefill");
+  row.kernel = norm ? "kda+gated_norm<bf16,f32,bf16> decode"
+                    : strCat("kda<", tName(bf16), ",f32> ", decode ? "decode" : "prefill");
   row.shape = strCat("B", batch, "xR", rows, " [", heads, "x", dim, "x", dim, "]");
   row.bytes = bytes;
   row.flops = 7.0 * n * heads * dim * dim; // decay, m, write, read: 7 per state element
@@ -222,7 +234,10 @@ Status addKdaBenches(Suite &suite) {
                     {"glm::kernels::kdaDecodeKernel<float, float>",
                      "glm::kernels::kdaDecodeKernel<glm::kernels::Bf16, float>",
                      "glm::kernels::kdaPrefillKernel<float, float>",
-                     "glm::kernels::kdaPrefillKernel<glm::kernels::Bf16, float>"}));
+                     "glm::kernels::kdaPrefillKernel<glm::kernels::Bf16, float>",
+                     strCat("glm::kernels::kdaDecodeNormKernel<glm::kernels::Bf16, float, "
+                            "glm::kernels::Bf16, ",
+                            kernels::kdaNormCluster(suite.model().linearHeadDim), ">")}));
   // Decode: one launch per timed call (host launch gaps included), then a graph of one launch per
   // state copy (back to back, as the engine's captured programs run layers).
   for (int batch : {1, 4}) {
@@ -231,6 +246,11 @@ Status addKdaBenches(Suite &suite) {
     }
   }
   GLM_RETURN_IF_ERROR(benchKda(suite, *kda, true, false, 1, 1, true));
+  // The decode kernel with the gated output norm folded in, against the kda and gated_rms_norm
+  // rows of the same batch (graphs).
+  for (int batch : {1, 4}) {
+    GLM_RETURN_IF_ERROR(benchKda(suite, *kda, true, true, batch, 1, true, true));
+  }
   // Both kernels at decode shapes and at prefill's: what kdaUsesDecodeKernel's split rests on.
   GLM_RETURN_IF_ERROR(benchKda(suite, *kda, false, true, 1, 1, true));
   GLM_RETURN_IF_ERROR(benchKda(suite, *kda, true, true, 1, 4, true));

@@ -1,7 +1,9 @@
-// kda's CUDA kernels (decode, prefill) against the CPU reference at Flash's and the tiny dims.
+// kda's CUDA kernels (decode, prefill) against the CPU reference at Flash's and the tiny dims,
+// and the decode kernel folded with the gated output norm against the two kernels it replaces.
 //
 // Flash: 64 heads of 128; tiny: 4 heads of 32. State in slots, chunks carried across calls,
 // padding rows and sequences, batched decode.
+#include "kernels/gated_rms_norm/gated_rms_norm_gpu.h"
 #include "kernels/kda/kda.h"
 #include "kernels/kda/kda_gpu.h"
 #include "tests/gpu/support/GpuTest.h"
@@ -25,10 +27,17 @@ const Problem kTiny{4, 32};
 constexpr int kSlots = 4;
 constexpr float kLowerBound = -5.0f;
 
-/// Module order: (activation bf16, weight bf16, prefill) as bits, high to low.
+/// Module order: (activation bf16, weight bf16, prefill) as bits, high to low; then the folded
+/// decode kernels (normFn) and the gated norm's (gatedNormFn).
 int fn(bool decode, bool tBf16, bool wBf16) {
   return (tBf16 ? 4 : 0) + (wBf16 ? 2 : 0) + (decode ? 0 : 1);
 }
+/// The folded kernel's clusters at the two problems' dims (kdaNormCluster: 8 for 128, 2 for 32).
+constexpr int kNormClusters[] = {8, 2};
+int normFn(bool tBf16, bool wBf16, bool nBf16, int cluster) {
+  return 8 + (tBf16 ? 8 : 0) + (wBf16 ? 4 : 0) + (nBf16 ? 2 : 0) + (cluster == 8 ? 0 : 1);
+}
+int gatedNormFn(bool tBf16, bool nBf16) { return 24 + (tBf16 ? 2 : 0) + (nBf16 ? 1 : 0); }
 
 /// One step's inputs, `rows` rows. b is what the kernel reads; bRef what the reference reads (see
 /// makeTokens).
@@ -177,6 +186,16 @@ struct Launch {
   std::vector<int32_t> positions, slots;
 };
 
+/// The gated output norm after kda, for run(): its gate [rows, width] and weight [dk] (each value
+/// exact in the type it is uploaded as), and whether the folded kernel runs it (else
+/// kdaDecodeKernel and then gatedRmsNormKernel).
+struct OutputNorm {
+  std::vector<float> gate, weight;
+  bool nBf16 = false;
+  bool folded = false;
+  float eps = 1e-5f;
+};
+
 /// Positions first, first + 1, ... for `real` rows, then -1 up to `rows`.
 std::vector<int32_t> positions(int32_t first, int32_t real, int32_t rows) {
   std::vector<int32_t> p(rows, -1);
@@ -199,12 +218,29 @@ protected:
         }
       }
     }
+    for (const char *t : {"float", "glm::kernels::Bf16"}) {
+      for (const char *w : {"float", "glm::kernels::Bf16"}) {
+        for (const char *n : {"float", "glm::kernels::Bf16"}) {
+          for (int cluster : kNormClusters) {
+            names.push_back(strCat("glm::kernels::kdaDecodeNormKernel<", t, ", ", w, ", ", n, ", ",
+                                   cluster, ">"));
+          }
+        }
+      }
+    }
+    for (const char *t : {"float", "glm::kernels::Bf16"}) {
+      for (const char *n : {"float", "glm::kernels::Bf16"}) {
+        names.push_back(strCat("glm::kernels::gatedRmsNormKernel<", t, ", ", n, ">"));
+      }
+    }
     GLM_ASSERT_OK_AND_ASSIGN(module_, compileForGpu(kSource, names));
   }
 
-  /// Runs `l` over `t` with the slots in `states` (updated), outputs widened to f32 in `out`.
+  /// Runs `l` over `t` with the slots in `states` (updated), outputs widened to f32 in `out`; with
+  /// `norm`, then the gated norm of `out` into `normed`.
   void run(const Problem &p, const Tokens &t, const Weights &w, const Launch &l,
-           std::vector<float> &states, std::vector<float> &out) {
+           std::vector<float> &states, std::vector<float> &out, const OutputNorm *norm = nullptr,
+           std::vector<float> *normed = nullptr) {
     ASSERT_EQ(static_cast<int64_t>(l.positions.size()), t.rows);
     ASSERT_EQ(static_cast<int64_t>(l.slots.size()) * l.rowsPerSequence, t.rows);
     GLM_ASSERT_OK_AND_ASSIGN(cuda::DeviceMemory dq, upload(t.q, l.tBf16));
@@ -219,25 +255,56 @@ protected:
     GLM_ASSERT_OK_AND_ASSIGN(cuda::DeviceMemory dSlots, toDevice(l.slots));
     const size_t outCount = t.rows * p.width();
     GLM_ASSERT_OK_AND_ASSIGN(cuda::DeviceMemory dOut, poisoned(outCount * (l.tBf16 ? 2 : 4)));
-    const kernels::KdaGpuArgs args{.q = dq.as<const void>(),
-                                   .k = dk.as<const void>(),
-                                   .v = dv.as<const void>(),
-                                   .f = df.as<const void>(),
-                                   .b = db.as<const void>(),
-                                   .aLog = dA.as<const void>(),
-                                   .dtBias = dDt.as<const void>(),
-                                   .out = dOut.as<void>(),
-                                   .state = {dState.as<uint8_t>(), p.unit() * 4},
-                                   .ctx = {dPos.as<const int32_t>(), dSlots.as<const int32_t>(),
-                                           nullptr, l.rowsPerSequence, 0},
-                                   .heads = static_cast<int32_t>(p.heads),
-                                   .keyDim = static_cast<int32_t>(p.dk),
-                                   .valueDim = static_cast<int32_t>(p.dk),
-                                   .lowerBound = kLowerBound,
-                                   .l2Eps = 1e-6f};
-    GLM_ASSERT_OK(launchAndWait(
-        module_->function(fn(l.decode, l.tBf16, l.wBf16)),
-        kernels::kdaLaunch(l.decode, p.heads, p.dk, static_cast<int64_t>(l.slots.size())), args));
+    kernels::KdaGpuArgs args{.q = dq.as<const void>(),
+                             .k = dk.as<const void>(),
+                             .v = dv.as<const void>(),
+                             .f = df.as<const void>(),
+                             .b = db.as<const void>(),
+                             .aLog = dA.as<const void>(),
+                             .dtBias = dDt.as<const void>(),
+                             .out = dOut.as<void>(),
+                             .state = {dState.as<uint8_t>(), p.unit() * 4},
+                             .ctx = {dPos.as<const int32_t>(), dSlots.as<const int32_t>(), nullptr,
+                                     l.rowsPerSequence, 0},
+                             .heads = static_cast<int32_t>(p.heads),
+                             .keyDim = static_cast<int32_t>(p.dk),
+                             .valueDim = static_cast<int32_t>(p.dk),
+                             .lowerBound = kLowerBound,
+                             .l2Eps = 1e-6f};
+    const kernels::LaunchDims dims =
+        kernels::kdaLaunch(l.decode, p.heads, p.dk, static_cast<int64_t>(l.slots.size()));
+    if (norm == nullptr) {
+      GLM_ASSERT_OK(launchAndWait(module_->function(fn(l.decode, l.tBf16, l.wBf16)), dims, args));
+      GLM_ASSERT_OK_AND_ASSIGN(out, download(dOut, outCount, l.tBf16));
+      GLM_ASSERT_OK_AND_ASSIGN(states, fromDevice<float>(dState, states.size()));
+      return;
+    }
+    ASSERT_TRUE(l.decode) << "the folded kernel is a decode kernel";
+    GLM_ASSERT_OK_AND_ASSIGN(cuda::DeviceMemory dGate, upload(norm->gate, l.tBf16));
+    GLM_ASSERT_OK_AND_ASSIGN(cuda::DeviceMemory dWeight, upload(norm->weight, norm->nBf16));
+    GLM_ASSERT_OK_AND_ASSIGN(cuda::DeviceMemory dNormed, poisoned(outCount * (l.tBf16 ? 2 : 4)));
+    if (norm->folded) {
+      args.gate = dGate.as<const void>();
+      args.normWeight = dWeight.as<const void>();
+      args.normed = dNormed.as<void>();
+      args.normEps = norm->eps;
+      GLM_ASSERT_OK(launchAndWait(
+          module_->function(normFn(l.tBf16, l.wBf16, norm->nBf16, kernels::kdaNormCluster(p.dk))),
+          dims, args));
+    } else {
+      GLM_ASSERT_OK(launchAndWait(module_->function(fn(true, l.tBf16, l.wBf16)), dims, args));
+      const int64_t rows = t.rows * p.heads;
+      const kernels::GatedRmsNormGpuArgs normArgs{.x = dOut.as<const void>(),
+                                                  .gate = dGate.as<const void>(),
+                                                  .weight = dWeight.as<const void>(),
+                                                  .out = dNormed.as<void>(),
+                                                  .rows = rows,
+                                                  .dim = p.dk,
+                                                  .eps = norm->eps};
+      GLM_ASSERT_OK(launchAndWait(module_->function(gatedNormFn(l.tBf16, norm->nBf16)),
+                                  kernels::gatedRmsNormLaunch(rows), normArgs));
+    }
+    GLM_ASSERT_OK_AND_ASSIGN(*normed, download(dNormed, outCount, l.tBf16));
     GLM_ASSERT_OK_AND_ASSIGN(out, download(dOut, outCount, l.tBf16));
     GLM_ASSERT_OK_AND_ASSIGN(states, fromDevice<float>(dState, states.size()));
   }
@@ -467,6 +534,68 @@ TEST_F(KdaGpu, BatchedDecodeUsesOwnSlots) {
               << what << " sequence " << b << " vs reference";
           EXPECT_LE(relativeError(slotOf(p, batched, slots[b]), refState), 1e-5)
               << what << " sequence " << b << " state vs reference";
+        }
+      }
+    }
+  }
+}
+
+// plan-fuse-kda-norm: kdaDecodeNormKernel against kdaDecodeKernel then gatedRmsNormKernel on its
+// output. o, the norm and the state bit for bit, every activation and weight type, 1-4 sequences
+// of 1-3 rows (the decode kernel's range), with a padding row and a sequence without a slot
+// (whose rows the norm still normalises, from o = 0).
+TEST_F(KdaGpu, FoldedNormGivesTheTwoKernelsBits) {
+  SplitMix64 rng(26);
+  for (const Problem &p : {kFlash, kTiny}) {
+    for (bool tBf16 : {false, true}) {
+      for (bool wBf16 : {false, true}) {
+        for (auto [batch, perSeq] : {std::pair{1, 1}, {4, 1}, {2, 3}, {3, 2}}) {
+          const int64_t rows = static_cast<int64_t>(batch) * perSeq;
+          const Tokens t = makeTokens(rng, p, rows, tBf16);
+          const Weights w = makeWeights(rng, p, wBf16);
+          const std::vector<float> initial = randomStates(rng, p);
+          std::vector<int32_t> pos;
+          for (int b = 0; b < batch; ++b) {
+            for (int32_t r = 0; r < perSeq; ++r) {
+              pos.push_back(11 * b + 5 + r);
+            }
+          }
+          std::vector<int32_t> slots = {2, 0, 3, 1};
+          slots.resize(batch);
+          if (batch > 1) {
+            slots[1] = -1; // no slot: o = 0 in all its rows
+          }
+          if (perSeq > 1) {
+            pos[perSeq - 1] = -1; // the first sequence's last row is padding
+          }
+          OutputNorm norm;
+          norm.nBf16 = tBf16 || wBf16;
+          for (int64_t i = 0; i < rows * p.width(); ++i) {
+            const float g = 2.0f * rng.normal();
+            norm.gate.push_back(tBf16 ? roundToBf16(g) : g);
+          }
+          for (int64_t i = 0; i < p.dk; ++i) {
+            const float x = 1.0f + 0.25f * rng.normal();
+            norm.weight.push_back(norm.nBf16 ? roundToBf16(x) : x);
+          }
+          const Launch l{true, tBf16, wBf16, perSeq, pos, slots};
+          std::vector<float> twoStates = initial, twoOut, twoNormed;
+          run(p, t, w, l, twoStates, twoOut, &norm, &twoNormed);
+          norm.folded = true;
+          std::vector<float> oneStates = initial, oneOut, oneNormed;
+          run(p, t, w, l, oneStates, oneOut, &norm, &oneNormed);
+          if (HasFatalFailure()) {
+            return;
+          }
+          const std::string what =
+              strCat(p.heads, "x", p.dk, tBf16 ? " bf16" : " f32",
+                     wBf16 ? " bf16 weights" : " f32 weights", ", ", batch, " x ", perSeq);
+          EXPECT_TRUE(oneOut == twoOut) << what << ": o";
+          EXPECT_TRUE(oneNormed == twoNormed) << what << ": the norm";
+          EXPECT_TRUE(oneStates == twoStates) << what << ": the state";
+          // Not a vacuous equality: the norm of a real row is neither o nor 0.
+          EXPECT_NE(oneNormed[0], 0.0f) << what;
+          EXPECT_NE(oneNormed[0], oneOut[0]) << what;
         }
       }
     }
