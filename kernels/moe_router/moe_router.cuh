@@ -3,6 +3,7 @@
 #pragma once
 
 #include "kernels/common/Device.cuh"
+#include "kernels/common/Ptx.cuh"
 #include "kernels/moe_router/moe_router_gpu.h"
 
 namespace glm::kernels {
@@ -143,6 +144,134 @@ __global__ void __launch_bounds__(32 * kMoeRouterGemvWarps)
       const float logit = warpSum(acc[t]);
       if (lane == 0 && t < nt) {
         a.scores[(t0 + t) * a.experts + e] = 1.0f / (1.0f + expf(-logit));
+      }
+    }
+  }
+}
+
+/// s[t][e] = sigmoid(x[t] · w[e]) in f32, for few tokens, with every load of a row in flight at
+/// once: a warp per expert, its row in segments of 8 16-byte chunks a lane (fp8: 4096 weights, the
+/// whole of Flash's row; bf16: 2048), held in registers while the block's warps stage the tokens'
+/// activations in shared memory `pass` tokens at a time (moeRouterDecodePass), so that a decode
+/// call waits for one HBM round trip, not one per chunk. A lane sums its chunks in ascending order
+/// for each token whatever the pass, then the warp adds the lanes (warpSum): a token's score has
+/// the same bits at any token count this kernel runs.
+template <typename T, typename W>
+__global__ void __launch_bounds__(32 * kMoeRouterDecodeWarps)
+    moeRouterScoresDecodeKernel(MoeRouterGpuArgs a) {
+  using namespace moe_router_detail;
+  constexpr int kE = 16 / static_cast<int>(sizeof(W)); // weights a 16-byte chunk holds
+  constexpr int kChunks = kMoeRouterDecodeChunks;
+  constexpr int64_t kSegment = 32 * kChunks * kE;
+  extern __shared__ __align__(16) uint8_t staged[];
+  T *xs = reinterpret_cast<T *>(staged);
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int64_t hidden = a.hidden;
+  const int64_t e = static_cast<int64_t>(blockIdx.x) * kMoeRouterDecodeWarps + warp;
+  const bool live = e < a.experts; // a warp past the last expert still stages
+  const uint8_t *row = static_cast<const uint8_t *>(a.weight) + (live ? e : 0) * hidden * sizeof(W);
+  const bool vec = (hidden * sizeof(W)) % 16 == 0 && (reinterpret_cast<uint64_t>(row) & 15) == 0;
+  const int64_t blocksPerRow = (hidden + 127) / 128;
+  const int pass = static_cast<int>(ptx::dynamicSharedBytes() / (hidden * sizeof(T)));
+
+  ptx::U32x4 w[kChunks];
+  float scale[kChunks];
+  const auto loadSegment = [&](int64_t s0) {
+#pragma unroll
+    for (int j = 0; j < kChunks; ++j) {
+      const int64_t c = s0 + (static_cast<int64_t>(j) * 32 + lane) * kE;
+      w[j] = ptx::zero4();
+      scale[j] = 1.0f;
+      if (!live || c >= hidden) {
+        continue;
+      }
+      if (vec) {
+        w[j] = ptx::loadStream(row + c * sizeof(W));
+      } else {
+        uint32_t words[4] = {0u, 0u, 0u, 0u};
+        for (int b = 0; b < 16 && c * static_cast<int64_t>(sizeof(W)) + b < hidden * sizeof(W);
+             ++b) {
+          words[b / 4] |= static_cast<uint32_t>(row[c * sizeof(W) + b]) << (8 * (b % 4));
+        }
+        w[j] = ptx::U32x4{words[0], words[1], words[2], words[3]};
+      }
+      if constexpr (sizeof(W) == 1) {
+        // The chunk's 16 weights lie in one 128-wide block (c is a multiple of 16).
+        scale[j] = a.weightScaleInv[(e / 128) * blocksPerRow + c / 128];
+      }
+    }
+  };
+  loadSegment(0);
+
+  const T *x = static_cast<const T *>(a.x);
+  for (int64_t t0 = 0; t0 < a.tokens; t0 += pass) {
+    const int nt = static_cast<int>(a.tokens - t0 < pass ? a.tokens - t0 : pass);
+    // Stage tokens [t0, t0 + nt): contiguous rows, 16 bytes a thread at a time where they allow.
+    __syncthreads(); // the last pass's reads are done
+    const int64_t count = nt * hidden;
+    const T *from = x + t0 * hidden;
+    if ((count * sizeof(T)) % 16 == 0 && (reinterpret_cast<uint64_t>(from) & 15) == 0) {
+      for (int64_t i = threadIdx.x; i < count * static_cast<int64_t>(sizeof(T)) / 16;
+           i += blockDim.x) {
+        reinterpret_cast<ptx::U32x4 *>(xs)[i] =
+            ptx::loadShared16(reinterpret_cast<const uint8_t *>(from) + 16 * i);
+      }
+    } else {
+      for (int64_t i = threadIdx.x; i < count; i += blockDim.x) {
+        xs[i] = from[i];
+      }
+    }
+    __syncthreads();
+    float acc[kMoeRouterDecodeMaxPass];
+#pragma unroll
+    for (int t = 0; t < kMoeRouterDecodeMaxPass; ++t) {
+      acc[t] = 0.0f;
+    }
+    for (int64_t s0 = 0; s0 < hidden; s0 += kSegment) {
+      // Segment 0 is in registers already, for every pass when it is the whole row.
+      if (s0 > 0 || (t0 > 0 && hidden > kSegment)) {
+        loadSegment(s0);
+      }
+#pragma unroll
+      for (int j = 0; j < kChunks; ++j) {
+        const int64_t c = s0 + (static_cast<int64_t>(j) * 32 + lane) * kE;
+        if (c >= hidden) {
+          continue;
+        }
+        float wv[kE];
+        const uint32_t words[4] = {w[j].x, w[j].y, w[j].z, w[j].w};
+#pragma unroll
+        for (int i = 0; i < kE; ++i) {
+          if constexpr (sizeof(W) == 1) {
+            // As WeightView widens fp8 blocks: the value times its block's scale, one rounding.
+            wv[i] = __fmul_rn(toFloat(Fp8E4m3{static_cast<uint8_t>(words[i / 4] >> (8 * (i % 4)))}),
+                              scale[j]);
+          } else if constexpr (sizeof(W) == 2) {
+            wv[i] = __uint_as_float(i % 2 == 0 ? words[i / 2] << 16 : words[i / 2] & 0xFFFF0000u);
+          } else {
+            wv[i] = __uint_as_float(words[i]);
+          }
+        }
+#pragma unroll
+        for (int t = 0; t < kMoeRouterDecodeMaxPass; ++t) {
+          if (t < nt) {
+            const T *xt = xs + t * hidden + c;
+#pragma unroll
+            for (int i = 0; i < kE; ++i) {
+              // Past the row's end the weights are zero; the activation read stays in the row.
+              acc[t] = fmaf(wv[i], c + i < hidden ? toFloat(xt[i]) : 0.0f, acc[t]);
+            }
+          }
+        }
+      }
+    }
+#pragma unroll
+    for (int t = 0; t < kMoeRouterDecodeMaxPass; ++t) {
+      if (t < nt) {
+        const float logit = warpSum(acc[t]);
+        if (lane == 0 && live) {
+          a.scores[(t0 + t) * a.experts + e] = 1.0f / (1.0f + expf(-logit));
+        }
       }
     }
   }

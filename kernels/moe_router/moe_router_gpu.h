@@ -17,10 +17,15 @@
 // to T once.
 //
 // Two launches, in order:
-//   scores, by moeRouterScoresKernelFor(tokens):
-//     moeRouterScoresGemvKernel<T, W>   tokens <= kMoeRouterGemvMaxTokens: grid ceil(experts / 2),
-//         64 threads; a warp per expert streams its weight row with 16-byte loads against up to 8
-//         tokens at a time (f32 accumulation).
+//   scores, by moeRouterScoresKernelFor(tokens, hidden, sizeof(T)):
+//     moeRouterScoresDecodeKernel<T, W>  tokens <= kMoeRouterGemvMaxTokens: grid ceil(experts /
+//         4), 128 threads; a warp per expert holds its row in registers, 8 16-byte chunks a lane
+//         at a time (all loaded before the first is used: one HBM round trip for Flash's fp8 row),
+//         against the tokens staged in shared memory moeRouterDecodePass at a time (f32
+//         accumulation).
+//     moeRouterScoresGemvKernel<T, W>   the kernel it replaces, kept for the bench's comparison:
+//         grid ceil(experts / 2), 64 threads, a warp per expert streaming its row in 8- or
+//         16-byte loads, one or two in flight.
 //     moeRouterScoresTiledKernel<T, W>  more tokens: grid (ceil(experts / 32), ceil(tokens / 64)),
 //         256 threads; 64 tokens x 32 experts per block through shared memory.
 //   moeRouterSelectKernel<T>  grid ceil(tokens / 4), 128 threads: one warp per token holds the
@@ -32,6 +37,7 @@
 #ifndef __CUDACC_RTC__
 #include "kernels/common/Launch.h"
 
+#include <algorithm>
 #include <string>
 #endif
 
@@ -56,7 +62,12 @@ struct MoeRouterGpuArgs {
   const float *weightScaleInv;
 };
 
-constexpr int kMoeRouterGemvWarps = 2;      // gemv scores: experts (warps) per block
+constexpr int kMoeRouterGemvWarps = 2;     // gemv scores: experts (warps) per block
+constexpr int kMoeRouterDecodeWarps = 4;   // decode scores: experts (warps) per block
+constexpr int kMoeRouterDecodeChunks = 8;  // decode scores: 16-byte chunks a lane holds
+constexpr int kMoeRouterDecodeMaxPass = 8; // decode scores: tokens staged at most per pass
+/// Decode scores: shared memory a block may stage tokens in (the default limit, no opt-in).
+constexpr int64_t kMoeRouterDecodeStageBytes = 48 * 1024;
 constexpr int kMoeRouterTokensPerPass = 8;  // gemv scores: tokens per pass over a weight row
 constexpr int kMoeRouterGemvMaxTokens = 16; // tokens up to which the gemv kernel runs
 constexpr int kMoeRouterTileTokens = 64;    // tiled scores: tokens per block
@@ -65,25 +76,43 @@ constexpr int kMoeRouterSelectWarps = 4;    // select kernel: tokens (warps) per
 constexpr int kMoeRouterMaxExperts = 1024;  // select kernel: biased scores held per token
 
 #ifndef __CUDACC_RTC__
-enum class MoeRouterScores { Gemv, Tiled };
+enum class MoeRouterScores { Gemv, Decode, Tiled };
 
-inline MoeRouterScores moeRouterScoresKernelFor(int64_t tokens) {
-  return tokens <= kMoeRouterGemvMaxTokens ? MoeRouterScores::Gemv : MoeRouterScores::Tiled;
+/// Tokens moeRouterScoresDecodeKernel stages per pass over `tokens` rows of `hidden` activations
+/// of `activationBytes` each (0: not one row fits).
+inline int moeRouterDecodePass(int64_t tokens, int64_t hidden, int64_t activationBytes) {
+  const int64_t fit = kMoeRouterDecodeStageBytes / (hidden * activationBytes);
+  return static_cast<int>(std::min<int64_t>({fit, tokens, kMoeRouterDecodeMaxPass}));
+}
+
+inline MoeRouterScores moeRouterScoresKernelFor(int64_t tokens, int64_t hidden,
+                                                int64_t activationBytes) {
+  return tokens <= kMoeRouterGemvMaxTokens &&
+                 moeRouterDecodePass(tokens, hidden, activationBytes) > 0
+             ? MoeRouterScores::Decode
+             : MoeRouterScores::Tiled;
 }
 
 /// The NVRTC name expression of a scores kernel for activations `t` and weights `w` ("float",
 /// "glm::kernels::Bf16", "glm::kernels::Fp8E4m3").
 inline std::string moeRouterScoresName(MoeRouterScores kernel, const std::string &t,
                                        const std::string &w) {
-  return std::string(kernel == MoeRouterScores::Gemv
-                         ? "glm::kernels::moeRouterScoresGemvKernel<"
+  return std::string(kernel == MoeRouterScores::Gemv ? "glm::kernels::moeRouterScoresGemvKernel<"
+                     : kernel == MoeRouterScores::Decode
+                         ? "glm::kernels::moeRouterScoresDecodeKernel<"
                          : "glm::kernels::moeRouterScoresTiledKernel<") +
          t + ", " + w + ">";
 }
 
-inline LaunchDims moeRouterScoresLaunch(MoeRouterScores kernel, int64_t tokens, int64_t experts) {
+inline LaunchDims moeRouterScoresLaunch(MoeRouterScores kernel, int64_t tokens, int64_t experts,
+                                        int64_t hidden, int64_t activationBytes) {
   LaunchDims d;
-  if (kernel == MoeRouterScores::Gemv) {
+  if (kernel == MoeRouterScores::Decode) {
+    d.grid[0] = ceilDiv(experts, kMoeRouterDecodeWarps);
+    d.block[0] = 32 * kMoeRouterDecodeWarps;
+    d.sharedMemory = static_cast<unsigned>(moeRouterDecodePass(tokens, hidden, activationBytes) *
+                                           hidden * activationBytes);
+  } else if (kernel == MoeRouterScores::Gemv) {
     d.grid[0] = ceilDiv(experts, kMoeRouterGemvWarps);
     d.block[0] = 32 * kMoeRouterGemvWarps;
   } else {

@@ -57,13 +57,15 @@ Expected<GpuStep> moeRouterGpu(const OpStep &step) {
   p.set(p.args.scaling, r.scaling, "scaling");
   // Both kernels take the one struct: the scores kernel fills the scores in the workspace, the
   // select kernel picks from them.
-  const MoeRouterScores scores = moeRouterScoresKernelFor(rows);
+  const int64_t hidden = step.operandDim(0, 1),
+                activationBytes = static_cast<int64_t>(dtypeSize(step.activation()));
+  const MoeRouterScores scores = moeRouterScoresKernelFor(rows, hidden, activationBytes);
   const char *header = "kernels/moe_router/moe_router.cuh";
   const std::string t = kernelTypeName(step.activation());
   GpuStep gpu;
   gpu.launches.push_back(
       p.launch(header, moeRouterScoresName(scores, t, kernelTypeName(step.denseWeightType(0))),
-               moeRouterScoresLaunch(scores, rows, experts)));
+               moeRouterScoresLaunch(scores, rows, experts, hidden, activationBytes)));
   gpu.launches.push_back(
       p.launch(header, kernelInstance("moeRouterSelectKernel", {t}), moeRouterSelectLaunch(rows)));
   gpu.workspaceBytes = static_cast<uint64_t>(rows * experts) * sizeof(float);

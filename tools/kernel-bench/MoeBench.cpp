@@ -2,6 +2,7 @@
 // (GLM-5.3-Flash: hidden 4096, 288 experts of inter 2048, top 8; vocabulary 154,880), at decode
 // (1 and 4 tokens) and prefill (2048 rows).
 #include "base/Random.h"
+#include "kernels/common/DenseFormats.h"
 #include "kernels/moe_experts/moe_experts_gpu.h"
 #include "kernels/moe_router/moe_router_gpu.h"
 #include "kernels/sample/sample_gpu.h"
@@ -51,68 +52,138 @@ std::vector<int32_t> routing(SplitMix64 &rng, int64_t tokens, int64_t experts, i
   return ids;
 }
 
-Status addRouter(Suite &suite) {
+/// Which of the router's two launches a row times.
+enum class RouterPart { Both, Scores, Select };
+
+/// moe_router at `tokens` tokens with bf16 or fp8-block weights (the deployment's), each call on
+/// the next of enough weight copies that they miss the L2: both launches eagerly (host gaps
+/// included), or in a graph of 64 calls (`part`: both launches, or one of them alone).
+Status benchRouter(Suite &suite, cuda::Module &m, kernels::MoeRouterScores scoresKernel, bool fp8,
+                   int64_t tokens, bool graph, RouterPart part) {
   using kernels::MoeRouterScores;
   const glm53::Glm53Config &model = suite.model();
   const int64_t hidden = model.hiddenSize, experts = model.nRoutedExperts,
                 topK = model.numExpertsPerTok;
-  GLM_ASSIGN_OR_RETURN(
-      std::unique_ptr<cuda::Module> m,
-      suite.compile(R"(#include "kernels/moe_router/moe_router.cuh")",
-                    {kernels::moeRouterScoresName(MoeRouterScores::Gemv, kBf16, kBf16),
-                     kernels::moeRouterScoresName(MoeRouterScores::Tiled, kBf16, kBf16),
-                     "glm::kernels::moeRouterSelectKernel<glm::kernels::Bf16>"}));
-  const size_t weightBytes = experts * hidden * 2;
+  const int64_t scaleBytes = 4 * kernels::fp8BlocksOf(experts) * kernels::fp8BlocksOf(hidden);
+  const size_t codeBytes = experts * hidden * (fp8 ? 1 : 2);
+  const size_t weightBytes = codeBytes + (fp8 ? scaleBytes : 0);
   std::vector<cuda::DeviceMemory> weights;
   for (size_t c = 0; c < copiesFor(suite, weightBytes); ++c) {
-    GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory w, suite.random(experts * hidden, true, 0.02f));
-    weights.push_back(std::move(w));
+    if (fp8) {
+      // The values do not change the time: e4m3 0x30 (0.25) codes, scales of 1/64.
+      GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory w, suite.ctx().allocate(weightBytes));
+      GLM_CU(&suite.ctx().driver(), cuMemsetD8(w.ptr(), 0x30, codeBytes));
+      const std::vector<float> scales(scaleBytes / 4, 1.0f / 64);
+      GLM_RETURN_IF_ERROR(suite.ctx().upload(w.ptr() + codeBytes, scales.data(), scaleBytes));
+      weights.push_back(std::move(w));
+    } else {
+      GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory w, suite.random(experts * hidden, true, 0.02f));
+      weights.push_back(std::move(w));
+    }
   }
   GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory bias, suite.random(experts, false, 0.05f));
-  for (int64_t tokens : {1, 4, 2048}) {
-    GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory x, suite.random(tokens * hidden, true));
-    GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory scores, suite.ctx().allocate(tokens * experts * 4));
-    GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory ids, suite.ctx().allocate(tokens * topK * 4));
-    GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory w, suite.ctx().allocate(tokens * topK * 2));
-    const MoeRouterScores scoresKernel = kernels::moeRouterScoresKernelFor(tokens);
-    const kernels::LaunchDims scoresDims =
-        kernels::moeRouterScoresLaunch(scoresKernel, tokens, experts);
-    const kernels::LaunchDims selectDims = kernels::moeRouterSelectLaunch(tokens);
+  GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory x, suite.random(tokens * hidden, true));
+  GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory scores, suite.ctx().allocate(tokens * experts * 4));
+  GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory ids, suite.ctx().allocate(tokens * topK * 4));
+  GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory w, suite.ctx().allocate(tokens * topK * 2));
+  const kernels::LaunchDims scoresDims =
+      kernels::moeRouterScoresLaunch(scoresKernel, tokens, experts, hidden, 2);
+  const kernels::LaunchDims selectDims = kernels::moeRouterSelectLaunch(tokens);
+  Row row;
+  const char *which = part == RouterPart::Both     ? "+select"
+                      : part == RouterPart::Scores ? " alone"
+                                                   : "";
+  row.kernel = part == RouterPart::Select
+                   ? std::string("moe_router<bf16> select")
+                   : strCat("moe_router<bf16,", fp8 ? "fp8" : "bf16", "> ",
+                            scoresKernel == MoeRouterScores::Gemv     ? "gemv"
+                            : scoresKernel == MoeRouterScores::Decode ? "decode"
+                                                                      : "tiled",
+                            which);
+  row.shape = shapeOf(tokens, hidden, strCat("·[", hidden, "x", experts, "] top ", topK));
+  const double scoreBytes = tokens * experts * 4.0;
+  row.bytes =
+      part == RouterPart::Select
+          ? scoreBytes + experts * 4 + tokens * topK * (4 + 2)
+          : static_cast<double>(weightBytes + tokens * hidden * 2) + scoreBytes +
+                (part == RouterPart::Both ? scoreBytes + experts * 4 + tokens * topK * (4 + 2)
+                                          : 0.0);
+  row.flops = part == RouterPart::Select ? 0.0 : 2.0 * tokens * hidden * experts;
+  row.bound = "bw";
+  // Module order: each scores kernel in MoeRouterScores order (bf16, fp8 weights), then select.
+  const int scoresIndex = static_cast<int>(scoresKernel) * 2 + (fp8 ? 1 : 0);
+  const auto launch = [&](size_t copy) -> Status {
+    const cuda::DeviceMemory &weight = weights[copy % weights.size()];
+    const kernels::MoeRouterGpuArgs args{
+        reinterpret_cast<const void *>(x.ptr()),
+        reinterpret_cast<const void *>(weight.ptr()),
+        reinterpret_cast<const void *>(bias.ptr()),
+        reinterpret_cast<float *>(scores.ptr()),
+        reinterpret_cast<int32_t *>(ids.ptr()),
+        reinterpret_cast<void *>(w.ptr()),
+        tokens,
+        hidden,
+        experts,
+        topK,
+        model.nGroup,
+        model.topkGroup,
+        model.normTopkProb ? 1 : 0,
+        0,
+        static_cast<float>(model.routedScalingFactor),
+        fp8 ? reinterpret_cast<const float *>(weight.ptr() + codeBytes) : nullptr};
+    if (part != RouterPart::Select) {
+      GLM_RETURN_IF_ERROR(
+          suite.ctx().launch(m.function(scoresIndex), scoresDims.grid, scoresDims.block, 0, args));
+    }
+    if (part == RouterPart::Scores) {
+      return Status::success();
+    }
+    return suite.ctx().launch(m.function(6), selectDims.grid, selectDims.block, 0, args);
+  };
+  if (graph) {
+    constexpr int kCalls = 64;
+    row.bytes *= kCalls;
+    row.flops *= kCalls;
+    row.note = strCat("graph of ", kCalls, " calls");
+    GLM_RETURN_IF_ERROR(suite.timeGraph(kCalls, [&](int i) { return launch(i); }, row));
+  } else {
     size_t next = 0;
-    Row row;
-    row.kernel = std::string("moe_router<bf16,bf16> ") +
-                 (scoresKernel == MoeRouterScores::Gemv ? "gemv" : "tiled") + "+select";
-    row.shape = shapeOf(tokens, hidden, strCat("·[", hidden, "x", experts, "] top ", topK));
-    row.bytes = static_cast<double>(weightBytes + experts * 4 + tokens * hidden * 2 +
-                                    tokens * topK * (4 + 2));
-    row.flops = 2.0 * tokens * hidden * experts;
-    row.bound = "bw";
-    GLM_RETURN_IF_ERROR(suite.time(
-        [&] {
-          const kernels::MoeRouterGpuArgs args{
-              reinterpret_cast<const void *>(x.ptr()),
-              reinterpret_cast<const void *>(weights[next++ % weights.size()].ptr()),
-              reinterpret_cast<const void *>(bias.ptr()),
-              reinterpret_cast<float *>(scores.ptr()),
-              reinterpret_cast<int32_t *>(ids.ptr()),
-              reinterpret_cast<void *>(w.ptr()),
-              tokens,
-              hidden,
-              experts,
-              topK,
-              model.nGroup,
-              model.topkGroup,
-              model.normTopkProb ? 1 : 0,
-              0,
-              static_cast<float>(model.routedScalingFactor)};
-          // Module order: gemv scores, tiled scores, select.
-          const int scoresIndex = scoresKernel == MoeRouterScores::Gemv ? 0 : 1;
-          GLM_RETURN_IF_ERROR(suite.ctx().launch(m->function(scoresIndex), scoresDims.grid,
-                                                 scoresDims.block, 0, args));
-          return suite.ctx().launch(m->function(2), selectDims.grid, selectDims.block, 0, args);
-        },
-        row));
-    suite.add(row);
+    GLM_RETURN_IF_ERROR(suite.time([&] { return launch(next++); }, row));
+  }
+  suite.add(row);
+  return Status::success();
+}
+
+Status addRouter(Suite &suite) {
+  using kernels::MoeRouterScores;
+  const std::string fp8 = "glm::kernels::Fp8E4m3";
+  std::vector<std::string> names;
+  for (MoeRouterScores k :
+       {MoeRouterScores::Gemv, MoeRouterScores::Decode, MoeRouterScores::Tiled}) {
+    for (const std::string &w : {kBf16, fp8}) {
+      names.push_back(kernels::moeRouterScoresName(k, kBf16, w));
+    }
+  }
+  names.push_back("glm::kernels::moeRouterSelectKernel<glm::kernels::Bf16>");
+  GLM_ASSIGN_OR_RETURN(std::unique_ptr<cuda::Module> m,
+                       suite.compile(R"(#include "kernels/moe_router/moe_router.cuh")", names));
+  const int64_t hidden = suite.model().hiddenSize;
+  for (int64_t tokens : {1, 4, 2048}) {
+    GLM_RETURN_IF_ERROR(benchRouter(suite, *m, kernels::moeRouterScoresKernelFor(tokens, hidden, 2),
+                                    false, tokens, false, RouterPart::Both));
+  }
+  // Decode as the deployment runs it (fp8 blocks, inside a graph): both launches, each alone, and
+  // the decode scores kernel against the gemv kernel it replaced.
+  for (int64_t tokens : {1, 4, 16}) {
+    for (RouterPart part : {RouterPart::Both, RouterPart::Scores, RouterPart::Select}) {
+      GLM_RETURN_IF_ERROR(
+          benchRouter(suite, *m, MoeRouterScores::Decode, true, tokens, true, part));
+    }
+    GLM_RETURN_IF_ERROR(
+        benchRouter(suite, *m, MoeRouterScores::Gemv, true, tokens, true, RouterPart::Scores));
+  }
+  for (MoeRouterScores k : {MoeRouterScores::Gemv, MoeRouterScores::Decode}) {
+    GLM_RETURN_IF_ERROR(benchRouter(suite, *m, k, false, 1, true, RouterPart::Scores));
   }
   return Status::success();
 }

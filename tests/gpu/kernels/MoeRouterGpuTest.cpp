@@ -6,6 +6,8 @@
 #include "kernels/quantize/quantize.h"
 #include "tests/gpu/support/GpuTest.h"
 
+#include <cstring>
+
 namespace glm::testing {
 namespace {
 
@@ -104,7 +106,9 @@ protected:
     GLM_ASSERT_OK_AND_ASSIGN(module_, compileForGpu(kSource, names));
   }
 
+  // In MoeRouterScores order: the module holds each one's instances at 3 · its index.
   static constexpr kernels::MoeRouterScores kKernels[] = {kernels::MoeRouterScores::Gemv,
+                                                          kernels::MoeRouterScores::Decode,
                                                           kernels::MoeRouterScores::Tiled};
   static constexpr std::pair<const char *, const char *> kTypes[] = {
       {"float", "float"},
@@ -142,12 +146,12 @@ protected:
                                          norm ? 1 : 0,
                                          bf16Bias ? 1 : 0,
                                          2.5f};
-    const int scores = (scoresKernel == kernels::MoeRouterScores::Gemv ? 0 : 3) +
-                       (bf16Act ? 2 : (bf16Weight ? 1 : 0));
+    const int scores = static_cast<int>(scoresKernel) * 3 + (bf16Act ? 2 : (bf16Weight ? 1 : 0));
     GLM_ASSERT_OK(launchAndWait(module_->function(scores),
-                                kernels::moeRouterScoresLaunch(scoresKernel, s.tokens, s.experts),
+                                kernels::moeRouterScoresLaunch(scoresKernel, s.tokens, s.experts,
+                                                               s.hidden, bf16Act ? 2 : 4),
                                 args));
-    GLM_ASSERT_OK(launchAndWait(module_->function(bf16Act ? 7 : 6),
+    GLM_ASSERT_OK(launchAndWait(module_->function(bf16Act ? 10 : 9),
                                 kernels::moeRouterSelectLaunch(s.tokens), args));
     GLM_ASSERT_OK_AND_ASSIGN(r.scores, fromDevice<float>(dscores, s.tokens * s.experts));
     GLM_ASSERT_OK_AND_ASSIGN(r.ids, fromDevice<int32_t>(dids, s.tokens * s.topK));
@@ -321,15 +325,79 @@ TEST_F(MoeRouterGpu, Fp8BlockWeightsMatchTheReferenceOnTheSameBytes) {
         args.tokens = s.tokens;
         args.hidden = s.hidden;
         args.experts = s.experts;
-        const int index = (k == kernels::MoeRouterScores::Gemv ? 0 : 2) + (bf16Act ? 1 : 0);
-        GLM_ASSERT_OK(launchAndWait(module->function(index),
-                                    kernels::moeRouterScoresLaunch(k, s.tokens, s.experts), args));
+        const int index = static_cast<int>(k) * 2 + (bf16Act ? 1 : 0);
+        GLM_ASSERT_OK(launchAndWait(
+            module->function(index),
+            kernels::moeRouterScoresLaunch(k, s.tokens, s.experts, s.hidden, bf16Act ? 2 : 4),
+            args));
         GLM_ASSERT_OK_AND_ASSIGN(std::vector<float> scores,
                                  fromDevice<float>(dscores, s.tokens * s.experts));
         EXPECT_LE(relativeError(scores, p.scores), 1e-5)
             << s.tokens << "x" << s.hidden << "x" << s.experts << " kernel " << static_cast<int>(k)
             << (bf16Act ? " bf16" : " f32");
       }
+    }
+  }
+}
+
+// The decode scores kernel sums a token's row in one order whatever the token count (verify
+// windows of 1-16 rows must give each row the bits a one-row step gives it): 16 tokens at once
+// against each token alone, bit for bit, bf16 and fp8-block weights at Flash's router.
+TEST_F(MoeRouterGpu, DecodeScoresDoNotDependOnTheTokenCount) {
+  GLM_ASSERT_OK_AND_ASSIGN(
+      std::unique_ptr<cuda::Module> module,
+      compileForGpu(kSource,
+                    {kernels::moeRouterScoresName(kernels::MoeRouterScores::Decode,
+                                                  "glm::kernels::Bf16", "glm::kernels::Bf16"),
+                     kernels::moeRouterScoresName(kernels::MoeRouterScores::Decode,
+                                                  "glm::kernels::Bf16", "glm::kernels::Fp8E4m3")}));
+  SplitMix64 rng(505);
+  const Shape s{16, 4096, 288, 8, 1, 1};
+  const Problem p = makeProblem(rng, s, true, true, false);
+  for (bool fp8 : {false, true}) {
+    std::vector<uint8_t> weight;
+    if (fp8) {
+      weight.resize(static_cast<size_t>(kernels::fp8Bytes(1, s.experts, s.hidden)));
+      GLM_ASSERT_OK(kernels::quantizeFp8Blocks(
+          kernels::WeightView::f32(p.weight.data(), {s.experts, s.hidden}), weight.data()));
+    } else {
+      const std::vector<uint16_t> bf16 = toBf16(p.weight);
+      weight.resize(bf16.size() * 2);
+      std::memcpy(weight.data(), bf16.data(), weight.size());
+    }
+    GLM_ASSERT_OK_AND_ASSIGN(cuda::DeviceMemory dw, toDevice(weight));
+    const std::vector<uint16_t> x = toBf16(p.x);
+    auto scoresOf = [&](int64_t first, int64_t tokens) -> Expected<std::vector<float>> {
+      GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory dx, toDevice(std::vector<uint16_t>(
+                                                      x.begin() + first * s.hidden,
+                                                      x.begin() + (first + tokens) * s.hidden)));
+      GLM_ASSIGN_OR_RETURN(cuda::DeviceMemory dscores, poisoned(tokens * s.experts * 4));
+      kernels::MoeRouterGpuArgs args{};
+      args.x = reinterpret_cast<const void *>(dx.ptr());
+      args.weight = reinterpret_cast<const void *>(dw.ptr());
+      if (fp8) {
+        args.weightScaleInv = reinterpret_cast<const float *>(
+            dw.ptr() + kernels::fp8ScalesOffset(1, s.experts, s.hidden));
+      }
+      args.scores = reinterpret_cast<float *>(dscores.ptr());
+      args.tokens = tokens;
+      args.hidden = s.hidden;
+      args.experts = s.experts;
+      GLM_RETURN_IF_ERROR(
+          launchAndWait(module->function(fp8 ? 1 : 0),
+                        kernels::moeRouterScoresLaunch(kernels::MoeRouterScores::Decode, tokens,
+                                                       s.experts, s.hidden, 2),
+                        args));
+      return fromDevice<float>(dscores, tokens * s.experts);
+    };
+    GLM_ASSERT_OK_AND_ASSIGN(std::vector<float> all, scoresOf(0, s.tokens));
+    for (int64_t t = 0; t < s.tokens; ++t) {
+      GLM_ASSERT_OK_AND_ASSIGN(std::vector<float> alone, scoresOf(t, 1));
+      EXPECT_TRUE(std::equal(alone.begin(), alone.end(), all.begin() + t * s.experts))
+          << (fp8 ? "fp8" : "bf16") << " token " << t;
+    }
+    if (!fp8) { // the reference reads the bf16 values; fp8 blocks are another weight
+      EXPECT_LE(relativeError(all, p.scores), 1e-5);
     }
   }
 }
