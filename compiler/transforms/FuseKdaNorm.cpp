@@ -22,8 +22,6 @@
 #include "compiler/Passes.h"
 #include "compiler/transforms/StepGroups.h"
 
-#include "mlir/IR/Builders.h"
-
 namespace glm::compiler {
 #define GEN_PASS_DEF_PLANFUSEKDANORMPASS
 #include "compiler/Passes.h.inc"
@@ -63,26 +61,17 @@ struct FuseKdaNorm : glm::compiler::impl::PlanFuseKdaNormPassBase<FuseKdaNorm> {
   }
 
   static void fuse(planir::StepOp kda, planir::StepOp norm) {
-    glm::compiler::hoistAllocs(kda, norm.getOutputs());
-    OpBuilder b(kda);
     SmallVector<Value> inputs(kda.getInputs().begin(), kda.getInputs().end());
     inputs.push_back(norm.getInputs()[1]);
-    SmallVector<Value> outputs{kda.getOutputs()[0], norm.getOutputs()[0]};
+    const Value outputs[] = {kda.getOutputs()[0], norm.getOutputs()[0]};
     SmallVector<Attribute> weights(kda.getWeights().begin(), kda.getWeights().end());
     weights.push_back(norm.getWeights()[0]);
     NamedAttrList params(kda.getParams());
     if (Attribute eps = norm.getParams().get("eps")) {
       params.set("norm_eps", eps);
     }
-    planir::StepOp::create(
-        b, kda.getLoc(), kda.getOpAttr(), b.getStringAttr(glm::compiler::foldedName(kda, norm)),
-        inputs, outputs, b.getArrayAttr(weights), kda.getStates(),
-        params.getDictionary(b.getContext()),
-        b.getI64IntegerAttr(kda.getBytesRead() + norm.getBytesRead()),
-        b.getI64IntegerAttr(kda.getBytesWritten() + norm.getBytesWritten()),
-        b.getI64IntegerAttr(kda.getFlops() + norm.getFlops()), nullptr, nullptr, nullptr);
-    kda.erase();
-    norm.erase();
+    glm::compiler::replaceWithWiderStep(kda, norm, inputs, outputs, weights,
+                                        params.getDictionary(kda.getContext()));
   }
 };
 

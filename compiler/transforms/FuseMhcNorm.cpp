@@ -20,8 +20,6 @@
 #include "compiler/Passes.h"
 #include "compiler/transforms/StepGroups.h"
 
-#include "mlir/IR/Builders.h"
-
 namespace glm::compiler {
 #define GEN_PASS_DEF_PLANFUSEMHCNORMPASS
 #include "compiler/Passes.h.inc"
@@ -56,8 +54,6 @@ struct FuseMhcNorm : glm::compiler::impl::PlanFuseMhcNormPassBase<FuseMhcNorm> {
   }
 
   static void fuse(planir::StepOp pre, planir::StepOp norm) {
-    glm::compiler::hoistAllocs(pre, norm.getOutputs());
-    OpBuilder b(pre);
     SmallVector<Value> outputs(pre.getOutputs().begin(), pre.getOutputs().end());
     outputs.push_back(norm.getOutputs()[0]);
     SmallVector<Attribute> weights(pre.getWeights().begin(), pre.getWeights().end());
@@ -66,15 +62,8 @@ struct FuseMhcNorm : glm::compiler::impl::PlanFuseMhcNormPassBase<FuseMhcNorm> {
     if (Attribute eps = norm.getParams().get("eps")) {
       params.set("input_norm_eps", eps);
     }
-    planir::StepOp::create(
-        b, pre.getLoc(), pre.getOpAttr(), b.getStringAttr(glm::compiler::foldedName(pre, norm)),
-        pre.getInputs(), outputs, b.getArrayAttr(weights), pre.getStates(),
-        params.getDictionary(b.getContext()),
-        b.getI64IntegerAttr(pre.getBytesRead() + norm.getBytesRead()),
-        b.getI64IntegerAttr(pre.getBytesWritten() + norm.getBytesWritten()),
-        b.getI64IntegerAttr(pre.getFlops() + norm.getFlops()), nullptr, nullptr, nullptr);
-    pre.erase();
-    norm.erase();
+    glm::compiler::replaceWithWiderStep(pre, norm, pre.getInputs(), outputs, weights,
+                                        params.getDictionary(pre.getContext()));
   }
 };
 

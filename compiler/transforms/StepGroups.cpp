@@ -2,6 +2,7 @@
 
 #include "compiler/transforms/StepGroups.h"
 
+#include "mlir/IR/Builders.h"
 #include "llvm/ADT/DenseSet.h"
 
 using namespace mlir;
@@ -112,6 +113,20 @@ void hoistAllocs(planir::StepOp step, ValueRange buffers) {
       alloc->moveBefore(step);
     }
   }
+}
+
+void replaceWithWiderStep(planir::StepOp first, planir::StepOp second, ValueRange inputs,
+                          ValueRange outputs, ArrayRef<Attribute> weights, DictionaryAttr params) {
+  hoistAllocs(first, second.getOutputs());
+  OpBuilder b(first);
+  planir::StepOp::create(
+      b, first.getLoc(), first.getOpAttr(), b.getStringAttr(foldedName(first, second)), inputs,
+      outputs, b.getArrayAttr(weights), first.getStates(), params,
+      b.getI64IntegerAttr(first.getBytesRead() + second.getBytesRead()),
+      b.getI64IntegerAttr(first.getBytesWritten() + second.getBytesWritten()),
+      b.getI64IntegerAttr(first.getFlops() + second.getFlops()), nullptr, nullptr, nullptr);
+  first.erase();
+  second.erase();
 }
 
 } // namespace glm::compiler

@@ -48,6 +48,15 @@ void foldAdjacentSteps(mlir::ModuleOp module,
 /// ("blk.0.attn_hc", "blk.0.attn_norm" -> "blk.0.attn_hc+attn_norm").
 std::string foldedName(planir::StepOp first, planir::StepOp second);
 
+/// Replaces `first` and the step after it, `second`, by one step of first's op at first's place
+/// with `inputs`, `outputs`, `weights` and `params`, first's states, foldedName's name and the two
+/// steps' bytes and FLOPs summed; second's results' allocs move up before it (hoistAllocs). For a
+/// fold that widens the first step by the second's operands and results (plan-fuse-mhc-norm,
+/// plan-fuse-kda-norm); folds that also drop traffic between the two count their own bytes.
+void replaceWithWiderStep(planir::StepOp first, planir::StepOp second, mlir::ValueRange inputs,
+                          mlir::ValueRange outputs, llvm::ArrayRef<mlir::Attribute> weights,
+                          mlir::DictionaryAttr params);
+
 /// Moves the plan.alloc of each of `buffers` that is defined after `step` (in its block) to just
 /// before it: a group's step, or a step another folds into (plan-fuse-mhc-norm), writes the later
 /// steps' results earlier than they did.
