@@ -417,7 +417,8 @@ Status addSparseAttentionBenches(Suite &suite) {
                      "glm::kernels::dsaIndexerScoreKernel<" + b + ", " + b + ">",
                      "glm::kernels::dsaIndexerFilterKernel",
                      "glm::kernels::dsaIndexerSelectKernel"}));
-  for (int64_t context : {int64_t{128} << 10, int64_t{1} << 20}) {
+  // 4K: the 8-layer synthetic bench's context, where the step's fixed costs show.
+  for (int64_t context : {int64_t{4} << 10, int64_t{128} << 10, int64_t{1} << 20}) {
     for (int64_t batch : {1, 4}) {
       GLM_RETURN_IF_ERROR(indexerRow(suite, *indexer, batch, 1, context));
     }
