@@ -137,9 +137,10 @@ template <int K, int CB> struct FastTiles {
 };
 
 /// A warp's ring of trellis tiles in shared memory: kRingSlots slots, each the 16 tiles of
-/// 8 k-tile rows × 2 adjacent tile columns, [row][column][8K words], filled with cp.async two
-/// slots ahead of the decode.
-constexpr int kRingSlots = 3;
+/// 8 k-tile rows × 2 adjacent tile columns, [row][column][8K words], filled with cp.async ahead
+/// of the decode (the chunked loop and down two slots ahead, the resident loop kRingSlots - 1).
+constexpr int kRingSlots = kExl3MoeRingSlots;
+static_assert(kRingSlots >= 3, "the chunked loop and down rotate three slots");
 template <int K> constexpr int kRingSlotWords = kChunkTiles * 2 * 8 * K;
 
 /// Copies (cp.async, one group's worth; the caller commits) the 16 tiles whose first row starts
@@ -193,6 +194,32 @@ __device__ __forceinline__ void storeActivation(uint4 *region, int groups, int r
       h | (h << 16);
 }
 
+/// The resident A operand of gate and up: [gate, up][kResidentKt][kExl3MoeResidentRows][4]
+/// uint4, entry (m, kt, row, t) holding activations 2t, 2t + 1, 8 + 2t and 9 + 2t of k-tile kt
+/// for that row, each twice: lane 4 · row + t's registers of fragments P (.x, .y) and Q (.z, .w)
+/// for its first row, in a quarter of the chunked layout's bytes at batch 1. Resident items have
+/// fewer than 8 rows, so every lane's second-row registers are 0.
+constexpr int kResidentKt = kExl3MoeResidentChunks * kChunkTiles;
+
+static_assert(2 * kResidentKt * kExl3MoeResidentRows * 4 * 16 <= 32768,
+              "the resident A fits the A region of one group");
+static_assert(kExl3MoeResidentRows * kExl3MoeResidentChunks * kExl3MoeChunk * 2 +
+                      2 * kExl3MoeResidentChunks * kExl3MoeChunk * 2 <=
+                  12288,
+              "the resident staging fits exl3MoeStagingBytes");
+
+__device__ __forceinline__ int residentIndex(int m, int kt, int row, int t) {
+  return ((m * kResidentKt + kt) * kExl3MoeResidentRows + row) * 4 + t;
+}
+
+/// storeActivation for the resident layout: activation (row, k) of matrix m, k block-local.
+__device__ __forceinline__ void storeResident(uint4 *region, int m, int row, int k, float v) {
+  const int kt = k >> 4, kw = k & 15;
+  const uint32_t h = halfBits(v);
+  reinterpret_cast<uint32_t *>(
+      region + residentIndex(m, kt, row, (kw & 7) >> 1))[2 * (kw >> 3) + (kw & 1)] = h | (h << 16);
+}
+
 /// acc (a tile's two 8-column halves) += A · W for the active token groups.
 template <int G>
 __device__ __forceinline__ void mmaTile(float (&acc)[2][G][4], const uint4 (&p)[G],
@@ -238,16 +265,26 @@ template <int G> __device__ __forceinline__ void zeroAccumulators(float (&acc)[2
 }
 
 /// One chunk of kChunkTiles k-tiles against two adjacent tile columns, accumulated into acc: the A
-/// fragments from `a` (a region laid out by fragmentIndex), the weights decoded from the ring's
-/// `words` (Fast) or by the generic decoder from tiles (kTile0 + kk, nt0 + t) of `matrix`.
-template <int K, int CB, int G, bool Fast>
-__device__ __forceinline__ void
-mmaChunk(const FastTiles<K, CB> &tiles, const uint32_t *words, const uint4 *a, const Matrix &matrix,
-         int64_t kTile0, int64_t nt0, int lane, int groups, float (&acc)[2][2][G][4]) {
+/// fragments from `a` (a region laid out by fragmentIndex, or Resident: the chunk's first entry
+/// of the resident layout, `rows` rows, one group), the weights decoded from the ring's `words`
+/// (Fast) or by the generic decoder from tiles (kTile0 + kk, nt0 + t) of `matrix`.
+template <int K, int CB, int G, bool Fast, bool Resident = false>
+__device__ __forceinline__ void mmaChunk(const FastTiles<K, CB> &tiles, const uint32_t *words,
+                                         const uint4 *a, const Matrix &matrix, int64_t kTile0,
+                                         int64_t nt0, int lane, int groups,
+                                         float (&acc)[2][2][G][4], int rows = 0) {
 #pragma unroll
   for (int kk = 0; kk < kChunkTiles; ++kk) {
     uint4 p[G], q[G];
-    loadFragments<G>(a, kk, lane, groups, p, q);
+    if constexpr (Resident) {
+      const int row = lane >> 2;
+      const uint4 u = row < rows ? a[(kk * kExl3MoeResidentRows + row) * 4 + (lane & 3)]
+                                 : uint4{0u, 0u, 0u, 0u};
+      p[0] = uint4{u.x, 0u, u.y, 0u};
+      q[0] = uint4{u.z, 0u, u.w, 0u};
+    } else {
+      loadFragments<G>(a, kk, lane, groups, p, q);
+    }
 #pragma unroll
     for (int t = 0; t < 2; ++t) {
       uint32_t weights[8];
@@ -345,10 +382,16 @@ __device__ __forceinline__ Item findItem(const Exl3MoeGpuArgs &a, int u, uint32_
 /// Gate and up of one item on one block: the staging of x and suh, the A operand, and the
 /// decode-and-multiply loop over the block's chunks [c0, c1) of hidden, warp w owning the tile
 /// columns 2w, 2w + 1 of gate's 128 columns of block j (w < 4) or 2(w - 4), 2(w - 4) + 1 of up's.
+/// Two forms of the loop: chunked (run: A of the next chunk built during this one, a block
+/// barrier per chunk) and resident (runResident: every chunk's A built first, then each warp
+/// streams its tiles alone).
 template <int K, int CB, int G> struct GateUp {
   static constexpr int kMatrixFragments = kChunkTiles * G * 2 * 32; // uint4 per chunk and matrix
   static constexpr int kStageFragments = 2 * kMatrixFragments;
   static constexpr int kStagingBytes = G * 4096 + 512;
+  // Resident staging: x [kExl3MoeResidentRows][kResidentFeatures], then suh of gate and of up.
+  static constexpr int kResidentFeatures = kExl3MoeResidentChunks * kExl3MoeChunk;
+  static constexpr int kResidentXBytes = kExl3MoeResidentRows * kResidentFeatures * 2;
 
   // Fields, not a reference to the kernel's argument: that would copy it to local memory.
   const Bf16 *x;
@@ -367,6 +410,38 @@ template <int K, int CB, int G> struct GateUp {
   __device__ __forceinline__ uint16_t *stagedSuh(int slot, int m) const {
     return reinterpret_cast<uint16_t *>(staging + slot * kStagingBytes + G * 4096 + m * 256);
   }
+  __device__ __forceinline__ uint16_t *residentX(int row) const {
+    return reinterpret_cast<uint16_t *>(staging) + row * kResidentFeatures;
+  }
+  __device__ __forceinline__ uint16_t *residentSuh(int m) const {
+    return reinterpret_cast<uint16_t *>(staging + kResidentXBytes) + m * kResidentFeatures;
+  }
+
+  /// Eight features k0.. of a staged row of x (cp.async when 16-byte aligned; zeros past hidden).
+  __device__ __forceinline__ void stageX(int row, int64_t k0, uint16_t *dst) const {
+    const Bf16 *src = x + (slots[row] / topK) * hidden + k0;
+    if (xAligned) {
+      const int64_t valid = hidden - k0;
+      const uint32_t bytes = valid >= 8 ? 16u : valid > 0 ? static_cast<uint32_t>(2 * valid) : 0u;
+      cpAsync16(sharedAddress(dst), bytes > 0 ? src : x, bytes);
+    } else {
+#pragma unroll
+      for (int e = 0; e < 8; ++e) {
+        dst[e] = k0 + e < hidden ? src[e].bits : 0;
+      }
+    }
+  }
+
+  /// x ∘ suh of one staged row's 128 features (lane l holds l + 32i), rotated by H128.
+  __device__ __forceinline__ void rotate(const uint16_t *stagedRow, const uint16_t *suh,
+                                         float (&v)[4]) const {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int k = lane + 32 * i;
+      v[i] = __uint_as_float(static_cast<uint32_t>(stagedRow[k]) << 16) * exl3HalfToFloat(suh[k]);
+    }
+    exl3Butterfly128(v);
+  }
 
   /// Chunk c's x rows and suh into staging slot (c - c0) & 1: cp.async when 16-byte aligned.
   __device__ __forceinline__ void stage(int c) const {
@@ -377,20 +452,7 @@ template <int K, int CB, int G> struct GateUp {
       const int64_t k0 = static_cast<int64_t>(c) * kExl3MoeChunk + 8 * q;
       if (i < rows * 16) {
         const int row = i >> 4;
-        const Bf16 *src = x + (slots[row] / topK) * hidden + k0;
-        uint16_t *dst = stagedX(slot) + row * 128 + 8 * q;
-        if (xAligned) {
-          const int64_t valid = hidden - k0;
-          const uint32_t bytes = valid >= 8  ? 16u
-                                 : valid > 0 ? static_cast<uint32_t>(2 * valid)
-                                             : 0u;
-          cpAsync16(sharedAddress(dst), bytes > 0 ? src : x, bytes);
-        } else {
-#pragma unroll
-          for (int e = 0; e < 8; ++e) {
-            dst[e] = k0 + e < hidden ? src[e].bits : 0;
-          }
-        }
+        stageX(row, k0, stagedX(slot) + row * 128 + 8 * q);
       } else {
         const int m = (i - rows * 16) >> 4;
         cpAsync16(sharedAddress(stagedSuh(slot, m) + 8 * q), (m ? up.suh : gate.suh) + k0, 16);
@@ -405,19 +467,88 @@ template <int K, int CB, int G> struct GateUp {
     for (int task = warp; task < 2 * rows; task += kWarps) {
       const int row = task >> 1, m = task & 1;
       float v[4];
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const int k = lane + 32 * i;
-        v[i] = __uint_as_float(static_cast<uint32_t>(stagedX(slot)[row * 128 + k]) << 16) *
-               exl3HalfToFloat(stagedSuh(slot, m)[k]);
-      }
-      exl3Butterfly128(v);
+      rotate(stagedX(slot) + row * 128, stagedSuh(slot, m), v);
       uint4 *region = aRegion + slot * kStageFragments + m * kMatrixFragments;
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
         storeActivation(region, G, row, lane + 32 * i, v[i] * kHadamardScale);
       }
     }
+  }
+
+  /// Resident: x rows and both suh over all of the block's chunks, one cp.async group.
+  __device__ __forceinline__ void stageAll() const {
+    const int perRow = (c1 - c0) * (kExl3MoeChunk / 8); // 16-byte units
+    for (int i = threadIdx.x; i < (rows + 2) * perRow; i += kExl3MoeThreads) {
+      const int r = i / perRow, q = i % perRow;
+      const int64_t k0 = static_cast<int64_t>(c0) * kExl3MoeChunk + 8 * q;
+      if (r < rows) {
+        stageX(r, k0, residentX(r) + 8 * q);
+      } else {
+        const int m = r - rows;
+        cpAsync16(sharedAddress(residentSuh(m) + 8 * q), (m ? up.suh : gate.suh) + k0, 16);
+      }
+    }
+    cpAsyncCommit();
+  }
+
+  /// Resident: A of every chunk (one warp per chunk, row and matrix).
+  __device__ __forceinline__ void produceAll() const {
+    for (int task = warp; task < 2 * rows * (c1 - c0); task += kWarps) {
+      const int chunk = task / (2 * rows), row = (task % (2 * rows)) >> 1, m = task & 1;
+      float v[4];
+      rotate(residentX(row) + chunk * kExl3MoeChunk, residentSuh(m) + chunk * kExl3MoeChunk, v);
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        storeResident(aRegion, m, row, chunk * kExl3MoeChunk + lane + 32 * i,
+                      v[i] * kHadamardScale);
+      }
+    }
+  }
+
+  /// Tile (c · 8, nt0) of matrix w on the fast path (K bits per weight).
+  __device__ __forceinline__ const uint32_t *chunkWords(const Matrix &w, int c, int64_t nt0) const {
+    return w.trellis + (static_cast<int64_t>(c) * kChunkTiles * w.tilesN + nt0) * 8 * K;
+  }
+
+  /// The resident loop: A built once, then each warp streams its tiles through its ring,
+  /// kRingSlots - 1 chunks ahead, with no block barrier until the end (the caller reuses the A
+  /// region).
+  template <bool Fast> __device__ __forceinline__ void runResident(float (&acc)[2][2][G][4]) const {
+    constexpr int kAhead = kRingSlots - 1;
+    const int m = warp >> 2;
+    const Matrix w = m ? up : gate;
+    const int64_t nt0 = 8 * static_cast<int64_t>(j) + 2 * (warp & 3);
+    const FastTiles<K, CB> tiles(lane);
+    constexpr int kSlotWords = kRingSlotWords<K>;
+    const int64_t rowWords = w.tilesN * 8 * K;
+#pragma unroll
+    for (int i = 0; i < kAhead; ++i) {
+      if (Fast && c0 + i < c1) {
+        copyTiles<K>(ring + i * kSlotWords, chunkWords(w, c0 + i, nt0), rowWords, lane);
+      }
+      cpAsyncCommit();
+    }
+    stageAll();
+    cpAsyncWait<0>();
+    blockSync();
+    produceAll();
+    blockSync();
+    int slot = 0; // ring slot of chunk c
+    for (int c = c0; c < c1; ++c) {
+      if (Fast && c + kAhead < c1) {
+        const int ahead = slot + kAhead < kRingSlots ? slot + kAhead : slot + kAhead - kRingSlots;
+        copyTiles<K>(ring + ahead * kSlotWords, chunkWords(w, c + kAhead, nt0), rowWords, lane);
+      }
+      cpAsyncCommit();
+      mmaChunk<K, CB, G, Fast, true>(
+          tiles, ring + slot * kSlotWords, aRegion + residentIndex(m, (c - c0) * kChunkTiles, 0, 0),
+          w, static_cast<int64_t>(c) * kChunkTiles, nt0, lane, 1, acc, rows);
+      cpAsyncWait<kAhead - 1>(); // this lane's tiles of chunk c + 1
+      __syncwarp();              // and the warp's
+      slot = slot + 1 < kRingSlots ? slot + 1 : 0;
+    }
+    blockSync();
   }
 
   /// The loop, with the fast decoder (the warp's matrix has the kernel's K and codebook: its
@@ -432,18 +563,14 @@ template <int K, int CB, int G> struct GateUp {
     const FastTiles<K, CB> tiles(lane);
     constexpr int kSlotWords = kRingSlotWords<K>;
     const int64_t rowWords = w.tilesN * 8 * K;
-    // Tile (c · 8, nt0) of the fast path (K bits per weight).
-    auto chunkWords = [&](int c) {
-      return w.trellis + (static_cast<int64_t>(c) * kChunkTiles * w.tilesN + nt0) * 8 * K;
-    };
     if (c0 < c1) {
       if constexpr (Fast) {
-        copyTiles<K>(ring, chunkWords(c0), rowWords, lane);
+        copyTiles<K>(ring, chunkWords(w, c0, nt0), rowWords, lane);
       }
       cpAsyncCommit();
       if constexpr (Fast) {
         if (c0 + 1 < c1) {
-          copyTiles<K>(ring + kSlotWords, chunkWords(c0 + 1), rowWords, lane);
+          copyTiles<K>(ring + kSlotWords, chunkWords(w, c0 + 1, nt0), rowWords, lane);
         }
       }
       cpAsyncCommit();
@@ -461,8 +588,8 @@ template <int K, int CB, int G> struct GateUp {
       if (c + 2 < c1) {
         stage(c + 2); // commits its own group
         if constexpr (Fast) {
-          copyTiles<K>(ring + (slot == 0 ? 2 : slot - 1) * kSlotWords, chunkWords(c + 2), rowWords,
-                       lane);
+          copyTiles<K>(ring + (slot == 0 ? 2 : slot - 1) * kSlotWords, chunkWords(w, c + 2, nt0),
+                       rowWords, lane);
         }
       }
       cpAsyncCommit();
@@ -612,7 +739,15 @@ __global__ void __cluster_dims__(kExl3MoeCluster, 1, 1)
   const Matrix mine = warp < 4 ? gateMatrix : upMatrix;
   float acc[2][2][G][4]; // [tile][8-column half][group]
   zeroAccumulators<G>(acc);
-  if (mine.bits == K && mine.codebook == CB) {
+  const bool fast = mine.bits == K && mine.codebook == CB;
+  if (kExl3MoeResidentPath && rows <= kExl3MoeResidentRows &&
+      gateUp.c1 - gateUp.c0 <= kExl3MoeResidentChunks) {
+    if (fast) {
+      gateUp.template runResident<true>(acc);
+    } else {
+      gateUp.template runResident<false>(acc);
+    }
+  } else if (fast) {
     gateUp.template run<true>(acc);
   } else {
     gateUp.template run<false>(acc);

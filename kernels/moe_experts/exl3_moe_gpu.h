@@ -34,7 +34,11 @@
 //      one per 2 tile columns of gate or up, stream the trellis with cp.async into a ring of
 //      three chunks per warp in shared memory (two chunks ahead of the decode), decode it in
 //      registers and run mma.m16n8k16 with the tokens as M (16 per group, G groups). One block
-//      barrier per chunk (the A operand is shared by the warps).
+//      barrier per chunk (the A operand is shared by the warps). The resident path, for items of
+//      at most kExl3MoeResidentRows rows whose block has at most kExl3MoeResidentChunks chunks:
+//      x and suh of all the block's chunks staged at once, every chunk's A rotated before the
+//      loop (a compact layout of the lanes' first-row registers), then each warp streams its
+//      tiles with no block barrier. Same arithmetic per row on both paths.
 //   2. The four quarters meet through distributed shared memory; every block sums them in rank
 //      order (the same bits in each): H + svh, SwiGLU, ∘ suh_down, H -> fp16 A operand of down.
 //   3. down: each block takes a quarter of down's output columns over the 128 rows of j and writes
@@ -112,14 +116,32 @@ GLM_HOST_DEVICE inline constexpr int exl3MoeGroups(int64_t tokens) {
   return tokens <= 16 ? 1 : tokens <= 32 ? 2 : tokens <= 48 ? 3 : 4;
 }
 
-/// Dynamic shared memory of exl3MoeKernel<K, CB, G>: the A operand of two chunks of gate and up in
-/// mma-fragment order, each activation twice (32 KB per group; later the cluster reduction, h
-/// and down's A operand), two chunks of staged x and suh (8 KB per group + 1 KB), and each warp's
-/// ring of three slots of 16 trellis tiles (12 KB per bit of K): 89 KB at G = 1, K = 4, so that
-/// two blocks share an SM.
+/// An item of at most kExl3MoeResidentRows rows whose block reduces at most kExl3MoeResidentChunks
+/// chunks of hidden (hidden <= 4096 at clusters of 4) builds its whole A operand of gate and up
+/// once, before its loop, so that the loop has no block barrier (the resident path).
+/// Off until a GPU has run Exl3MoeGpu's tests over it (written 2026-12-08, when no device could be
+/// had): with it off every item takes the chunked path, the kernel that ran before.
+constexpr bool kExl3MoeResidentPath = false;
+constexpr int kExl3MoeResidentRows = 4;
+constexpr int kExl3MoeResidentChunks = 8;
+/// Slots of 16 trellis tiles (4 KB at K = 4) in each warp's ring: the resident loop keeps all but
+/// one in flight; the chunked loop and down use three.
+constexpr int kExl3MoeRingSlots = 3;
+
+/// Dynamic shared memory of exl3MoeKernel<K, CB, G>: the A operand of gate and up (chunked: two
+/// chunks in mma-fragment order, each activation twice, 32 KB per group; resident: every chunk
+/// of the block, 32 KB; later the cluster reduction, h and down's A operand), the staged x and suh
+/// (chunked: two chunks, 8 KB per group + 1 KB; resident: every chunk, 12 KB), and each warp's
+/// ring of kExl3MoeRingSlots slots of 16 trellis tiles (1 KB per bit of K a slot and warp): 92 KB
+/// at G = 1, K = 4, so that two blocks share an SM.
+GLM_HOST_DEVICE inline constexpr unsigned exl3MoeStagingBytes(int groups) {
+  return static_cast<unsigned>(groups) * 8192u + 1024u > 12288u
+             ? static_cast<unsigned>(groups) * 8192u + 1024u
+             : 12288u;
+}
 GLM_HOST_DEVICE inline constexpr unsigned exl3MoeSharedBytes(int groups, int bits) {
-  return static_cast<unsigned>(groups) * (32768u + 8192u) + 1024u +
-         static_cast<unsigned>(bits) * 12288u;
+  return static_cast<unsigned>(groups) * 32768u + exl3MoeStagingBytes(groups) +
+         static_cast<unsigned>(bits) * 4096u * kExl3MoeRingSlots;
 }
 
 #ifndef __CUDACC_RTC__

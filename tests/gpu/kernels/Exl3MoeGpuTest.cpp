@@ -8,6 +8,7 @@
 #include "kernels/moe_experts/exl3_moe_gpu.h"
 #include "tests/gpu/support/Exl3MoeLayer.h"
 
+#include <algorithm>
 #include <cstring>
 #include <map>
 #include <numeric>
@@ -145,6 +146,36 @@ TEST_F(Exl3MoeGpu, ExpertShardsGiveTheRanksPartialSum) {
   run(l, d, 4, Exl3Codebook::Mcg, randomX(rng, 1, d.hidden), r, 1, static_cast<int32_t>(d.experts),
       swigluLimit(), out);
   EXPECT_EQ(out, std::vector<uint16_t>(d.hidden, 0));
+}
+
+// An expert's item takes the resident path at up to kExl3MoeResidentRows rows and the chunked
+// path beyond (and 4 token groups at 64 tokens): the same arithmetic per row either way, so a
+// token's output bits do not depend on how many tokens share its experts.
+TEST_F(Exl3MoeGpu, ATokensBitsDoNotDependOnHowManyTokensShareItsExperts) {
+  SplitMix64 rng(706);
+  const Shape d = decodeFlashShape();
+  const Layer l = uniformLayer(d, 4, Exl3Codebook::Mcg, 51);
+  const std::vector<float> x = randomX(rng, 1, d.hidden);
+  const Routing r = randomRouting(rng, 1, d.topK, d.experts);
+  std::vector<uint16_t> alone;
+  run(l, d, 4, Exl3Codebook::Mcg, x, r, 1, 0, swigluLimit(), alone);
+  for (int64_t tokens :
+       {int64_t{kernels::kExl3MoeResidentRows}, int64_t{5}, int64_t{16}, int64_t{64}}) {
+    Routing shared;
+    std::vector<float> xs;
+    for (int64_t t = 0; t < tokens; ++t) {
+      shared.ids.insert(shared.ids.end(), r.ids.begin(), r.ids.end());
+      shared.weights.insert(shared.weights.end(), r.weights.begin(), r.weights.end());
+      xs.insert(xs.end(), x.begin(), x.end());
+    }
+    std::vector<uint16_t> out;
+    run(l, d, 4, Exl3Codebook::Mcg, xs, shared, tokens, 0, swigluLimit(), out);
+    ASSERT_EQ(out.size(), static_cast<size_t>(tokens * d.hidden));
+    for (int64_t t = 0; t < tokens; ++t) {
+      EXPECT_TRUE(std::equal(alone.begin(), alone.end(), out.begin() + t * d.hidden))
+          << "token " << t << " of " << tokens;
+    }
+  }
 }
 
 // Deterministic: two runs give the same bits. Unselected experts and the padding of suh and svh
