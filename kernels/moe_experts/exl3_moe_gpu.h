@@ -124,7 +124,7 @@ GLM_HOST_DEVICE inline constexpr int exl3MoeGroups(int64_t tokens) {
 constexpr bool kExl3MoeResidentPath = false;
 constexpr int kExl3MoeResidentRows = 4;
 constexpr int kExl3MoeResidentChunks = 8;
-/// Slots of 16 trellis tiles (4 KB at K = 4) in each warp's ring: the resident loop keeps all but
+/// Slots of 16 trellis tiles (2 KB at K = 4) in each warp's ring: the resident loop keeps all but
 /// one in flight; the chunked loop and down use three.
 constexpr int kExl3MoeRingSlots = 3;
 
@@ -132,8 +132,8 @@ constexpr int kExl3MoeRingSlots = 3;
 /// chunks in mma-fragment order, each activation twice, 32 KB per group; resident: every chunk
 /// of the block, 32 KB; later the cluster reduction, h and down's A operand), the staged x and suh
 /// (chunked: two chunks, 8 KB per group + 1 KB; resident: every chunk, 12 KB), and each warp's
-/// ring of kExl3MoeRingSlots slots of 16 trellis tiles (1 KB per bit of K a slot and warp): 92 KB
-/// at G = 1, K = 4, so that two blocks share an SM.
+/// ring of kExl3MoeRingSlots slots of 16 trellis tiles (4 KB per bit of K a slot over the 8 warps):
+/// 92 KB at G = 1, K = 4, so that two blocks share an SM.
 GLM_HOST_DEVICE inline constexpr unsigned exl3MoeStagingBytes(int groups) {
   return static_cast<unsigned>(groups) * 8192u + 1024u > 12288u
              ? static_cast<unsigned>(groups) * 8192u + 1024u

@@ -148,9 +148,10 @@ TEST_F(Exl3MoeGpu, ExpertShardsGiveTheRanksPartialSum) {
   EXPECT_EQ(out, std::vector<uint16_t>(d.hidden, 0));
 }
 
-// An expert's item takes the resident path at up to kExl3MoeResidentRows rows and the chunked
-// path beyond (and 4 token groups at 64 tokens): the same arithmetic per row either way, so a
-// token's output bits do not depend on how many tokens share its experts.
+// With kExl3MoeResidentPath on, an expert's item takes the resident path at up to
+// kExl3MoeResidentRows rows and the chunked path beyond (and 4 token groups at 64 tokens): the
+// same arithmetic per row either way, so a token's output bits do not depend on how many tokens
+// share its experts (which verify windows need: a window's rows must draw what serial steps draw).
 TEST_F(Exl3MoeGpu, ATokensBitsDoNotDependOnHowManyTokensShareItsExperts) {
   SplitMix64 rng(706);
   const Shape d = decodeFlashShape();
