@@ -740,7 +740,7 @@ __global__ void __cluster_dims__(kExl3MoeCluster, 1, 1)
   float acc[2][2][G][4]; // [tile][8-column half][group]
   zeroAccumulators<G>(acc);
   const bool fast = mine.bits == K && mine.codebook == CB;
-  if (kExl3MoeResidentPath && rows <= kExl3MoeResidentRows &&
+  if (rows <= a.residentRows && rows <= kExl3MoeResidentRows &&
       gateUp.c1 - gateUp.c0 <= kExl3MoeResidentChunks) {
     if (fast) {
       gateUp.template runResident<true>(acc);

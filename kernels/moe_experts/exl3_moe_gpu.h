@@ -99,8 +99,10 @@ struct Exl3MoeGpuArgs {
   int64_t inter;
   int64_t experts; // this rank's
   int64_t topK;
-  int32_t firstExpert; // global id of this rank's expert 0
-  float limit;         // swiglu_limit; +inf = no clamp
+  int32_t firstExpert;  // global id of this rank's expert 0
+  float limit;          // swiglu_limit; +inf = no clamp
+  int32_t residentRows; // items of at most this many rows (<= kExl3MoeResidentRows) take the
+                        // resident path; 0: none (the plans' value: kExl3MoeResidentRowsDefault)
 };
 
 constexpr int kExl3MoeMaxTokens = 64;    // tokens per step
@@ -116,13 +118,15 @@ GLM_HOST_DEVICE inline constexpr int exl3MoeGroups(int64_t tokens) {
   return tokens <= 16 ? 1 : tokens <= 32 ? 2 : tokens <= 48 ? 3 : 4;
 }
 
-/// An item of at most kExl3MoeResidentRows rows whose block reduces at most kExl3MoeResidentChunks
-/// chunks of hidden (hidden <= 4096 at clusters of 4) builds its whole A operand of gate and up
-/// once, before its loop, so that the loop has no block barrier (the resident path).
-/// Off until a GPU has run Exl3MoeGpu's tests over it (written 2026-12-08, when no device could be
-/// had): with it off every item takes the chunked path, the kernel that ran before.
-constexpr bool kExl3MoeResidentPath = false;
+/// An item of at most kExl3MoeResidentRows rows (and args.residentRows) whose block reduces at most
+/// kExl3MoeResidentChunks chunks of hidden (hidden <= 4096 at clusters of 4) builds its whole A
+/// operand of gate and up once, before its loop, so that the loop has no block barrier (the
+/// resident path).
 constexpr int kExl3MoeResidentRows = 4;
+/// What plans set args.residentRows to: 0 (every item chunked, the kernel that ran before) until a
+/// GPU has run Exl3MoeGpu's tests over the resident path (written 2026-12-08, when no device could
+/// be had); then kExl3MoeResidentRows.
+constexpr int32_t kExl3MoeResidentRowsDefault = 0;
 constexpr int kExl3MoeResidentChunks = 8;
 /// Slots of 16 trellis tiles (2 KB at K = 4) in each warp's ring: the resident loop keeps all but
 /// one in flight; the chunked loop and down use three.

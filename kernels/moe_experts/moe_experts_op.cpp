@@ -123,6 +123,7 @@ GpuStep fusedDecode(const OpStep &step, const MoeShape &m) {
   p.set(p.args.topK, m.topK, "topK");
   packFirstExpert(p, p.args.firstExpert, m);
   p.set(p.args.limit, m.limit, "limit");
+  p.set(p.args.residentRows, kExl3MoeResidentRowsDefault, "residentRows");
   GpuStep gpu;
   for (const NamedLaunch &l :
        exl3MoeLaunches(m.exl3Bits, m.exl3Codebook, rows, m.hidden, m.inter, m.experts, m.topK)) {

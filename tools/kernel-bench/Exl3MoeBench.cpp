@@ -251,6 +251,8 @@ Status addExl3MoeBenches(Suite &suite) {
       GLM_RETURN_IF_ERROR(suite.ctx().upload(di.ptr(), step.data(), step.size() * 4));
       ids.push_back(std::move(di));
     }
+    // Rows of the resident path (the kernel's capacity; `main chunked` times it with none).
+    int32_t residentRows = kernels::kExl3MoeResidentRows;
     auto argsFor = [&](int s) {
       kernels::Exl3MoeGpuArgs a{
           reinterpret_cast<const kernels::Bf16 *>(x.ptr()),
@@ -268,6 +270,7 @@ Status addExl3MoeBenches(Suite &suite) {
           topK,
           0,
           static_cast<float>(model.swigluLimit)};
+      a.residentRows = residentRows;
       kernels::exl3MoeBindScratch(a, reinterpret_cast<void *>(scratch.ptr()));
       return a;
     };
@@ -314,7 +317,7 @@ Status addExl3MoeBenches(Suite &suite) {
     row.flops = 6.0 * c.tokens * topK * hidden * inter;
     row.bound = "bw";
     GLM_RETURN_IF_ERROR(timeGraph({0, 1}, row));
-    row.note = "2 launches, per step of a 16-step graph";
+    row.note = "2 launches, per step of a 16-step graph (the resident path on)";
     suite.add(row);
     if (c.bits != kBits) {
       continue;
@@ -324,6 +327,13 @@ Status addExl3MoeBenches(Suite &suite) {
     GLM_RETURN_IF_ERROR(timeGraph({0}, main));
     main.note = "exl3MoeKernel alone";
     suite.add(main);
+    Row chunked = row;
+    chunked.kernel = row.kernel + "  main chunked";
+    residentRows = 0;
+    GLM_RETURN_IF_ERROR(timeGraph({0}, chunked));
+    residentRows = kernels::kExl3MoeResidentRows;
+    chunked.note = "exl3MoeKernel alone, every item chunked (the plans' default for now)";
+    suite.add(chunked);
     Row combine = row;
     combine.kernel = row.kernel + "  combine";
     combine.bytes = c.tokens * topK * (inter / 128) * hidden * 4.0 + c.tokens * hidden * 2.0;

@@ -31,10 +31,12 @@ protected:
   }
 
   /// Runs a step on the device (fast path for `bits`, `codebook`) into `out` (bf16 bits), with
-  /// poisoned output and scratch.
+  /// poisoned output and scratch. Items of up to `residentRows` rows take the resident path (every
+  /// test covers it, whatever the plans' default).
   void run(const Layer &l, const Shape &d, int bits, Exl3Codebook codebook,
            const std::vector<float> &x, const Routing &r, int64_t tokens, int32_t firstExpert,
-           float limit, std::vector<uint16_t> &out) {
+           float limit, std::vector<uint16_t> &out,
+           int32_t residentRows = kernels::kExl3MoeResidentRows) {
     const std::vector<kernels::NamedLaunch> launches = kernels::exl3MoeLaunches(
         bits, static_cast<int>(codebook), tokens, d.hidden, d.inter, d.experts, d.topK);
     cuda::Module *module = cachedModule(kSource, launches);
@@ -43,6 +45,7 @@ protected:
     GLM_ASSERT_OK_AND_ASSIGN(cuda::DeviceMemory scratch, poisoned(kernels::exl3MoeScratchBytes(
                                                              tokens, d.topK, d.hidden, d.inter)));
     kernels::Exl3MoeGpuArgs args = step.args;
+    args.residentRows = residentRows;
     kernels::exl3MoeBindScratch(args, reinterpret_cast<void *>(scratch.ptr()));
     GLM_ASSERT_OK(launchAllAndWait(*module, launches, args));
     GLM_ASSERT_OK_AND_ASSIGN(out, fromDevice<uint16_t>(step.out, tokens * d.hidden));
@@ -148,10 +151,38 @@ TEST_F(Exl3MoeGpu, ExpertShardsGiveTheRanksPartialSum) {
   EXPECT_EQ(out, std::vector<uint16_t>(d.hidden, 0));
 }
 
-// With kExl3MoeResidentPath on, an expert's item takes the resident path at up to
-// kExl3MoeResidentRows rows and the chunked path beyond (and 4 token groups at 64 tokens): the
-// same arithmetic per row either way, so a token's output bits do not depend on how many tokens
-// share its experts (which verify windows need: a window's rows must draw what serial steps draw).
+// The resident and the chunked path (args.residentRows 0) give the same bits: the same step run
+// both ways, on Flash's shape at 1 to 16 tokens (items of 1 to several rows) and on the tiny and
+// ragged shapes (unaligned rows, blocks with no chunk of hidden), with a mixed-K layer (the
+// generic decoder on both paths).
+TEST_F(Exl3MoeGpu, ResidentAndChunkedPathsGiveTheSameBits) {
+  SplitMix64 rng(707);
+  const auto compare = [&](const Layer &l, const Shape &d, int64_t tokens,
+                           const std::string &what) {
+    const Case c = drawCase(l, d, tokens, d.experts, 0, rng);
+    std::vector<uint16_t> resident, chunked;
+    run(l, d, 4, Exl3Codebook::Mcg, c.x, c.r, tokens, 0, swigluLimit(), resident);
+    run(l, d, 4, Exl3Codebook::Mcg, c.x, c.r, tokens, 0, swigluLimit(), chunked, 0);
+    EXPECT_EQ(resident, chunked) << what << ", " << tokens << " tokens";
+  };
+  const Shape flash = decodeFlashShape();
+  const Layer uniform = uniformLayer(flash, 4, Exl3Codebook::Mcg, 61);
+  for (int64_t tokens : {1, 2, 4, 16}) {
+    compare(uniform, flash, tokens, "flash");
+  }
+  compare(mixedLayer(flash, false, 62), flash, 4, "flash mixed K");
+  for (const Shape &d : {tinyShape(), kRagged}) {
+    const Layer l = mixedLayer(d, true, 63);
+    for (int64_t tokens : {1, 4}) {
+      compare(l, d, tokens, "mixed K and codebook, hidden " + std::to_string(d.hidden));
+    }
+  }
+}
+
+// An expert's item takes the resident path at up to kExl3MoeResidentRows rows and the chunked path
+// beyond (and 4 token groups at 64 tokens): the same arithmetic per row either way, so a token's
+// output bits do not depend on how many tokens share its experts (which verify windows need: a
+// window's rows must draw what serial steps draw).
 TEST_F(Exl3MoeGpu, ATokensBitsDoNotDependOnHowManyTokensShareItsExperts) {
   SplitMix64 rng(706);
   const Shape d = decodeFlashShape();
