@@ -506,9 +506,18 @@ template <int K, int CB, int G> struct GateUp {
     }
   }
 
-  /// Tile (c · 8, nt0) of matrix w on the fast path (K bits per weight).
-  __device__ __forceinline__ const uint32_t *chunkWords(const Matrix &w, int c, int64_t nt0) const {
-    return w.trellis + (static_cast<int64_t>(c) * kChunkTiles * w.tilesN + nt0) * 8 * K;
+  /// The warp's matrix (gate or up) and its first tile column.
+  __device__ __forceinline__ Matrix warpMatrix() const { return warp >> 2 ? up : gate; }
+  __device__ __forceinline__ int64_t warpColumn() const {
+    return 8 * static_cast<int64_t>(j) + 2 * (warp & 3);
+  }
+
+  /// Chunk c's tiles of the warp's two columns of w (fast path: K bits a weight) into ring slot
+  /// `slot`, one cp.async group's worth (the caller commits).
+  __device__ __forceinline__ void fetch(const Matrix &w, int slot, int c) const {
+    const uint32_t *first =
+        w.trellis + (static_cast<int64_t>(c) * kChunkTiles * w.tilesN + warpColumn()) * 8 * K;
+    copyTiles<K>(ring + slot * kRingSlotWords<K>, first, w.tilesN * 8 * K, lane);
   }
 
   /// The resident loop: A built once, then each warp streams its tiles through its ring,
@@ -516,16 +525,12 @@ template <int K, int CB, int G> struct GateUp {
   /// region).
   template <bool Fast> __device__ __forceinline__ void runResident(float (&acc)[2][2][G][4]) const {
     constexpr int kAhead = kRingSlots - 1;
-    const int m = warp >> 2;
-    const Matrix w = m ? up : gate;
-    const int64_t nt0 = 8 * static_cast<int64_t>(j) + 2 * (warp & 3);
+    const Matrix w = warpMatrix();
     const FastTiles<K, CB> tiles(lane);
-    constexpr int kSlotWords = kRingSlotWords<K>;
-    const int64_t rowWords = w.tilesN * 8 * K;
 #pragma unroll
     for (int i = 0; i < kAhead; ++i) {
       if (Fast && c0 + i < c1) {
-        copyTiles<K>(ring + i * kSlotWords, chunkWords(w, c0 + i, nt0), rowWords, lane);
+        fetch(w, i, c0 + i);
       }
       cpAsyncCommit();
     }
@@ -537,13 +542,14 @@ template <int K, int CB, int G> struct GateUp {
     int slot = 0; // ring slot of chunk c
     for (int c = c0; c < c1; ++c) {
       if (Fast && c + kAhead < c1) {
-        const int ahead = slot + kAhead < kRingSlots ? slot + kAhead : slot + kAhead - kRingSlots;
-        copyTiles<K>(ring + ahead * kSlotWords, chunkWords(w, c + kAhead, nt0), rowWords, lane);
+        fetch(w, slot + kAhead < kRingSlots ? slot + kAhead : slot + kAhead - kRingSlots,
+              c + kAhead);
       }
       cpAsyncCommit();
       mmaChunk<K, CB, G, Fast, true>(
-          tiles, ring + slot * kSlotWords, aRegion + residentIndex(m, (c - c0) * kChunkTiles, 0, 0),
-          w, static_cast<int64_t>(c) * kChunkTiles, nt0, lane, 1, acc, rows);
+          tiles, ring + slot * kRingSlotWords<K>,
+          aRegion + residentIndex(warp >> 2, (c - c0) * kChunkTiles, 0, 0), w,
+          static_cast<int64_t>(c) * kChunkTiles, warpColumn(), lane, 1, acc, rows);
       cpAsyncWait<kAhead - 1>(); // this lane's tiles of chunk c + 1
       __syncwarp();              // and the warp's
       slot = slot + 1 < kRingSlots ? slot + 1 : 0;
@@ -558,19 +564,17 @@ template <int K, int CB, int G> struct GateUp {
   /// blockSync: gate's and up's warps may run different instances.
   template <bool Fast> __device__ __forceinline__ void run(float (&acc)[2][2][G][4]) const {
     const int m = warp >> 2;
-    const Matrix w = m ? up : gate;
-    const int64_t nt0 = 8 * static_cast<int64_t>(j) + 2 * (warp & 3);
+    const Matrix w = warpMatrix();
     const FastTiles<K, CB> tiles(lane);
     constexpr int kSlotWords = kRingSlotWords<K>;
-    const int64_t rowWords = w.tilesN * 8 * K;
     if (c0 < c1) {
       if constexpr (Fast) {
-        copyTiles<K>(ring, chunkWords(w, c0, nt0), rowWords, lane);
+        fetch(w, 0, c0);
       }
       cpAsyncCommit();
       if constexpr (Fast) {
         if (c0 + 1 < c1) {
-          copyTiles<K>(ring + kSlotWords, chunkWords(w, c0 + 1, nt0), rowWords, lane);
+          fetch(w, 1, c0 + 1);
         }
       }
       cpAsyncCommit();
@@ -588,8 +592,7 @@ template <int K, int CB, int G> struct GateUp {
       if (c + 2 < c1) {
         stage(c + 2); // commits its own group
         if constexpr (Fast) {
-          copyTiles<K>(ring + (slot == 0 ? 2 : slot - 1) * kSlotWords, chunkWords(w, c + 2, nt0),
-                       rowWords, lane);
+          fetch(w, slot == 0 ? 2 : slot - 1, c + 2);
         }
       }
       cpAsyncCommit();
@@ -598,7 +601,8 @@ template <int K, int CB, int G> struct GateUp {
       }
       const uint4 *region = aRegion + ((c - c0) & 1) * kStageFragments + m * kMatrixFragments;
       mmaChunk<K, CB, G, Fast>(tiles, ring + slot * kSlotWords, region, w,
-                               static_cast<int64_t>(c) * kChunkTiles, nt0, lane, groups, acc);
+                               static_cast<int64_t>(c) * kChunkTiles, warpColumn(), lane, groups,
+                               acc);
       // All but the newest group: x and suh of c + 2 and the tiles of c + 1 have landed.
       cpAsyncWait<1>();
       blockSync();
@@ -736,7 +740,7 @@ __global__ void __cluster_dims__(kExl3MoeCluster, 1, 1)
                                 warp,
                                 lane,
                                 a.hidden % 8 == 0 && (reinterpret_cast<uint64_t>(a.x) & 15u) == 0};
-  const Matrix mine = warp < 4 ? gateMatrix : upMatrix;
+  const Matrix mine = gateUp.warpMatrix();
   float acc[2][2][G][4]; // [tile][8-column half][group]
   zeroAccumulators<G>(acc);
   const bool fast = mine.bits == K && mine.codebook == CB;
